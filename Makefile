@@ -1,0 +1,38 @@
+# mel_opt: `make run` solves the shipped instances, `make test` runs the suite.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip -q --disable-pip-version-check
+MELOPT := $(VENV)/bin/melopt
+
+.PHONY: run test install install-test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(PIP) install -e '.[test,check,plot,dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+run: $(VENV)/.installed
+	$(MELOPT) batch instances -o results --jobs 2
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -p no:cacheprovider --timeout=900
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check mel_opt tests benchmarks
+	$(VENV)/bin/mypy mel_opt
+
+bench: $(VENV)/.installed-test
+	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) results build *.egg-info

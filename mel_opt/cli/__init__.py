@@ -1,0 +1,23 @@
+"""The ``melopt`` command line.
+
+Commands live in ``cmd_*.py`` modules of this package and attach themselves to the group in
+:mod:`mel_opt.cli.app`; they are discovered here, so adding a command touches no shared file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from mel_opt.cli.app import cli
+
+for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    if _info.name.startswith("cmd_"):
+        importlib.import_module(f"{__name__}.{_info.name}")
+
+
+def main() -> None:
+    cli(prog_name="melopt")
+
+
+__all__ = ["cli", "main"]

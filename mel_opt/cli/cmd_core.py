@@ -1,0 +1,192 @@
+"""Core commands: solve, validate, methods, generate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from mel_opt.api import load_instance, parse_instance, solve
+from mel_opt.cli.app import (
+    STATUS_STYLE,
+    cli,
+    err,
+    fmt,
+    guarded,
+    out,
+    result_panel,
+    verification_text,
+)
+from mel_opt.errors import MelOptError, UsageError
+from mel_opt.io.json_io import atomic_write_text
+from mel_opt.problems import all_problems, get_problem
+from mel_opt.result import Result
+
+
+def instance_files(paths: tuple[str, ...]) -> list[Path]:
+    """Expand files and directories (recursively, ``*.json``) into a sorted list of files."""
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files.extend(sorted(q for q in p.rglob("*.json") if q.is_file()))
+        else:
+            files.append(p)
+    return files
+
+
+def exit_code_of(res: Result) -> int:
+    if not res.status.has_solution:
+        return 1
+    if res.verification is not None and not res.verification.feasible:
+        return 1
+    return 0
+
+
+@cli.command("solve")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("-m", "--method", default=None, help="Method name (default: the problem's recommended).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result JSON instead of a table.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the result JSON to this file (atomically).")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Wall-clock limit per solve, seconds.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for randomised methods.")
+def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output: str | None,
+              time_limit: float | None, seed: int) -> None:
+    """Solve instance FILE(s); directories are searched for *.json.
+
+    One file prints a result table (or JSON); several print one summary row each and carry on
+    past invalid files.
+    """
+    with guarded():
+        files = instance_files(paths)
+        if not files:
+            raise UsageError("no instance files found")
+        if len(files) == 1:
+            inst = load_instance(files[0])
+            res = solve(inst, method, time_limit=time_limit, seed=seed)
+            spec = get_problem(res.problem)
+            if output:
+                atomic_write_text(output, res.to_json() + "\n")
+            if as_json:
+                click.echo(res.to_json())
+            else:
+                out.print(result_panel(res, spec.key_metrics))
+            raise SystemExit(exit_code_of(res))
+        _solve_many(files, method, as_json, output, time_limit, seed)
+
+
+def _solve_many(files: list[Path], method: str | None, as_json: bool, output: str | None,
+                time_limit: float | None, seed: int) -> None:
+    table = Table(title=f"{len(files)} instances")
+    for col in ("instance", "problem", "method", "status", "objective", "key metrics",
+                "verified", "time (s)"):
+        table.add_column(col)
+    results: list[dict[str, Any]] = []
+    code = 0
+    for f in files:
+        try:
+            inst = load_instance(f)
+            res = solve(inst, method, time_limit=time_limit, seed=seed)
+        except MelOptError as exc:
+            code = max(code, exc.exit_code)
+            err.print(f"error: {exc}", markup=False)
+            table.add_row(str(f), "-", method or "-", "[red]invalid[/]", "-", "-", "-", "-")
+            results.append({"instance": str(f), "status": "invalid", "message": str(exc)})
+            continue
+        code = max(code, exit_code_of(res))
+        spec = get_problem(res.problem)
+        metrics = ", ".join(
+            f"{k}={fmt(res.metrics[k], 4)}" for k in spec.key_metrics if k in res.metrics
+        )
+        style = STATUS_STYLE.get(res.status.value, "white")
+        table.add_row(str(f), res.problem, res.method, f"[{style}]{res.status.value}[/]",
+                      fmt(res.objective), metrics, verification_text(res),
+                      f"{res.solve_time_s:.3g}")
+        results.append(res.to_dict())
+    if output:
+        atomic_write_text(output, json.dumps(results, indent=2) + "\n")
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        out.print(table)
+    raise SystemExit(code)
+
+
+@cli.command("validate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+def validate_cmd(paths: tuple[str, ...]) -> None:
+    """Check instance FILE(s) without solving; every problem is listed with its JSON path."""
+    with guarded():
+        files = instance_files(paths)
+        if not files:
+            raise UsageError("no instance files found")
+        code = 0
+        for f in files:
+            try:
+                inst = load_instance(f)
+            except MelOptError as exc:
+                code = max(code, exc.exit_code)
+                err.print(f"error: {exc}", markup=False)
+                continue
+            out.print(f"{f}: valid {inst.problem} instance", markup=False)
+        raise SystemExit(code)
+
+
+@cli.command("methods")
+@click.argument("problem", required=False)
+def methods_cmd(problem: str | None) -> None:
+    """List the problems and their methods (the default one is marked *)."""
+    with guarded():
+        specs = [get_problem(problem)] if problem else list(all_problems().values())
+        table = Table(title="mel_opt methods")
+        for col in ("problem", "method", "kind", "proves optimality", "needs", "what it does"):
+            table.add_column(col)
+        for spec in specs:
+            for m in spec.methods.values():
+                mark = " *" if m.name == spec.default_method else ""
+                table.add_row(spec.name, m.name + mark, m.kind, fmt(m.proves_optimality),
+                              ", ".join(m.backends) or "-", m.summary)
+        out.print(table)
+
+
+@cli.command("generate")
+@click.argument("problem")
+@click.option("--preset", default=None, help="Named set-up from a paper (see `melopt methods`).")
+@click.option("--learners", "--devices", "learners", type=click.IntRange(min=1), default=None,
+              help="Number of learners / devices.")
+@click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (med).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="Preset parameter override (repeatable), e.g. cycle_time_s=7.5.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the instance here (atomically); default: standard output.")
+def generate_cmd(problem: str, preset: str | None, learners: int | None, tasks: int | None,
+                 seed: int, params: tuple[str, ...], output: str | None) -> None:
+    """Generate an instance of PROBLEM from a preset (validated before it is written)."""
+    with guarded():
+        spec = get_problem(problem)
+        if spec.generate is None:
+            raise UsageError(f"problem {problem!r} has no generator")
+        if preset is not None and spec.presets and preset not in spec.presets:
+            raise UsageError(
+                f"unknown preset {preset!r} for {problem}; choose one of {', '.join(spec.presets)}"
+            )
+        overrides: dict[str, str] = {}
+        for item in params:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise UsageError(f"--param expects KEY=VALUE, got {item!r}")
+            overrides[key] = value
+        doc = spec.generate(preset, learners=learners, tasks=tasks, seed=seed, params=overrides)
+        parse_instance(doc, output or "<generated>")  # never emit an invalid file
+        text = json.dumps(doc, indent=2) + "\n"
+        if output:
+            atomic_write_text(output, text)
+            err.print(f"wrote {output}", markup=False)
+        else:
+            click.echo(text, nl=False)

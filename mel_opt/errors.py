@@ -1,0 +1,72 @@
+"""Exception classes of mel_opt, one per kind of failure.
+
+The CLI maps each class to an exit code (see ``EXIT_CODES``): invalid input or usage is 2,
+a well-formed problem without a solution is 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class MelOptError(Exception):
+    """Base class of every error mel_opt raises on purpose."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem found in an instance file.
+
+    Attributes
+    ----------
+    path : str
+        JSON path of the offending value, e.g. ``learners[3].cpu_hz`` (``$`` is the document).
+    message : str
+        What was expected, e.g. ``must be a positive number, got -1``.
+    """
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class InstanceError(MelOptError):
+    """An instance file (or dict) is not a valid instance; carries every issue found."""
+
+    exit_code = 2
+
+    def __init__(self, issues: list[Issue] | Issue, source: str | None = None) -> None:
+        self.issues = [issues] if isinstance(issues, Issue) else list(issues)
+        if not self.issues:
+            raise ValueError("InstanceError needs at least one issue")
+        self.source = source
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        head = f"{self.source}: " if self.source else ""
+        if len(self.issues) == 1:
+            return f"{head}invalid instance: {self.issues[0]}"
+        body = "; ".join(str(i) for i in self.issues)
+        return f"{head}invalid instance ({len(self.issues)} problems): {body}"
+
+
+class UsageError(MelOptError):
+    """A request that cannot be served: unknown method, bad option value, missing file."""
+
+    exit_code = 2
+
+
+class SolverUnavailableError(MelOptError):
+    """A solver backend needed by the chosen method cannot be used here (says why)."""
+
+    exit_code = 1
+
+
+class SolverError(MelOptError):
+    """A solver backend failed in a way that leaves no usable answer."""
+
+    exit_code = 1

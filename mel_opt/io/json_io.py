@@ -1,0 +1,78 @@
+"""JSON reading that reports where a file is broken, and atomic writing."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mel_opt.errors import InstanceError, Issue, UsageError
+
+
+def _nan_constant(token: str) -> float:
+    # Python's json accepts NaN/Infinity; keep them as floats so the validator can name the path.
+    return float(token.replace("Infinity", "inf"))
+
+
+def parse_json_text(text: str, source: str | None = None) -> Any:
+    """Parse JSON text; a syntax error becomes an :class:`InstanceError` at ``$``."""
+    try:
+        return json.loads(text, parse_constant=_nan_constant)
+    except json.JSONDecodeError as exc:
+        raise InstanceError(
+            Issue("$", f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"),
+            source,
+        ) from None
+    except RecursionError:
+        raise InstanceError(Issue("$", "JSON nested too deeply"), source) from None
+
+
+def read_json_file(path: str | os.PathLike[str]) -> Any:
+    """Read and parse a JSON file.
+
+    Raises
+    ------
+    UsageError
+        The file does not exist or cannot be read.
+    InstanceError
+        The file is not valid UTF-8 JSON.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{p}: is a directory, expected a JSON instance file") from None
+    except OSError as exc:
+        raise UsageError(f"{p}: cannot read ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InstanceError(Issue("$", f"not UTF-8 text ({exc.reason})"), str(p)) from None
+    return parse_json_text(text, str(p))
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then rename.
+
+    A reader (or a resumed batch) sees either the old file or the complete new one, never a
+    half-written file, even if the process is killed mid-write.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,137 @@
+"""What a problem package declares: its parser, methods, verifier and generator.
+
+Each package under :mod:`mel_opt.problems` exposes ``PROBLEM: ProblemSpec``; the registry in
+:mod:`mel_opt.problems` discovers them, so a new problem needs no change anywhere else (the CLI,
+the batch runner and ``compare`` all work from these declarations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mel_opt.result import SolverInfo, Verification
+from mel_opt.solvers.base import Termination
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Per-call options every method receives.
+
+    Attributes
+    ----------
+    time_limit : float | None
+        Wall-clock limit in seconds for the method (backends pass it on to the solver).
+    seed : int
+        Seed for methods with randomness (multi-start, random baselines).
+    extra : Mapping
+        Method-specific options (documented by each method), e.g. ``{"form": "pairwise"}``.
+    """
+
+    time_limit: float | None = None
+    seed: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MethodOutput:
+    """What a method returns before verification.
+
+    ``solution`` uses the keys of the result contract (``d``, ``tau``...). ``extras`` are
+    method-side numbers worth reporting (a relaxed objective, a certified bound, a gap);
+    the runner puts them in ``metrics`` without letting them overwrite recomputed metrics.
+    """
+
+    termination: Termination
+    solution: dict[str, Any] | None
+    solver: SolverInfo
+    extras: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """Outcome of a problem's independent verifier: feasibility, metrics and objective."""
+
+    verification: Verification
+    metrics: dict[str, Any]
+    objective: float | None
+
+
+MethodFunc = Callable[[Any, SolveOptions], MethodOutput]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One solution method of a problem.
+
+    Attributes
+    ----------
+    kind : str
+        ``exact`` (proves optimality), ``numerical`` (a solver on a formulation),
+        ``analytical`` (closed form / KKT routine), ``baseline`` (a reference scheme).
+    proves_optimality : bool
+        True when an ``optimal`` status from this method is a proof (used by ``compare`` to
+        pick the reference answer).
+    backends : tuple of str
+        Solver backends the method needs (``ipopt``, ``highs``); used to report availability.
+    """
+
+    name: str
+    func: MethodFunc
+    summary: str
+    kind: str
+    proves_optimality: bool = False
+    backends: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    """Declaration of one problem.
+
+    Attributes
+    ----------
+    name : str
+        The ``problem`` field of instance files.
+    parse : callable(dict, source) -> instance
+        Validates a raw JSON document; raises :class:`~mel_opt.errors.InstanceError`.
+    verify : callable(instance, solution) -> Checked
+        Independent re-check of a solution (must not call the methods' code).
+    methods : mapping name -> MethodSpec
+    default_method : str
+        The recommended method (``melopt solve`` without ``--method``).
+    sense : str
+        ``min`` or ``max``: direction of ``objective`` (for gaps in ``compare``).
+    key_metrics : tuple of str
+        Metrics shown in tables (``solve`` summaries, ``compare``, batch ``summary.csv``).
+    generate : callable(preset, size, seed, **kw) -> dict, optional
+        Instance generator for ``melopt generate``.
+    presets : tuple of str
+    build_model : callable(instance, method) -> pyomo model, optional
+        The Pyomo formulation behind a method, for ``melopt export``.
+    """
+
+    name: str
+    summary: str
+    parse: Callable[[Mapping[str, Any], str | None], Any]
+    verify: Callable[[Any, Mapping[str, Any]], Checked]
+    methods: Mapping[str, MethodSpec]
+    default_method: str
+    sense: str = "min"
+    key_metrics: tuple[str, ...] = ()
+    generate: Callable[..., dict[str, Any]] | None = None
+    presets: tuple[str, ...] = ()
+    build_model: Callable[[Any, str], Any] | None = None
+
+    def method(self, name: str | None) -> MethodSpec:
+        from mel_opt.errors import UsageError
+
+        key = self.default_method if name is None else name
+        try:
+            return self.methods[key]
+        except KeyError:
+            raise UsageError(
+                f"problem {self.name!r} has no method {key!r}; "
+                f"choose one of: {', '.join(self.methods)}"
+            ) from None

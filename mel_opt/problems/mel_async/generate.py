@@ -1,0 +1,130 @@
+"""Instances for the set-up of paper 000, Section V (and a random coefficient preset).
+
+Given by the paper: MNIST (60,000 samples of 784 features), the DNN [784, 300, 124, 60, 10]
+whose model is 8,974,080 bits, 1,123,736 floating-point operations per sample and update,
+indoor 802.11 links within 50 m, about half laptop-class and half Raspberry-Pi-class nodes,
+T = 7.5 s or 15 s. Not given (the paper defers to Table 1 of its reference [9]); our choices:
+
+- one floating-point operation counted as one cycle (C_m = 1,123,736 cycles per sample);
+- laptops 2.4-3.2 GHz, Raspberry Pis 1.2-1.5 GHz (Pi 3B+ / Pi 4 clocks), uniform;
+- samples sent as raw 8-bit pixels: 784 x 8 = 6,272 bits per sample;
+- 802.11n, 20 MHz at 2.4 GHz, 20 dBm transmit power, noise -174 dBm/Hz + 7 dB noise figure,
+  indoor log-distance path loss 40 + 35 log10(r / 1 m) dB, nodes uniform over a 50 m disc
+  (at least 2 m away), Shannon rate W log2(1 + SNR) as in Eq. (1);
+- d_l = 500 samples (a floor against under-fitting, as the paper motivates (7f)),
+  d_u = 30,000 samples.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from mel_opt.errors import UsageError
+
+PRESETS = ("mohammad2020", "random")
+
+MODEL_BITS = 8_974_080  # Section V-A
+OPS_PER_SAMPLE = 1_123_736  # Section V-A
+FEATURES = 784
+TOTAL_SAMPLES = 60_000
+
+
+def _param(params: dict[str, str], key: str, default: float) -> float:
+    if key not in params:
+        return default
+    try:
+        return float(params[key])
+    except ValueError:
+        raise UsageError(f"--param {key} expects a number, got {params[key]!r}") from None
+
+
+def _shannon_rate(rng: np.random.Generator, n: int, bandwidth: float = 20e6) -> np.ndarray:
+    r = 50.0 * np.sqrt(rng.uniform(0.0, 1.0, n))
+    r = np.maximum(r, 2.0)
+    path_loss_db = 40.0 + 35.0 * np.log10(r)
+    noise_dbm = -174.0 + 10.0 * math.log10(bandwidth) + 7.0
+    snr_db = 20.0 - path_loss_db - noise_dbm
+    return bandwidth * np.log2(1.0 + 10.0 ** (snr_db / 10.0))
+
+
+def generate(
+    preset: str | None,
+    *,
+    learners: int | None = None,
+    tasks: int | None = None,
+    seed: int = 0,
+    params: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A mel-async instance document.
+
+    Presets: ``mohammad2020`` (paper 000 Section V; params ``cycle_time_s`` (default 15),
+    ``mode``) and ``random`` (coefficient form with spread-out learners, for tests and scaling
+    studies; params ``cycle_time_s``, ``total_samples``).
+    """
+    params = dict(params or {})
+    preset = preset or "mohammad2020"
+    if preset not in PRESETS:
+        raise UsageError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    K = learners or 10
+    rng = np.random.default_rng(seed)
+    T = _param(params, "cycle_time_s", 15.0)
+    if preset == "random":
+        d = int(_param(params, "total_samples", 1000 * K))
+        c2 = 10 ** rng.uniform(-4.5, -3.0, K)
+        c1 = 10 ** rng.uniform(-5.0, -3.5, K)
+        c0 = rng.uniform(0.05, 0.5, K)
+        return {
+            "problem": "mel-async",
+            "schema_version": 1,
+            "name": f"random_k{K}_s{seed}",
+            "description": f"random coefficient-form instance (seed {seed})",
+            "cycle_time_s": T,
+            "total_samples": d,
+            "min_samples": max(1, d // (20 * K)),
+            "max_samples": d,
+            "learners": [
+                {"name": f"n{k}", "c2": float(c2[k]), "c1": float(c1[k]), "c0": float(c0[k])}
+                for k in range(K)
+            ],
+        }
+    mode = params.get("mode", "task-parallel")
+    n_laptops = (K + 1) // 2
+    kinds = ["laptop"] * n_laptops + ["pi"] * (K - n_laptops)
+    rng.shuffle(kinds)
+    cpu = np.where(np.array(kinds) == "laptop", rng.uniform(2.4e9, 3.2e9, K),
+                   rng.uniform(1.2e9, 1.5e9, K))
+    rate = _shannon_rate(rng, K)
+    T_txt = f"{T:g}".replace(".", "p")
+    return {
+        "problem": "mel-async",
+        "schema_version": 1,
+        "name": f"mohammad2020_k{K}_T{T_txt}_s{seed}",
+        "description": (
+            "Paper 000 Section V set-up: MNIST 60,000 x 784, DNN [784,300,124,60,10] "
+            "(8,974,080-bit model, 1,123,736 operations per sample-update), half laptops, "
+            "half Raspberry Pis, indoor 802.11 within 50 m. Our choices where the paper is "
+            "silent: laptops 2.4-3.2 GHz, Pis 1.2-1.5 GHz, one operation per cycle, 8-bit "
+            "pixels (6,272 bits/sample), 802.11n 20 MHz / 20 dBm / -174 dBm/Hz + 7 dB NF, "
+            "path loss 40 + 35 log10(r) dB, Shannon rate, d_l = 500, d_u = 30,000. "
+            f"Generated with seed {seed}."
+        ),
+        "cycle_time_s": T,
+        "total_samples": TOTAL_SAMPLES,
+        "min_samples": 500,
+        "max_samples": 30_000,
+        "mode": mode,
+        "model": {
+            "cycles_per_sample": OPS_PER_SAMPLE,
+            "sample_bits": FEATURES * 8,
+            "model_bits": MODEL_BITS,
+            "model_bits_per_sample": 0,
+        },
+        "learners": [
+            {"name": f"{kinds[k]}{k}", "cpu_hz": round(float(cpu[k]), -6),
+             "rate_bps": round(float(rate[k]), -3)}
+            for k in range(K)
+        ],
+    }

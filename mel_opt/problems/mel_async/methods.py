@@ -1,0 +1,323 @@
+"""Methods for mel-async: exact, ipopt, kkt-sai and the eta / sync baselines.
+
+Every method returns integer d_k and tau_k with t_k <= T and tau_k >= 1 for every learner.
+Asynchronous methods give each learner the largest whole number of updates that fits in T
+(the integer meaning of "busy for the whole cycle", (7b)); ``sync`` gives all the same tau.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mel_opt.problems.base import MethodOutput, SolveOptions
+from mel_opt.problems.mel_async import windows as W
+from mel_opt.problems.mel_async.formulation import default_form, relaxed_model
+from mel_opt.problems.mel_async.instance import MelAsyncInstance
+from mel_opt.result import SolverInfo
+from mel_opt.solvers.base import Termination
+
+_EXACT = SolverInfo("mel_opt window algorithm", "1")
+
+
+def _solution(inst: MelAsyncInstance, d: np.ndarray) -> dict[str, Any]:
+    d = np.asarray(d, dtype=np.int64)
+    tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
+    return {"d": d.tolist(), "tau": tau.tolist()}
+
+
+def _infeasible(solver: SolverInfo, why: str, **extras: Any) -> MethodOutput:
+    return MethodOutput(Termination.INFEASIBLE, None, solver, dict(extras), why)
+
+
+# --------------------------------------------------------------------------------------------
+# exact
+# --------------------------------------------------------------------------------------------
+def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
+    """Proven optimum of the integer problem by the window algorithm (see ``windows``).
+
+    Among allocations with the optimal maximum staleness it returns one with the largest
+    minimum tau (the most updates for the slowest learner). It also reports the certified
+    global optimum of the relaxation (8) as ``relaxed_optimum``, the yardstick for IPOPT.
+    """
+    relaxed = W.relaxed_optimum(inst)
+    extras: dict[str, Any] = {
+        "relaxed_optimum": None if relaxed is None else relaxed.z,
+        "relaxed_window": None if relaxed is None else [relaxed.lo, relaxed.hi],
+    }
+    ok, why = W.integer_feasible(inst)
+    if not ok:
+        return _infeasible(_EXACT, why, **extras)
+    win = W.exact_integer(inst)
+    assert win is not None
+    extras.update(window=[win.lo, win.hi], lo_values_scanned=win.lo_candidates)
+    return MethodOutput(
+        Termination.OPTIMAL,
+        {"d": win.d.tolist(), "tau": win.tau.tolist()},
+        _EXACT,
+        extras,
+        "proven optimal maximum staleness; ties broken by the largest minimum tau",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# rounding and repair shared by ipopt and kkt-sai
+# --------------------------------------------------------------------------------------------
+def suggest(inst: MelAsyncInstance, d_cont: np.ndarray) -> np.ndarray | None:
+    """Floor a continuous allocation and repair it to integers with sum d and tau_k >= 1.
+
+    Each d_k is floored and clipped to [d_l, b_k(1)] (b_k(1): the most samples on which
+    learner k still fits one update); the missing (or surplus) samples are then spread over the
+    learners in proportion to their room, which moves every tau as little as possible.
+    Returns None if no allocation gives every learner one update.
+    """
+    ok, _ = W.integer_feasible(inst)
+    if not ok:
+        return None
+    cap = W.upper_d(inst, np.ones(inst.K))
+    x = np.clip(np.floor(np.asarray(d_cont, dtype=float) + 1e-9), inst.min_samples, cap)
+    x = x.astype(np.int64)
+    total = int(x.sum())
+    if total < inst.total_samples:
+        return W.fill(x, cap.astype(np.int64), inst.total_samples)
+    if total > inst.total_samples:
+        return W.fill(np.full(inst.K, inst.min_samples), x, inst.total_samples)
+    return x
+
+
+def improve(inst: MelAsyncInstance, d: np.ndarray, max_rounds: int = 100_000) -> np.ndarray:
+    """Improve step of SAI: move samples between learners while the staleness falls.
+
+    Two moves, each accepted only if it lowers the maximum staleness by at least one:
+    (a) lower the top: every learner at tau_max takes the samples it needs to drop to
+    tau_max - 1, given by the lowest-tau learners that can spare them without rising to
+    tau_max; (b) raise the bottom: every learner at tau_min sheds the samples it needs to reach
+    tau_min + 1, taken by the highest-tau learners that stay at or above tau_min + 1.
+    Each accepted move lowers the staleness, so the loop ends; it is a local search, not a
+    proof (``exact`` is the proof).
+    """
+    d = np.asarray(d, dtype=np.int64).copy()
+    K = inst.K
+    for _ in range(max_rounds):
+        tau = W.max_updates(inst, d.astype(float))
+        hmax, lmin = float(tau.max()), float(tau.min())
+        if hmax == lmin:
+            break
+        moved = _lower_top(inst, d, tau, hmax) or _raise_bottom(inst, d, tau, lmin)
+        if moved is None:
+            break
+        d = moved
+        assert int(d.sum()) == inst.total_samples and K == d.size
+    return d
+
+
+def _lower_top(inst: MelAsyncInstance, d: np.ndarray, tau: np.ndarray,
+               hmax: float) -> np.ndarray | None:
+    top = tau == hmax
+    a = W.lower_d(inst, np.full(inst.K, hmax - 1)).astype(np.int64)
+    if np.any(a[top] > inst.max_samples):
+        return None
+    need = int((a[top] - d[top]).sum())
+    spare = np.where(top, 0, np.maximum(0, d - a))
+    if spare.sum() < need:
+        return None
+    new = d.copy()
+    new[top] = a[top]
+    order = np.argsort(tau + np.where(top, np.inf, 0), kind="stable")  # lowest tau gives first
+    _take(new, order, spare, need)
+    return new
+
+
+def _raise_bottom(inst: MelAsyncInstance, d: np.ndarray, tau: np.ndarray,
+                  lmin: float) -> np.ndarray | None:
+    bottom = tau == lmin
+    b = W.upper_d(inst, np.full(inst.K, lmin + 1))
+    if np.any(b[bottom] < inst.min_samples):
+        return None
+    b = b.astype(np.int64)
+    shed = int((d[bottom] - b[bottom]).sum())
+    room = np.where(bottom, 0, np.maximum(0, b - d))
+    if room.sum() < shed:
+        return None
+    new = d.copy()
+    new[bottom] = b[bottom]
+    order = np.argsort(-tau + np.where(bottom, np.inf, 0), kind="stable")  # highest tau first
+    _give(new, order, room, shed)
+    return new
+
+
+def _take(x: np.ndarray, order: np.ndarray, spare: np.ndarray, amount: int) -> None:
+    for k in order:
+        if amount <= 0:
+            break
+        q = min(int(spare[k]), amount)
+        x[k] -= q
+        amount -= q
+
+
+def _give(x: np.ndarray, order: np.ndarray, room: np.ndarray, amount: int) -> None:
+    for k in order:
+        if amount <= 0:
+            break
+        q = min(int(room[k]), amount)
+        x[k] += q
+        amount -= q
+
+
+# --------------------------------------------------------------------------------------------
+# kkt-sai
+# --------------------------------------------------------------------------------------------
+def kkt_point(inst: MelAsyncInstance) -> tuple[float, np.ndarray]:
+    """The KKT point of (8) with every staleness constraint (8b) active (Theorem 1).
+
+    With z = 0 the stationarity conditions (15)-(16) hold with tau_k = tau_bar for all k, and
+    (8c) gives d_k = (T - C0_k)/(C2_k tau_bar + C1_k). Where that violates (8f) the bound
+    multiplier nu_k (nu'_k) becomes active and d_k sits at d_l (d_u), its tau_k following from
+    (8c). The multiplier omega of (8d) is matched by choosing tau_bar so that
+    sum_k clip(d_k) = d (a monotone equation, solved by bisection). Returns (tau_bar, d).
+    """
+    K, d_tot = inst.K, float(inst.total_samples)
+    dl, du = inst.min_samples, inst.max_samples
+
+    def total(t: float) -> float:
+        return float(np.clip(W.relaxed_d(inst, np.full(K, t)), dl, du).sum())
+
+    hi = float(W.relaxed_tau(inst, np.full(K, float(dl))).max())
+    if total(0.0) < d_tot:
+        t_bar = 0.0
+    elif total(hi) >= d_tot:
+        t_bar = hi
+    else:
+        lo_t, hi_t = 0.0, hi
+        for _ in range(200):
+            mid = 0.5 * (lo_t + hi_t)
+            if total(mid) >= d_tot:
+                lo_t = mid
+            else:
+                hi_t = mid
+        t_bar = 0.5 * (lo_t + hi_t)
+    return t_bar, np.clip(W.relaxed_d(inst, np.full(K, t_bar)), dl, du)
+
+
+_KKT = SolverInfo("mel_opt KKT + suggest-and-improve", "1")
+
+
+def solve_kkt_sai(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
+    """The paper's analytical route (Section IV): KKT bounds, then suggest-and-improve.
+
+    The paper leaves the steps unspecified; ours are:
+
+    1. KKT point (:func:`kkt_point`): Theorem 1 with the staleness constraints active gives a
+       common tau_bar and d_k from (8c); bound multipliers clip d_k to [d_l, d_u]. Its
+       allocation is the upper-bound suggestion for each learner.
+    2. Suggest (:func:`suggest`): floor d_k, clip to the range where one update still fits,
+       and spread the missing samples so that sum d_k = d.
+    3. Improve (:func:`improve`): move samples from low-tau to high-tau learners (and back)
+       while the maximum staleness falls, each learner doing the most whole updates that fit.
+    """
+    t_bar, d_cont = kkt_point(inst)
+    d0 = suggest(inst, d_cont)
+    if d0 is None:
+        _, why = W.integer_feasible(inst)
+        return _infeasible(_KKT, why, kkt_tau=t_bar)
+    stale0 = float(np.ptp(W.max_updates(inst, d0.astype(float))))
+    d1 = improve(inst, d0)
+    return MethodOutput(
+        Termination.FEASIBLE,
+        _solution(inst, d1),
+        _KKT,
+        {"kkt_tau": t_bar, "suggested_max_staleness": stale0},
+        "KKT point, floored and repaired (suggest), then improved by sample moves",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# ipopt
+# --------------------------------------------------------------------------------------------
+def solve_ipopt(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
+    """The relaxed QCLP (8) solved by IPOPT, floored and repaired to integers.
+
+    Options (``opts.extra``): ``form`` = ``pairwise`` (8b as stated; default for K <= 30) or
+    ``minmax`` (the O(K) equivalent; default above); ``improve`` = True also runs SAI's improve
+    step after the repair (off by default, to show the paper's numerical route as it is).
+    IPOPT starts from the equal split; it is a local solver, and its relaxed objective is
+    reported as ``relaxed_objective`` beside the certified optimum of (8) from ``exact``.
+    """
+    from mel_opt.solvers import ipopt
+
+    form = str(opts.extra.get("form") or default_form(inst))
+    model = relaxed_model(inst, form=form)
+    res = ipopt.solve_nlp(model, time_limit=opts.time_limit)
+    solver = SolverInfo("ipopt (cyipopt)", ipopt.version())
+    extras: dict[str, Any] = {
+        "form": form,
+        "relaxed_status": res.termination.value,
+        "relaxed_objective": res.objective,
+        "ipopt_iterations": res.iterations,
+    }
+    if res.termination not in (Termination.LOCALLY_OPTIMAL, Termination.FEASIBLE,
+                               Termination.OPTIMAL):
+        return MethodOutput(res.termination, None, solver, extras,
+                            f"IPOPT stopped without a solution: {res.message}")
+    d_cont = np.array([res.values[f"d[{k}]"] for k in range(inst.K)])
+    d_int = suggest(inst, d_cont)
+    if d_int is None:
+        _, why = W.integer_feasible(inst)
+        return _infeasible(solver, f"relaxation solved but no integer repair: {why}", **extras)
+    if opts.extra.get("improve"):
+        d_int = improve(inst, d_int)
+    return MethodOutput(Termination.FEASIBLE, _solution(inst, d_int), solver, extras,
+                        f"IPOPT on (8), {form} form; floored and repaired to integers")
+
+
+# --------------------------------------------------------------------------------------------
+# baselines
+# --------------------------------------------------------------------------------------------
+_BASE = SolverInfo("mel_opt baseline", "1")
+
+
+def solve_eta(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
+    """Equal task allocation (asynchronous): d_k = d/K (the first d mod K learners get one
+    more), each learner then doing as many whole updates as fit in T."""
+    K, d_tot = inst.K, inst.total_samples
+    d = np.full(K, d_tot // K, dtype=np.int64)
+    d[: d_tot % K] += 1
+    tau = W.max_updates(inst, d.astype(float))
+    if np.any(tau < 1):
+        slow = [inst.learner_names[k] for k in np.flatnonzero(tau < 1)]
+        return _infeasible(_BASE, f"equal shares leave no time for one update on: "
+                           f"{', '.join(slow[:5])}{' ...' if len(slow) > 5 else ''}")
+    return MethodOutput(Termination.FEASIBLE, _solution(inst, d), _BASE, {},
+                        "equal task allocation, each learner doing the most updates that fit")
+
+
+def solve_sync(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
+    """Synchronous scheme: one common tau for all, as large as possible, with sum d_k = d,
+    d_l <= d_k <= d_u and t_k <= T (learners may then idle)."""
+    K, d_tot, dl = inst.K, inst.total_samples, inst.min_samples
+
+    def ok(t: int) -> bool:
+        b = W.upper_d(inst, np.full(K, float(t)))
+        return bool(np.all(b >= dl) and b.sum() >= d_tot)
+
+    if not ok(1):
+        _, why = W.integer_feasible(inst)
+        return _infeasible(_BASE, why or "no common tau >= 1 fits")
+    top = int(W.max_updates(inst, np.full(K, float(dl))).min())
+    lo, hi = 1, max(1, top)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    b = W.upper_d(inst, np.full(K, float(lo))).astype(np.int64)
+    d = W.fill(np.full(K, dl), b, d_tot)
+    return MethodOutput(
+        Termination.FEASIBLE,
+        {"d": d.tolist(), "tau": [lo] * K},
+        _BASE,
+        {"common_tau": lo},
+        "largest common tau; learners that finish early wait",
+    )
