@@ -104,7 +104,9 @@ def improve(inst: MelAsyncInstance, d: np.ndarray, max_rounds: int = 100_000) ->
         hmax, lmin = float(tau.max()), float(tau.min())
         if hmax == lmin:
             break
-        moved = _lower_top(inst, d, tau, hmax) or _raise_bottom(inst, d, tau, lmin)
+        moved = _lower_top(inst, d, tau, hmax)
+        if moved is None:
+            moved = _raise_bottom(inst, d, tau, lmin)
         if moved is None:
             break
         d = moved

@@ -226,7 +226,7 @@ def relaxed_tau(inst: MelAsyncInstance, d: np.ndarray) -> np.ndarray:
 
 def relaxed_d(inst: MelAsyncInstance, tau: np.ndarray) -> np.ndarray:
     """d_k solving (8c) for given tau_k: (T - C0) / (C2 tau + C1) (inf if the slope is 0)."""
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         return (inst.cycle_time - inst.c0) / (inst.c2 * np.asarray(tau, dtype=float) + inst.c1)
 
 
@@ -269,7 +269,7 @@ def relaxed_optimum(inst: MelAsyncInstance) -> RelaxedWindow | None:
     K, d_tot = inst.K, float(inst.total_samples)
     dl, du = float(inst.min_samples), float(inst.max_samples)
     T = inst.cycle_time
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         d_zero = np.where(inst.c1 > 0, (T - inst.c0) / inst.c1, np.inf)  # tau_k = 0 here
     du_eff = np.minimum(du, d_zero)
     if np.any(du_eff < dl):

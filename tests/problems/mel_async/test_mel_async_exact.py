@@ -1,0 +1,171 @@
+"""exact against brute-force enumeration, SCIP's global MINLP, and the relaxation certificate."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mel_opt
+from mel_opt.errors import InstanceError
+from mel_opt.problems.mel_async import windows as W
+
+
+def brute_force(doc):
+    """(staleness, min tau) of the best allocation, by enumerating every composition of d.
+
+    Independent of mel_opt: the largest whole tau that fits is found by counting up from just
+    below the real-valued bound.
+    """
+    T, d, dl, du = doc["cycle_time_s"], doc["total_samples"], doc["min_samples"], doc["max_samples"]
+    co = [(x["c2"], x["c1"], x["c0"]) for x in doc["learners"]]
+    K = len(co)
+
+    def tau_of(k, dk):
+        a, b, c = co[k]
+        t = max(0, int((T - c - b * dk) / (a * dk)) - 2)  # start just below, then count up
+        while a * (t + 1) * dk + b * dk + c <= T * (1 + 1e-12):
+            t += 1
+        return t
+
+    best = None
+    for head in itertools.product(range(dl, du + 1), repeat=K - 1):
+        last = d - sum(head)
+        if not dl <= last <= du:
+            continue
+        alloc = (*head, last)
+        taus = [tau_of(k, alloc[k]) for k in range(K)]
+        if min(taus) < 1:
+            continue
+        key = (max(taus) - min(taus), -min(taus))
+        if best is None or key < best:
+            best = key
+    return None if best is None else (best[0], -best[1])
+
+
+@st.composite
+def tiny_docs(draw):
+    K = draw(st.integers(2, 3))
+    d = draw(st.integers(K, 14))
+    T = draw(st.floats(1.0, 6.0))
+    learners = []
+    for i in range(K):
+        learners.append({
+            "name": f"l{i}",
+            "c2": draw(st.floats(0.005, 0.4)),
+            "c1": draw(st.floats(0.0, 0.2)),
+            "c0": draw(st.floats(0.0, 0.8)),
+        })
+    dl = draw(st.integers(1, max(1, d // K)))
+    du = draw(st.integers(max(dl, math.ceil(d / K)), d))
+    return {"problem": "mel-async", "schema_version": 1, "cycle_time_s": T, "total_samples": d,
+            "min_samples": dl, "max_samples": du, "learners": learners}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_docs())
+def test_exact_matches_brute_force(doc):
+    try:
+        inst = mel_opt.parse_instance(doc)
+    except InstanceError:
+        return  # a learner that cannot do one update on d_l: rejected at load (tested elsewhere)
+    res = mel_opt.solve(inst, "exact")
+    expected = brute_force(doc)
+    if expected is None:
+        assert res.status.value == "infeasible"
+        return
+    assert res.status.value == "optimal"
+    assert res.verification.feasible
+    assert (res.metrics["max_staleness"], res.metrics["min_tau"]) == expected
+    # the asynchronous heuristics can never beat the proof (sync is not "busy": its common tau
+    # leaves learners idle, so its zero staleness is outside the integer problem (7))
+    for method in ("kkt-sai", "eta"):
+        other = mel_opt.solve(inst, method)
+        if other.status.has_solution:
+            assert other.verification.feasible, method
+            assert other.metrics["max_staleness"] >= expected[0], method
+
+
+@settings(max_examples=100, deadline=None)
+@given(tiny_docs())
+def test_relaxed_certificate_is_attained(doc):
+    try:
+        inst = mel_opt.parse_instance(doc)
+    except InstanceError:
+        return
+    rel = W.relaxed_optimum(inst)
+    if rel is None:
+        return
+    # the returned point is feasible for (8) and attains z*
+    assert rel.d.sum() == pytest.approx(inst.total_samples, rel=1e-9)
+    assert np.all(rel.d >= inst.min_samples - 1e-9) and np.all(rel.d <= inst.max_samples + 1e-9)
+    t = inst.c2 * rel.tau * rel.d + inst.c1 * rel.d + inst.c0
+    assert np.allclose(t, inst.cycle_time, rtol=1e-9)
+    assert np.ptp(rel.tau) == pytest.approx(rel.z, abs=1e-7)
+    # and no point of a fine grid over the feasible set does better (K = 2: one free variable)
+    if inst.K == 2:
+        d_tot = inst.total_samples
+        lo = max(inst.min_samples, d_tot - inst.max_samples)
+        hi = min(inst.max_samples, d_tot - inst.min_samples)
+        grid = np.linspace(lo, hi, 2001)
+        d = np.stack([grid, d_tot - grid], axis=1)
+        tau = (inst.cycle_time - inst.c0 - inst.c1 * d) / (inst.c2 * d)
+        ok = np.all(tau >= 0, axis=1)
+        if ok.any():
+            assert rel.z <= np.ptp(tau[ok], axis=1).min() + 1e-9
+
+
+def test_exact_large_k_is_fast_and_feasible():
+    from mel_opt.problems.mel_async.generate import generate
+
+    inst = mel_opt.parse_instance(generate("random", learners=2000, seed=3))
+    res = mel_opt.solve(inst, "exact")
+    assert res.status.value == "optimal" and res.verification.feasible
+    assert res.solve_time_s < 5.0
+
+
+pyscipopt = pytest.importorskip  # keep the name for readability below
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_matches_scip_minlp(seed):
+    scip = pytest.importorskip("pyscipopt")
+    rng = np.random.default_rng(seed)
+    K, d_tot = 3, 12
+    co = [(float(rng.uniform(0.01, 0.2)), float(rng.uniform(0, 0.1)), float(rng.uniform(0, 0.5)))
+          for _ in range(K)]
+    doc = {"problem": "mel-async", "schema_version": 1, "cycle_time_s": 4.0,
+           "total_samples": d_tot, "min_samples": 1, "max_samples": d_tot,
+           "learners": [{"name": f"l{i}", "c2": a, "c1": b, "c0": c}
+                        for i, (a, b, c) in enumerate(co)]}
+    try:
+        inst = mel_opt.parse_instance(doc)
+    except InstanceError:
+        pytest.skip("drawn learner cannot do one update")
+    res = mel_opt.solve(inst, "exact")
+
+    m = scip.Model()
+    m.hideOutput()
+    T = 4.0
+    d = [m.addVar(vtype="I", lb=1, ub=d_tot) for _ in range(K)]
+    tau = [m.addVar(vtype="I", lb=1, ub=10_000) for _ in range(K)]
+    lo = m.addVar(lb=0, ub=10_000)
+    hi = m.addVar(lb=0, ub=10_000)
+    for k, (a, b, c) in enumerate(co):
+        m.addCons(a * tau[k] * d[k] + b * d[k] + c <= T)
+        # busy: one more update would not fit (strict, with a margin above SCIP's tolerance)
+        m.addCons(a * (tau[k] + 1) * d[k] + b * d[k] + c >= T + 1e-5)
+        m.addCons(tau[k] <= hi)
+        m.addCons(tau[k] >= lo)
+    m.addCons(sum(d) == d_tot)
+    m.setObjective(hi - lo, "minimize")
+    m.optimize()
+    if m.getStatus() == "infeasible":
+        assert res.status.value == "infeasible"
+        return
+    assert m.getStatus() == "optimal"
+    assert res.metrics["max_staleness"] == pytest.approx(m.getObjVal(), abs=1e-6)
