@@ -22,7 +22,7 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 run: $(VENV)/.installed
-	$(MELOPT) batch instances -o results --jobs 2
+	$(MELOPT) solve instances
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -p no:cacheprovider --timeout=900
