@@ -19,8 +19,16 @@ from rich.table import Table
 from mel_opt.errors import InstanceError, MelOptError
 from mel_opt.result import Result
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+def _console(stderr: bool = False) -> Console:
+    # piped output (CI logs, files) gets a wide fixed width instead of rich's 80 columns
+    probe = Console(stderr=stderr)
+    width = None if probe.is_terminal else 160
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+
+
+out = _console()
+err = _console(stderr=True)
 
 
 class State:

@@ -48,7 +48,8 @@ def exit_code_of(res: Result) -> int:
 
 @cli.command("solve")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("-m", "--method", default=None, help="Method name (default: the problem's recommended).")
+@click.option("-m", "--method", default=None,
+              help="Method name (default: the problem's recommended).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON instead of a table.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the result JSON to this file (atomically).")

@@ -7,6 +7,7 @@ and :meth:`Validator.finish` raises a single :class:`~mel_opt.errors.InstanceErr
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -49,7 +50,7 @@ class Validator:
 
     def __init__(self, source: str | None = None) -> None:
         self.source = source
-        self.issues: list[Issue] = []
+        self.issues: builtins.list[Issue] = []
 
     # -- recording -------------------------------------------------------------------------
     def error(self, path: str, message: str) -> None:
@@ -210,7 +211,7 @@ class Validator:
 
     def numbers(
         self, value: Any, p: str, *, length: int | None = None, **rules: Any
-    ) -> list[Any] | None:
+    ) -> builtins.list[Any] | None:
         """A list of numbers, each checked with the rules of :meth:`as_number`."""
         items = self.as_list(value, p, length=length)
         if items is None:

@@ -86,85 +86,98 @@ def suggest(inst: MelAsyncInstance, d_cont: np.ndarray) -> np.ndarray | None:
     return x
 
 
-def improve(inst: MelAsyncInstance, d: np.ndarray, max_rounds: int = 100_000) -> np.ndarray:
+def improve(inst: MelAsyncInstance, d: np.ndarray, max_rounds: int = 10_000) -> np.ndarray:
     """Improve step of SAI: move samples between learners while the staleness falls.
 
-    Two moves, each accepted only if it lowers the maximum staleness by at least one:
-    (a) lower the top: every learner at tau_max takes the samples it needs to drop to
-    tau_max - 1, given by the lowest-tau learners that can spare them without rising to
-    tau_max; (b) raise the bottom: every learner at tau_min sheds the samples it needs to reach
-    tau_min + 1, taken by the highest-tau learners that stay at or above tau_min + 1.
-    Each accepted move lowers the staleness, so the loop ends; it is a local search, not a
-    proof (``exact`` is the proof).
+    Two moves, each accepted only if it lowers the maximum staleness:
+    (a) lower the top: every learner above a target h < tau_max takes the samples it needs to
+    drop to h, given by the lowest-tau learners that can spare them without rising above h;
+    (b) raise the bottom: every learner below a target l > tau_min sheds the samples it needs to
+    reach l, taken by the highest-tau learners that stay at or above l.
+    The feasibility of each move is monotone in its target, so the most ambitious target is
+    found by bisection; each accepted move lowers the staleness, so the loop ends. It is a local
+    search, not a proof (``exact`` is the proof).
     """
     d = np.asarray(d, dtype=np.int64).copy()
-    K = inst.K
     for _ in range(max_rounds):
         tau = W.max_updates(inst, d.astype(float))
-        hmax, lmin = float(tau.max()), float(tau.min())
+        hmax, lmin = int(tau.max()), int(tau.min())
         if hmax == lmin:
             break
-        moved = _lower_top(inst, d, tau, hmax)
+        moved = _best_move(lambda h, d=d, tau=tau: _lower_top(inst, d, tau, h), hmax - 1, lmin,
+                           lowest=True)
         if moved is None:
-            moved = _raise_bottom(inst, d, tau, lmin)
+            moved = _best_move(lambda h, d=d, tau=tau: _raise_bottom(inst, d, tau, h),
+                               lmin + 1, hmax,
+                               lowest=False)
         if moved is None:
             break
         d = moved
-        assert int(d.sum()) == inst.total_samples and K == d.size
     return d
 
 
+def _best_move(move: Any, first: int, last: int, lowest: bool) -> np.ndarray | None:
+    """Bisect the target of a move between ``first`` (least ambitious) and ``last``."""
+    best = move(first)
+    if best is None:
+        return None
+    good, bad = first, last + (-1 if lowest else 1)
+    while abs(bad - good) > 1:
+        mid = (good + bad) // 2
+        cand = move(mid)
+        if cand is None:
+            bad = mid
+        else:
+            good, best = mid, cand
+    return best
+
+
 def _lower_top(inst: MelAsyncInstance, d: np.ndarray, tau: np.ndarray,
-               hmax: float) -> np.ndarray | None:
-    top = tau == hmax
-    a = W.lower_d(inst, np.full(inst.K, hmax - 1)).astype(np.int64)
+               h: int) -> np.ndarray | None:
+    """Bring every learner with tau > h down to tau <= h (None if impossible)."""
+    top = tau > h
+    a = W.lower_d(inst, np.full(inst.K, float(h)))
     if np.any(a[top] > inst.max_samples):
         return None
+    a = a.astype(np.int64)
     need = int((a[top] - d[top]).sum())
     spare = np.where(top, 0, np.maximum(0, d - a))
-    if spare.sum() < need:
+    if int(spare.sum()) < need:
         return None
     new = d.copy()
     new[top] = a[top]
-    order = np.argsort(tau + np.where(top, np.inf, 0), kind="stable")  # lowest tau gives first
-    _take(new, order, spare, need)
+    order = np.argsort(np.where(top, np.inf, tau), kind="stable")  # lowest tau gives first
+    new -= _spread(order, spare, need)
     return new
 
 
 def _raise_bottom(inst: MelAsyncInstance, d: np.ndarray, tau: np.ndarray,
-                  lmin: float) -> np.ndarray | None:
-    bottom = tau == lmin
-    b = W.upper_d(inst, np.full(inst.K, lmin + 1))
+                  low: int) -> np.ndarray | None:
+    """Bring every learner with tau < low up to tau >= low (None if impossible)."""
+    bottom = tau < low
+    b = W.upper_d(inst, np.full(inst.K, float(low)))
     if np.any(b[bottom] < inst.min_samples):
         return None
     b = b.astype(np.int64)
     shed = int((d[bottom] - b[bottom]).sum())
     room = np.where(bottom, 0, np.maximum(0, b - d))
-    if room.sum() < shed:
+    if int(room.sum()) < shed:
         return None
     new = d.copy()
     new[bottom] = b[bottom]
-    order = np.argsort(-tau + np.where(bottom, np.inf, 0), kind="stable")  # highest tau first
-    _give(new, order, room, shed)
+    order = np.argsort(np.where(bottom, np.inf, -tau), kind="stable")  # highest tau first
+    new += _spread(order, room, shed)
     return new
 
 
-def _take(x: np.ndarray, order: np.ndarray, spare: np.ndarray, amount: int) -> None:
-    for k in order:
-        if amount <= 0:
-            break
-        q = min(int(spare[k]), amount)
-        x[k] -= q
-        amount -= q
-
-
-def _give(x: np.ndarray, order: np.ndarray, room: np.ndarray, amount: int) -> None:
-    for k in order:
-        if amount <= 0:
-            break
-        q = min(int(room[k]), amount)
-        x[k] += q
-        amount -= q
+def _spread(order: np.ndarray, cap: np.ndarray, amount: int) -> np.ndarray:
+    """Take ``amount`` units from ``cap`` greedily in ``order``; the amounts per learner."""
+    c = cap[order]
+    before = np.cumsum(c) - c
+    q = np.clip(amount - before, 0, c)
+    out = np.zeros_like(cap)
+    out[order] = q
+    return out
 
 
 # --------------------------------------------------------------------------------------------

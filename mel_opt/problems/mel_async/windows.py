@@ -5,7 +5,8 @@ use a structure the paper does not: with t_k = T (relaxed) or tau_k the largest 
 updates that fits in T (integer), each learner's tau_k is a non-increasing function of d_k alone.
 So for a staleness window [lo, hi] every learner k has an interval of admissible allocations
 
-    d_k in [a_k(hi), b_k(lo)],   a_k(hi) = min d with tau_k(d) <= hi,  b_k(lo) = max d with tau_k(d) >= lo,
+    d_k in [a_k(hi), b_k(lo)],
+    a_k(hi) = min d with tau_k(d) <= hi,  b_k(lo) = max d with tau_k(d) >= lo,
 
 and the window is feasible iff every interval is non-empty and sum_k a_k <= d <= sum_k b_k.
 Both sums are monotone, which turns the min-max staleness problem into a few bisections and one
@@ -18,6 +19,7 @@ passes it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,7 +121,7 @@ class IntegerWindow:
     lo_candidates: int  # how many lo values the scan looked at (for the record)
 
 
-def _bisect_last_true(pred: callable, lo: int, hi: int) -> int:  # type: ignore[valid-type]
+def _bisect_last_true(pred: Callable[[int], bool], lo: int, hi: int) -> int:
     """Largest x in [lo, hi] with pred(x) True, given pred monotone True...False; lo-1 if none."""
     if not pred(lo):
         return lo - 1
@@ -241,7 +243,9 @@ class RelaxedWindow:
     tau: np.ndarray
 
 
-def _bisect_decreasing(f: callable, target: float, lo: float, hi: float) -> float:  # type: ignore[valid-type]
+def _bisect_decreasing(
+    f: Callable[[float], float], target: float, lo: float, hi: float
+) -> float:
     """x in [lo, hi] with f(x) = target for f continuous and non-increasing (to ~1 ulp)."""
     for _ in range(200):
         mid = 0.5 * (lo + hi)

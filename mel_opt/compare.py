@@ -1,0 +1,60 @@
+"""Side-by-side comparison of every method of a problem on one instance.
+
+The reference answer is the best objective among methods that prove optimality and returned
+``optimal``; without one, the best verified objective. Each result gets its gap to it in the
+problem's sense (absolute, and relative where the reference is not zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mel_opt.api import solve
+from mel_opt.problems import get_problem
+from mel_opt.result import Result, Status
+
+
+@dataclass(frozen=True)
+class Comparison:
+    results: list[Result]
+    reference: Result | None
+    reference_is_proven: bool
+    gaps: dict[str, tuple[float | None, float | None]]  # method -> (absolute, relative)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reference": None if self.reference is None else self.reference.method,
+            "reference_is_proven": self.reference_is_proven,
+            "results": [
+                {**r.to_dict(), "gap_abs": self.gaps[r.method][0],
+                 "gap_rel": self.gaps[r.method][1]}
+                for r in self.results
+            ],
+        }
+
+
+def compare(instance: Any, methods: Sequence[str] | None = None,
+            time_limit: float | None = None, seed: int = 0) -> Comparison:
+    """Run ``methods`` (default: all of the problem's) and compute gaps to the best answer."""
+    spec = get_problem(instance.problem)
+    names = list(methods) if methods else list(spec.methods)
+    for n in names:
+        spec.method(n)  # unknown method -> UsageError before anything runs
+    results = [solve(instance, n, time_limit=time_limit, seed=seed) for n in names]
+    sign = 1.0 if spec.sense == "min" else -1.0
+    usable = [r for r in results if r.ok and r.objective is not None]
+    proven = [r for r in usable
+              if r.status is Status.OPTIMAL and spec.methods[r.method].proves_optimality]
+    pool = proven or usable
+    ref = min(pool, key=lambda r: sign * float(r.objective)) if pool else None  # type: ignore[arg-type]
+    gaps: dict[str, tuple[float | None, float | None]] = {}
+    for r in results:
+        if ref is None or not r.ok or r.objective is None:
+            gaps[r.method] = (None, None)
+            continue
+        g = sign * (float(r.objective) - float(ref.objective))  # type: ignore[arg-type]
+        rel = None if ref.objective == 0 else g / abs(float(ref.objective))  # type: ignore[arg-type]
+        gaps[r.method] = (g, rel)
+    return Comparison(results, ref, bool(proven), gaps)

@@ -1,0 +1,141 @@
+"""Parameter sweeps: generate a grid of instances, batch-solve them, tabulate, plot.
+
+A sweep point is a combination of the varied size (``learners`` or ``tasks``), any number of
+generator parameters given as lists (``cycle_time_s=7.5,15``) and a seed. Every instance file
+records its point in a ``sweep`` field (instance loaders ignore unknown fields), and
+``sweep.csv`` joins points with each method's status, objective and scalar metrics, one row per
+(instance, method), ready for :func:`mel_opt.plot.plot_sweep`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mel_opt.api import parse_instance
+from mel_opt.batch import BatchReport, run_batch
+from mel_opt.errors import UsageError
+from mel_opt.io.json_io import atomic_write_text
+from mel_opt.problems import get_problem
+
+
+def parse_values(text: str) -> list[str]:
+    """``5:20`` (inclusive range), ``5:20:5`` (with step) or ``7.5,15`` (list) -> strings."""
+    text = text.strip()
+    if ":" in text:
+        parts = text.split(":")
+        try:
+            nums = [int(p) for p in parts]
+        except ValueError:
+            raise UsageError(
+                f"range {text!r} must be START:STOP[:STEP] with whole numbers") from None
+        if len(nums) not in (2, 3) or (len(nums) == 3 and nums[2] <= 0) or nums[1] < nums[0]:
+            raise UsageError(f"bad range {text!r}")
+        step = nums[2] if len(nums) == 3 else 1
+        return [str(v) for v in range(nums[0], nums[1] + 1, step)]
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not values:
+        raise UsageError(f"no values in {text!r}")
+    return values
+
+
+def make_grid(
+    problem: str,
+    preset: str | None,
+    out_dir: Path,
+    learners: Sequence[int] | None,
+    tasks: Sequence[int] | None,
+    params: dict[str, list[str]],
+    seeds: int,
+) -> list[Path]:
+    """Generate and validate every instance of the grid into ``out_dir/instances``."""
+    spec = get_problem(problem)
+    if spec.generate is None:
+        raise UsageError(f"problem {problem!r} has no generator")
+    inst_dir = out_dir / "instances"
+    keys = sorted(params)
+    files = []
+    sizes_n: Sequence[int | None] = list(learners) if learners else [None]
+    sizes_m: Sequence[int | None] = list(tasks) if tasks else [None]
+    for n, m, combo, seed in itertools.product(
+        sizes_n, sizes_m, itertools.product(*(params[k] for k in keys)),
+        range(seeds),
+    ):
+        point = dict(zip(keys, combo, strict=True))
+        doc = spec.generate(preset, learners=n, tasks=m, seed=seed, params=dict(point))
+        tag = "_".join(
+            [f"n{n}" if n else "", f"m{m}" if m else ""]
+            + [f"{k}{v}" for k, v in point.items()] + [f"s{seed}"]
+        ).strip("_").replace(".", "p")
+        doc["name"] = f"{problem}_{tag}"
+        doc["sweep"] = {"learners": n, "tasks": m, **point, "seed": seed, "preset": preset}
+        parse_instance(doc, tag)
+        path = inst_dir / f"{tag}.json"
+        atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
+        files.append(path)
+    return files
+
+
+def collect(report: BatchReport) -> list[dict[str, Any]]:
+    """Rows of ``sweep.csv``: sweep point + method, status, objective and scalar metrics."""
+    rows = []
+    for r in report.rows:
+        try:
+            record = json.loads(Path(r["result_file"]).read_text())
+            point = json.loads(Path(r["file"]).read_text()).get("sweep", {})
+        except (OSError, ValueError):
+            continue
+        row = {k: v for k, v in point.items() if v is not None}
+        row.update(method=r["method"], status=r["status"], objective=r["objective"],
+                   feasible=r["feasible"], solve_time_s=r["solve_time_s"],
+                   instance=r["instance"])
+        for k, v in (record.get("metrics") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                row[k] = v
+        rows.append(row)
+    return rows
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    fields: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in fields:
+                fields.append(k)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: "" if r.get(k) is None else r.get(k) for k in fields})
+    atomic_write_text(path, buf.getvalue())
+
+
+def run_sweep(
+    problem: str,
+    out_dir: str | Path,
+    *,
+    preset: str | None = None,
+    learners: Sequence[int] | None = None,
+    tasks: Sequence[int] | None = None,
+    params: dict[str, list[str]] | None = None,
+    seeds: int = 3,
+    methods: Sequence[str] | None = None,
+    jobs: int = 1,
+    time_limit: float | None = None,
+    on_plan: Callable[[int, int], None] | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[list[dict[str, Any]], Path]:
+    """Generate the grid, solve it (resuming earlier work in ``out_dir``), write sweep.csv."""
+    out = Path(out_dir)
+    make_grid(problem, preset, out, learners, tasks, params or {}, seeds)
+    report = run_batch(out / "instances", out, methods=methods, jobs=jobs, resume=True,
+                       time_limit=time_limit, on_plan=on_plan, on_result=on_result)
+    rows = collect(report)
+    path = out / "sweep.csv"
+    write_csv(rows, path)
+    return rows, path
