@@ -89,7 +89,8 @@ def suggest(inst: MelAsyncInstance, d_cont: np.ndarray) -> np.ndarray | None:
 def improve(inst: MelAsyncInstance, d: np.ndarray, max_rounds: int = 10_000) -> np.ndarray:
     """Improve step of SAI: move samples between learners while the staleness falls.
 
-    Two moves, each accepted only if it lowers the maximum staleness:
+    Two moves, each accepted only if it lowers the maximum staleness (a learner with coarse
+    taus may jump past the window when it takes one more sample; such moves are refused):
     (a) lower the top: every learner above a target h < tau_max takes the samples it needs to
     drop to h, given by the lowest-tau learners that can spare them without rising above h;
     (b) raise the bottom: every learner below a target l > tau_min sheds the samples it needs to
@@ -106,14 +107,17 @@ def improve(inst: MelAsyncInstance, d: np.ndarray, max_rounds: int = 10_000) -> 
             break
         moved = _best_move(lambda h, d=d, tau=tau: _lower_top(inst, d, tau, h), hmax - 1, lmin,
                            lowest=True)
-        if moved is None:
+        if moved is None or not _better(inst, moved, hmax - lmin):
             moved = _best_move(lambda h, d=d, tau=tau: _raise_bottom(inst, d, tau, h),
-                               lmin + 1, hmax,
-                               lowest=False)
-        if moved is None:
-            break
+                               lmin + 1, hmax, lowest=False)
+        if moved is None or not _better(inst, moved, hmax - lmin):
+            break  # granular taus: moving samples would push a learner past the window
         d = moved
     return d
+
+
+def _better(inst: MelAsyncInstance, d: np.ndarray, staleness: int) -> bool:
+    return int(np.ptp(W.max_updates(inst, d.astype(float)))) < staleness
 
 
 def _best_move(move: Any, first: int, last: int, lowest: bool) -> np.ndarray | None:
