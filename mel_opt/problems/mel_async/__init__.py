@@ -39,7 +39,7 @@ PROBLEM = ProblemSpec(
     },
     default_method="exact",
     sense="min",
-    key_metrics=("max_staleness", "avg_staleness", "min_tau", "max_tau"),
+    key_metrics=("max_staleness", "avg_staleness", "min_tau", "max_tau", "learners_not_busy"),
     generate=generate,
     presets=PRESETS,
     build_model=build_model,

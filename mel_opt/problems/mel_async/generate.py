@@ -61,7 +61,7 @@ def generate(
     """A mel-async instance document.
 
     Presets: ``mohammad2020`` (paper 000 Section V; params ``cycle_time_s`` (default 15),
-    ``mode``) and ``random`` (coefficient form with spread-out learners, for tests and scaling
+    ``mode``, ``min_samples``, ``max_samples``) and ``random`` (coefficient form with spread-out learners, for tests and scaling
     studies; params ``cycle_time_s``, ``total_samples``).
     """
     params = dict(params or {})
@@ -108,13 +108,15 @@ def generate(
             "half Raspberry Pis, indoor 802.11 within 50 m. Our choices where the paper is "
             "silent: laptops 2.4-3.2 GHz, Pis 1.2-1.5 GHz, one operation per cycle, 8-bit "
             "pixels (6,272 bits/sample), 802.11n 20 MHz / 20 dBm / -174 dBm/Hz + 7 dB NF, "
-            "path loss 40 + 35 log10(r) dB, Shannon rate, d_l = 500, d_u = 30,000. "
+            "path loss 40 + 35 log10(r) dB, Shannon rate, "
+            f"d_l = {int(_param(params, 'min_samples', 500))}, "
+            f"d_u = {int(_param(params, 'max_samples', 30_000))}. "
             f"Generated with seed {seed}."
         ),
         "cycle_time_s": T,
         "total_samples": TOTAL_SAMPLES,
-        "min_samples": 500,
-        "max_samples": 30_000,
+        "min_samples": int(_param(params, "min_samples", 500)),
+        "max_samples": int(_param(params, "max_samples", 30_000)),
         "mode": mode,
         "model": {
             "cycles_per_sample": OPS_PER_SAMPLE,
