@@ -188,7 +188,8 @@ def run_job(job: Job) -> dict[str, Any]:
                   "error": f"internal error: {type(exc).__name__}: {exc}"}
     source["wall_time_s"] = time.perf_counter() - start
     record["source"] = source
-    atomic_write_text(job.result_file, json.dumps(record, indent=1, allow_nan=False) + "\n")
+    atomic_write_text(job.result_file, json.dumps(record, indent=1, allow_nan=False) + "\n",
+                      durable=False)
     return row_from_record(record, str(job.result_file))
 
 
@@ -227,6 +228,16 @@ class BatchReport:
         return [r for r in self.rows if is_failure(r)]
 
 
+def _problem_modules() -> list[str]:
+    """Module names of the problem packages (imported once by the fork server, not per worker)."""
+    import pkgutil
+
+    import mel_opt.problems as problems
+
+    return [f"mel_opt.problems.{m.name}" for m in pkgutil.iter_modules(problems.__path__)
+            if m.ispkg]
+
+
 def _pool(executor: str, jobs: int, address: str | None) -> Any:
     if executor == "local":
         import multiprocessing as mp
@@ -234,7 +245,7 @@ def _pool(executor: str, jobs: int, address: str | None) -> Any:
         # forkserver: workers fork from a clean server process, never from a parent that may
         # hold solver thread pools (HiGHS) or locks; preloading keeps worker start-up cheap
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["mel_opt.api", "mel_opt.batch"])
+        ctx.set_forkserver_preload(["mel_opt.api", "mel_opt.batch", *_problem_modules()])
         return ctx.Pool(processes=jobs)
     if executor == "ray":
         try:
