@@ -2,7 +2,8 @@
 
 Usage::
 
-    python benchmarks/bench_batch.py [--instances 1000] [--learners 50] [--method kkt-sai] [--no-ray]
+    python benchmarks/bench_batch.py [--instances 1000] [--learners 50] [--method ipopt]
+                                     [--no-ray]
 
 Generates N mel-async instances (preset ``random``, seeded), then measures
 
@@ -36,8 +37,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--instances", type=int, default=1000)
-    ap.add_argument("--learners", type=int, default=50)
-    ap.add_argument("--method", default="kkt-sai")
+    ap.add_argument("--learners", type=int, default=20)
+    ap.add_argument("--method", default="ipopt")
     ap.add_argument("--no-ray", action="store_true")
     args = ap.parse_args()
     console = Console()

@@ -61,8 +61,9 @@ def generate(
     """A mel-async instance document.
 
     Presets: ``mohammad2020`` (paper 000 Section V; params ``cycle_time_s`` (default 15),
-    ``mode``, ``min_samples``, ``max_samples``) and ``random`` (coefficient form with spread-out learners, for tests and scaling
-    studies; params ``cycle_time_s``, ``total_samples``).
+    ``mode``, ``min_samples``, ``max_samples``) and ``random`` (coefficient form with
+    spread-out learners, for tests and scaling studies; params ``cycle_time_s``,
+    ``total_samples``).
     """
     params = dict(params or {})
     preset = preset or "mohammad2020"
