@@ -1,0 +1,260 @@
+"""Instances for the set-up of paper 004, Section VI and Table I (preset ``ren2021``).
+
+Given by the paper (Table I, Section VI-A..D):
+
+- a single cell of radius 200 m, the BS at the centre, devices uniform in the cell;
+- path loss 128.1 + 37.6 log10(d [km]) dB, Rayleigh small-scale fading of unit mean power;
+- transmit power 28 dBm uplink and downlink, bandwidth W = 10 MHz, noise density -174 dBm/Hz;
+- T_f^U = T_f^D = 10 ms; b = 32 bits per gradient element; B^max = 128;
+- models DenseNet121, ResNet18 and MobileNetV2 with 8,062,504, 33,161,024 and 3,538,984
+  parameters (the paper's counts), trained on CIFAR-10 (32 x 32 images);
+- CPU devices: a third each at 0.7, 1.4 and 2.1 GHz (four of each for K = 12, Section VI-B);
+  GPU devices: every device has an NVIDIA GeForce GTX 1080 Ti (Section VI-D).
+
+The average rates follow Eq. (5)-(6): R = W E[log2(1 + SNR |h|^2)] with |h|^2 ~ Exp(1) and
+SNR = P 10^(-PL/10) / (N_0 W) (N_0 W is the noise power over the band). The expectation has the
+closed form E[ln(1 + SNR X)] = exp(1/SNR) E_1(1/SNR), evaluated here to full double precision
+(series for small arguments, continued fraction otherwise).
+
+Not given by the paper; our documented choices:
+
+- devices no closer than 10 m to the BS (the path-loss formula diverges at d = 0): distances
+  are uniform in area on the annulus 10 m <= d <= 200 m;
+- training work per sample: 3 x the forward multiply-accumulates of the CIFAR-10 versions of
+  the networks (forward + backward ~ 3 forward passes), about 0.90 G (DenseNet121), 0.56 G
+  (ResNet18) and 0.10 G (MobileNetV2) MACs per image;
+- CPU: 2 floating-point operations per cycle (one fused multiply-add), so C = 3 x MACs cycles per
+  sample; the model update w <- w - eta g costs M^C = 4 cycles per parameter (memory bound);
+- GPU (GTX 1080 Ti, 11.3 TFLOPS peak, 40 % sustained = 4.5e12 FLOP/s in training): slope
+  c = 6 x MACs / 4.5e12 s per sample; data-bound threshold B^th = 32 samples (64 for the
+  lighter MobileNetV2); t^l = c B^th + 10 ms of fixed per-step overhead; update
+  1 ms + 12 bytes per parameter at 300 GB/s;
+- xi = 1e-3 loss units per sqrt(sample): it scales every efficiency alike and moves no optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from mel_opt.errors import UsageError
+
+PRESETS = ("ren2021",)
+
+CELL_RADIUS_M = 200.0
+MIN_DISTANCE_M = 10.0  # our choice
+POWER_DBM = 28.0
+BANDWIDTH_HZ = 10e6
+NOISE_DBM_PER_HZ = -174.0
+FRAME_S = 10e-3
+BITS_PER_ELEMENT = 32
+MAX_BATCH = 128
+CPU_GHZ = (0.7, 1.4, 2.1)
+XI = 1e-3  # our choice
+
+# name -> (parameters [paper], forward MACs per 32x32 image [our estimate], GPU threshold)
+MODELS: dict[str, tuple[int, float, int]] = {
+    "densenet121": (8_062_504, 0.90e9, 32),
+    "resnet18": (33_161_024, 0.56e9, 32),
+    "mobilenetv2": (3_538_984, 0.10e9, 64),
+}
+GPU_FLOPS = 4.5e12  # 40 % of a GTX 1080 Ti's 11.3 TFLOPS
+GPU_OVERHEAD_S = 10e-3
+GPU_UPDATE_OVERHEAD_S = 1e-3
+GPU_MEMORY_BPS = 300e9
+EULER_GAMMA = 0.5772156649015329
+
+
+def exp_e1(x: np.ndarray) -> np.ndarray:
+    """exp(x) E_1(x) for x > 0, to double precision.
+
+    E_1 is the exponential integral. Series E_1(x) = -gamma - ln x - sum_n (-x)^n / (n n!)
+    for x <= 1; the continued fraction of E_1 (modified Lentz) for x > 1.
+    """
+    x = np.asarray(x, dtype=float)
+    out = np.empty_like(x)
+    small = x <= 1.0
+    xs = x[small]
+    if xs.size:
+        term = np.ones_like(xs)
+        acc = np.zeros_like(xs)
+        for n in range(1, 40):
+            term = term * (-xs) / n
+            acc += term / n
+        out[small] = np.exp(xs) * (-EULER_GAMMA - np.log(xs) - acc)
+    for i in np.flatnonzero(~small):
+        xi = float(x[i])
+        b = xi + 1.0
+        c = 1.0 / 1e-300
+        d = 1.0 / b
+        h = d
+        for k in range(1, 1000):
+            a = -float(k * k)
+            b += 2.0
+            d = 1.0 / (a * d + b)
+            c = b + a / c
+            delta = c * d
+            h *= delta
+            if abs(delta - 1.0) < 1e-16:
+                break
+        out[i] = h
+    return out
+
+
+def average_rate(distance_m: np.ndarray, power_dbm: float = POWER_DBM,
+                 bandwidth_hz: float = BANDWIDTH_HZ,
+                 noise_dbm_per_hz: float = NOISE_DBM_PER_HZ) -> np.ndarray:
+    """Average Rayleigh-fading rate of Eq. (5)-(6) [bit/s].
+
+    R = W E[log2(1 + snr X)], X ~ Exp(1), = W exp(1/snr) E_1(1/snr) / ln 2, with the Table I
+    path loss 128.1 + 37.6 log10(d [km]) dB.
+    """
+    d_km = np.asarray(distance_m, dtype=float) / 1000.0
+    path_loss_db = 128.1 + 37.6 * np.log10(d_km)
+    noise_dbm = noise_dbm_per_hz + 10.0 * math.log10(bandwidth_hz)
+    snr = 10.0 ** ((power_dbm - path_loss_db - noise_dbm) / 10.0)
+    return bandwidth_hz * exp_e1(1.0 / snr) / math.log(2.0)
+
+
+def _param(params: dict[str, str], key: str, default: Any, kind: type) -> Any:
+    if key not in params:
+        return default
+    raw = params[key]
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise UsageError(f"--param {key} expects {kind.__name__}, got {raw!r}") from None
+    return value
+
+
+KNOWN_PARAMS = ("processor", "model", "bits_per_element", "max_batch", "global_batch",
+                "radius_m", "loss_decay_coeff")
+
+
+def _name(processor: str, model: str, K: int, seed: int, bits: float, bmax: int,
+          global_batch: str | None) -> str:
+    parts = [f"ren2021_{processor}_{model}"]
+    if bits != BITS_PER_ELEMENT:
+        parts.append(f"{bits:g}bit")
+    if bmax != MAX_BATCH:
+        parts.append(f"bmax{bmax}")
+    parts.append(f"k{K}")
+    if global_batch is not None:
+        parts.append(f"B{global_batch}")
+    parts.append(f"s{seed}")
+    return "_".join(parts)
+
+
+def generate(
+    preset: str | None,
+    *,
+    learners: int | None = None,
+    tasks: int | None = None,
+    seed: int = 0,
+    params: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Generate a feel instance following Table I (preset ``ren2021``, the default).
+
+    Parameters
+    ----------
+    preset : str or None
+        ``ren2021`` (None means ``ren2021``).
+    learners : int, optional
+        Number of devices K (default 12, as Section VI-B).
+    tasks : int, optional
+        Not used (feel has one task); rejected when given.
+    seed : int
+        Seed of the device positions.
+    params : dict, optional
+        Overrides: ``processor`` (cpu | gpu, default cpu), ``model`` (densenet121 | resnet18 |
+        mobilenetv2, default densenet121), ``bits_per_element`` (32), ``max_batch`` (128),
+        ``global_batch`` (absent), ``radius_m`` (200), ``loss_decay_coeff`` (1e-3).
+
+    Returns
+    -------
+    dict
+        The instance document (validated by the caller before it is written).
+    """
+    params = dict(params or {})
+    if preset not in (None, *PRESETS):
+        raise UsageError(f"unknown preset {preset!r} for feel; choose one of {', '.join(PRESETS)}")
+    if tasks is not None:
+        raise UsageError("feel has a single learning task: --tasks does not apply")
+    unknown = sorted(set(params) - set(KNOWN_PARAMS))
+    if unknown:
+        raise UsageError(f"unknown --param {', '.join(unknown)} for feel; known: "
+                         f"{', '.join(KNOWN_PARAMS)}")
+    K = 12 if learners is None else int(learners)
+    processor = _param(params, "processor", "cpu", str)
+    if processor not in ("cpu", "gpu"):
+        raise UsageError(f"--param processor must be cpu or gpu, got {processor!r}")
+    model = _param(params, "model", "densenet121", str)
+    if model not in MODELS:
+        raise UsageError(f"--param model must be one of {', '.join(MODELS)}, got {model!r}")
+    bits = _param(params, "bits_per_element", BITS_PER_ELEMENT, float)
+    bmax = _param(params, "max_batch", MAX_BATCH, int)
+    radius = _param(params, "radius_m", CELL_RADIUS_M, float)
+    xi = _param(params, "loss_decay_coeff", XI, float)
+    if not bits > 0 or bmax < 1 or not radius > MIN_DISTANCE_M or not xi > 0:
+        raise UsageError("--param bits_per_element must be > 0 (an average, compression "
+                         "allowed), max_batch >= 1, radius_m > "
+                         f"{MIN_DISTANCE_M:g} and loss_decay_coeff > 0")
+
+    n_params, macs, threshold = MODELS[model]
+    rng = np.random.default_rng(seed)
+    # Uniform in area on the annulus MIN_DISTANCE_M <= d <= radius.
+    u = rng.uniform(0.0, 1.0, K)
+    dist = np.sqrt(MIN_DISTANCE_M**2 + u * (radius**2 - MIN_DISTANCE_M**2))
+    rate = average_rate(dist)
+
+    doc: dict[str, Any] = {
+        "problem": "feel",
+        "schema_version": 1,
+        "name": _name(processor, model, K, seed, bits, bmax, params.get("global_batch")),
+        "description": "",
+        "processor": processor,
+        "frame_s": {"uplink": FRAME_S, "downlink": FRAME_S},
+        "gradient_bits": float(bits * n_params),
+        "loss_decay_coeff": xi,
+        "max_batch": bmax,
+    }
+    if "global_batch" in params:
+        doc["global_batch"] = _param(params, "global_batch", None, int)
+    devices: list[dict[str, Any]] = []
+    if processor == "cpu":
+        doc["cycles_per_sample"] = 3.0 * macs
+        doc["update_cycles"] = 4.0 * n_params
+        for k in range(K):
+            ghz = CPU_GHZ[(3 * k) // K]
+            devices.append({"name": f"dev{k}", "cpu_hz": ghz * 1e9, "distance_m": float(dist[k]),
+                            "uplink_bps": float(rate[k]), "downlink_bps": float(rate[k])})
+    else:
+        slope = 6.0 * macs / GPU_FLOPS
+        t_low = GPU_OVERHEAD_S + slope * threshold
+        update = GPU_UPDATE_OVERHEAD_S + 12.0 * n_params / GPU_MEMORY_BPS
+        for k in range(K):
+            devices.append({"name": f"dev{k}", "distance_m": float(dist[k]),
+                            "uplink_bps": float(rate[k]), "downlink_bps": float(rate[k]),
+                            "t_low_s": t_low, "slope_s_per_sample": slope,
+                            "batch_threshold": threshold, "update_s": update})
+    doc["devices"] = devices
+    doc["description"] = (
+        f"Paper 004 (Ren, Yu, Ding), Table I and Section VI: {K} {processor.upper()} devices "
+        f"training {model} ({n_params:,} parameters, the paper's count) with b = {bits:g} bits per "
+        f"gradient element, B^max = {bmax}, T_f = 10 ms, 28 dBm, W = 10 MHz, N0 = -174 dBm/Hz, "
+        "path loss 128.1 + 37.6 log10(d[km]) dB, Rayleigh average rate of Eq. (5) in closed form; "
+        f"devices uniform in a {radius:g} m cell (seed {seed}), no closer than 10 m (our choice). "
+        + ("CPU clocks 0.7/1.4/2.1 GHz in equal thirds (paper). Our choices: C = 3 x forward "
+           "MACs per 32x32 image (2 FLOPs per cycle), M^C = 4 cycles per parameter"
+           if processor == "cpu" else
+           "Every device a GTX 1080 Ti (paper). Our choices: 4.5e12 FLOP/s sustained, slope = 6 x "
+           "forward MACs / 4.5e12 s per sample, B^th = 32 (64 for MobileNetV2), t^l = slope B^th "
+           "+ 10 ms, update 1 ms + 12 bytes per parameter at 300 GB/s")
+        + f", xi = {xi:g} (scales efficiency only)"
+        + (f"; global batch fixed at {doc['global_batch']} (our choice)"
+           if "global_batch" in doc else "")
+        + ". See mel_opt/problems/feel/generate.py."
+    )
+    return doc

@@ -1,0 +1,138 @@
+"""The ``ipopt`` method: P4 + P5 (fixed B, convex) or P1 (multi-start) by IPOPT, then whole batches.
+
+Options (``SolveOptions.extra``): ``starts`` (IPOPT runs for P1, default 8; the first starts
+from half-full batches with equal slots, the others from seeded random batches and slots),
+``tol`` (IPOPT tolerance, default 1e-10).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from mel_opt.errors import UsageError
+from mel_opt.problems.base import MethodOutput, SolveOptions
+from mel_opt.problems.feel import formulation
+from mel_opt.problems.feel.closed_form import downlink
+from mel_opt.problems.feel.instance import FeelInstance
+from mel_opt.problems.feel.integer import IntegerSplit, best_split
+from mel_opt.problems.feel.methods import efficiency, solution_dict
+from mel_opt.problems.feel.model import Coeffs, coefficients
+from mel_opt.result import SolverInfo
+from mel_opt.solvers.base import Termination
+
+
+def point_efficiency(co: Coeffs, batch: np.ndarray, up: np.ndarray, dn: np.ndarray) -> float:
+    """Efficiency (16) of a continuous point, recomputed from the latency model [loss/s].
+
+    IPOPT may overrun a slot budget by its tolerance (it relaxes constraints by about 1e-8);
+    such slots are first scaled down to fit the frame, so the value is that of a feasible point.
+    """
+    up = up * min(1.0, co.frame_up / float(up.sum()))
+    dn = dn * min(1.0, co.frame_down / float(dn.sum()))
+    L = float(np.max(co.compute_time(batch) + co.a / up))
+    D = float(np.max(co.m + co.b / dn))
+    return efficiency(co, float(batch.sum()), L, D)
+
+
+def _option(opts: SolveOptions, key: str, default: Any, kind: type, minimum: float) -> Any:
+    value = opts.extra.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+        raise UsageError(f"option {key} must be a number >= {minimum}, got {value!r}")
+    if kind is int and value != int(value):
+        raise UsageError(f"option {key} must be a whole number, got {value!r}")
+    return kind(value)
+
+
+def solve_ipopt(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
+    """Solve P4 + P5 (fixed ``global_batch``) or P1 with IPOPT, then round and repair.
+
+    The best start (by the efficiency recomputed from the latency model) is kept as the
+    continuous answer; its batches are rounded to whole numbers adding up to floor or ceil of
+    its global batch (the better of the two) and repaired, with slots recomputed for them.
+    """
+    from mel_opt.solvers import ipopt
+
+    fixed = inst.global_batch is not None
+    starts = _option(opts, "starts", 1 if fixed else 8, int, 1)
+    tol = _option(opts, "tol", 1e-10, float, 1e-14)
+    co = coefficients(inst)
+    rng = np.random.default_rng(opts.seed)
+    K = inst.K
+    began = time.perf_counter()
+    best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
+    runs: list[dict[str, Any]] = []
+    term_best = Termination.ERROR
+    for i in range(starts):
+        if i == 0:
+            batch0 = up0 = dn0 = None
+        else:
+            batch0 = rng.uniform(1.0, inst.max_batch, K)
+            if inst.global_batch is not None:
+                batch0 = batch0 * (inst.global_batch / batch0.sum())
+            up0 = rng.dirichlet(np.ones(K)) * inst.frame_up
+            dn0 = rng.dirichlet(np.ones(K)) * inst.frame_down
+        if inst.global_batch is not None:
+            model = formulation.p4_model(inst, float(inst.global_batch), batch0, up0, dn0)
+        else:
+            model = formulation.p1_model(inst, batch0, up0, dn0)
+        limit = None
+        if opts.time_limit is not None:
+            limit = opts.time_limit - (time.perf_counter() - began)
+            if limit <= 0:
+                break
+        res = ipopt.solve_nlp(model, time_limit=limit, tol=tol)
+        batch, up, dn = formulation.unscale(inst, model)
+        ok = bool(np.all(np.isfinite(batch)) and np.all(up > 0) and np.all(dn > 0))
+        eff = point_efficiency(co, batch, up, dn) if ok else float("nan")
+        runs.append({"termination": res.termination.value, "iterations": res.iterations,
+                     "efficiency": eff, "time_s": res.solve_time_s + res.build_time_s})
+        usable = res.termination in (Termination.LOCALLY_OPTIMAL, Termination.FEASIBLE,
+                                     Termination.ITERATION_LIMIT, Termination.TIME_LIMIT)
+        if ok and usable and (best is None or eff > best[0]):
+            best = (eff, batch, up, dn)
+            term_best = res.termination
+    solver = SolverInfo("ipopt (cyipopt)", ipopt.version())
+    if best is None:
+        return MethodOutput(Termination.ERROR, None, solver, {"ipopt_runs": runs},
+                            "no IPOPT run returned a usable point")
+    eff_c, batch_c, up_c, dn_c = best
+    Bc = float(batch_c.sum())
+    if inst.global_batch is not None:
+        candidates = [inst.global_batch]
+    else:
+        lo_B, hi_B = co.min_global, co.max_global
+        candidates = sorted({min(max(int(math.floor(Bc)), lo_B), hi_B),
+                             min(max(int(math.ceil(Bc)), lo_B), hi_B)})
+    down = downlink(co)
+    chosen: IntegerSplit | None = None
+    chosen_eff = -math.inf
+    for B in candidates:
+        split = best_split(co, B, suggestion=batch_c * (B / Bc))
+        e = efficiency(co, B, split.uplink.latency, down.latency)
+        if e > chosen_eff:
+            chosen, chosen_eff = split, e
+    assert chosen is not None
+    final = chosen.uplink
+    extras: dict[str, Any] = {
+        "continuous_efficiency": eff_c,
+        "continuous_global_batch": Bc,
+        "continuous_batch": [float(v) for v in batch_c],
+        "continuous_uplink_slots": [float(v) for v in up_c],
+        "continuous_downlink_slots": [float(v) for v in dn_c],
+        "rounding_loss": 1.0 - chosen_eff / eff_c,
+        "ipopt_starts": len(runs),
+        "ipopt_runs": runs,
+        "ipopt_iterations": int(sum(r["iterations"] for r in runs)),
+        "exchange_gap": chosen.exchange_gap,
+    }
+    term = term_best if term_best != Termination.ITERATION_LIMIT else Termination.FEASIBLE
+    if term == Termination.TIME_LIMIT:
+        term = Termination.FEASIBLE
+    msg = (f"best of {len(runs)} IPOPT start(s) ({'P4+P5' if fixed else 'P1'}), rounded to whole "
+           "batches and repaired")
+    return MethodOutput(term, solution_dict(chosen.batch, final.slots, down.slots), solver, extras,
+                        msg)
