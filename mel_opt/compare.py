@@ -54,7 +54,7 @@ def compare(instance: Any, methods: Sequence[str] | None = None,
         if ref is None or not r.ok or r.objective is None:
             gaps[r.method] = (None, None)
             continue
-        g = sign * (float(r.objective) - float(ref.objective))  # type: ignore[arg-type]
+        g = sign * (float(r.objective) - float(ref.objective)) + 0.0  # type: ignore[arg-type]
         rel = None if ref.objective == 0 else g / abs(float(ref.objective))  # type: ignore[arg-type]
         gaps[r.method] = (g, rel)
     return Comparison(results, ref, bool(proven), gaps)
