@@ -1,0 +1,172 @@
+"""med: time to proven optimality of ``exact`` and ``highs`` (and Gurobi as an anchor).
+
+Part 1, the thesis preset (``mays2023``, both experiments) for N = 4..10 learners and M = 1..4
+tasks; part 2, random heterogeneous learners (``hetero``, every learner different, budget
+binding or not) up to N = 50, M = 5, with a time limit; part 3, where gurobipy is installed,
+Gurobi on the author's formulation (integer ceiling per task, indicator constraints) as the
+anchor the issue quotes.
+
+    python benchmarks/bench_med_solvers.py                 # everything (about 20-30 min)
+    python benchmarks/bench_med_solvers.py --part preset --seeds 3
+    python benchmarks/bench_med_solvers.py --part hetero --sizes 20x5,50x5 --time-limit 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from mel_opt.api import parse_instance, solve
+from mel_opt.problems.med.generate import generate
+from mel_opt.problems.med.model import coefficients
+
+console = Console()
+
+
+def _run(inst, method: str, limit: float):
+    t0 = time.perf_counter()
+    res = solve(inst, method, time_limit=limit)
+    return res, time.perf_counter() - t0
+
+
+def part_preset(seeds: int, limit: float) -> None:
+    for experiment in ("learners", "tasks"):
+        table = Table(title=f"mays2023 ({experiment} experiment): median wall time over "
+                      f"{seeds} seed(s) to proven optimality [s]")
+        for col in ("N", "M", "exact", "highs", "highs optimal", "agree"):
+            table.add_column(col, justify="right")
+        all_exact, all_highs = [], []
+        for n in range(4, 11):
+            for m in range(1, 5):
+                te, th, proven, agree = [], [], 0, 0
+                for seed in range(seeds):
+                    inst = parse_instance(generate("mays2023", learners=n, tasks=m, seed=seed,
+                                                   params={"experiment": experiment}))
+                    a, ta = _run(inst, "exact", limit)
+                    b, tb = _run(inst, "highs", limit)
+                    te.append(ta)
+                    th.append(tb)
+                    proven += b.status.value in ("optimal", "infeasible")
+                    same = a.status == b.status and (
+                        a.objective is None or b.objective is None
+                        or abs(a.objective - b.objective) <= 1e-6 * max(1.0, a.objective))
+                    agree += same
+                all_exact += te
+                all_highs += th
+                table.add_row(str(n), str(m), f"{statistics.median(te):.4f}",
+                              f"{statistics.median(th):.3f}", f"{proven}/{seeds}",
+                              f"{agree}/{seeds}")
+        console.print(table)
+        console.print(f"{experiment}: median over all {len(all_exact)} instances: exact "
+                      f"{statistics.median(all_exact):.4f} s (max {max(all_exact):.3f}), "
+                      f"highs {statistics.median(all_highs):.3f} s (max {max(all_highs):.2f})")
+
+
+def part_hetero(sizes: list[tuple[int, int]], seeds: int, limit: float) -> None:
+    for label, params in (("budget binding (budget_factor 1.0)", {}),
+                          ("budget slack (budget_factor 10)", {"budget_factor": "10"})):
+        table = Table(title=f"hetero, {label}: time limit {limit:g} s")
+        for col in ("N", "M", "seed", "method", "status", "objective", "bound", "gap",
+                    "time (s)"):
+            table.add_column(col, justify="right")
+        for n, m in sizes:
+            for seed in range(seeds):
+                inst = parse_instance(generate("hetero", learners=n, tasks=m, seed=seed,
+                                               params=params))
+                for method in ("exact", "highs"):
+                    res, t = _run(inst, method, limit)
+                    bound = res.metrics.get("bound")
+                    obj = res.objective
+                    gap = (None if obj is None or bound is None or not math.isfinite(bound)
+                           else max(0.0, obj - bound) / obj)
+                    table.add_row(str(n), str(m), str(seed), method, res.status.value,
+                                  "-" if obj is None else f"{obj:.4f}",
+                                  "-" if bound is None else f"{bound:.4f}",
+                                  "-" if gap is None else f"{100 * gap:.2f}%", f"{t:.2f}")
+        console.print(table)
+
+
+def author_model_gurobi(inst, limit: float):
+    """The author's model: integer ceilings c_i, indicators x=0 => d=0 and x=1 => d>=1."""
+    import gurobipy as gp
+    from gurobipy import GRB
+
+    coef = coefficients(inst)
+    m_, n_ = inst.n_tasks, inst.n_learners
+    env = gp.Env(empty=True)
+    env.setParam("OutputFlag", 0)
+    env.start()
+    mdl = gp.Model(env=env)
+    mdl.Params.TimeLimit = limit
+    mdl.Params.Threads = 1
+    x = mdl.addVars(m_, n_, vtype=GRB.BINARY)
+    d = mdl.addVars(m_, n_, vtype=GRB.INTEGER, lb=0)
+    c = mdl.addVars(m_, vtype=GRB.INTEGER, lb=0)
+    for i in range(m_):
+        mdl.addConstr(c[i] <= float(inst.deadline[i]))
+        mdl.addConstr(d.sum(i, "*") == int(inst.shards[i]))
+        for j in range(n_):
+            mdl.addConstr(float(coef.A[i, j]) * x[i, j] + float(coef.C[i, j]) * d[i, j] <= c[i])
+            mdl.addGenConstrIndicator(x[i, j], False, d[i, j] == 0)
+            mdl.addGenConstrIndicator(x[i, j], True, d[i, j] >= 1)
+    for j in range(n_):
+        mdl.addConstr(x.sum("*", j) <= 1)
+        mdl.addConstr(d.sum("*", j) >= 1)
+    mdl.addConstr(gp.quicksum(float(inst.price[j]) * d[i, j] for i in range(m_)
+                              for j in range(n_)) <= float(inst.budget))
+    mdl.setObjective(c.sum(), GRB.MINIMIZE)
+    t0 = time.perf_counter()
+    mdl.optimize()
+    elapsed = time.perf_counter() - t0
+    status = {GRB.OPTIMAL: "optimal", GRB.TIME_LIMIT: "time_limit",
+              GRB.INFEASIBLE: "infeasible"}.get(mdl.Status, str(mdl.Status))
+    obj = mdl.ObjVal if mdl.SolCount else None
+    return status, obj, elapsed
+
+
+def part_gurobi(limit: float) -> None:
+    try:
+        import gurobipy  # noqa: F401
+    except ImportError:
+        console.print("gurobipy not installed: no Gurobi anchor")
+        return
+    table = Table(title="Gurobi on the author's formulation (integer ceilings, indicators)")
+    for col in ("instance", "status", "sum of ceilings", "time (s)", "exact (s)",
+                "exact objective"):
+        table.add_column(col, justify="right")
+    cases = [("mays2023", 10, m, {}) for m in (1, 2, 3, 4)]
+    cases += [("hetero", 10, 4, {}), ("hetero", 20, 5, {}), ("hetero", 50, 5, {})]
+    for preset, n, m, params in cases:
+        inst = parse_instance(generate(preset, learners=n, tasks=m, seed=0, params=params))
+        status, obj, t = author_model_gurobi(inst, limit)
+        res, te = _run(inst, "exact", limit)
+        table.add_row(f"{preset} n{n} m{m}", status, "-" if obj is None else f"{obj:g}",
+                      f"{t:.2f}", f"{te:.3f}",
+                      "-" if res.objective is None else f"{res.objective:.4f}")
+    console.print(table)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=("all", "preset", "hetero", "gurobi"), default="all")
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--sizes", default="10x5,20x5,30x5,50x5",
+                    help="hetero sizes NxM, comma-separated")
+    args = ap.parse_args()
+    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
+    if args.part in ("all", "preset"):
+        part_preset(args.seeds, args.time_limit)
+    if args.part in ("all", "hetero"):
+        part_hetero(sizes, args.seeds, args.time_limit)
+    if args.part in ("all", "gurobi"):
+        part_gurobi(args.time_limit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""med instances: the thesis set-up (``mays2023``) and random heterogeneous learners (``hetero``).
+
+``mays2023`` follows thesis 001 Section 4.3.1 and the facts read from its author's code
+(``../shared/reference/med-testbed.md``):
+
+- tasks in the order mnist_ffn, mnist_cnn, fashion, fashion_2 (the first m are used): parameters
+  573,910 / 102,250 / 2,079,310 / 2,079,310 float32 (x 4 bytes), iterations 2/1/1/1, deadlines
+  60/45/45/45 s, shards 60/60/20/20; a shard is 500 x 784 float32 = 1,568,000 bytes. (Thesis
+  Table 4.1 prints deadlines 55/40/40; the author's code used the reference values.)
+- states idle, training, downloading; a learner's probabilities are softmax(one_hot(k) / heat),
+  heat 0.5, k uniform: [0.787, 0.107, 0.107] peaked on k.
+- training rates [shards/s] of the Jetson Nano learners the thesis ran on: idle 5.6 / 4.1 / 2.7
+  (mnist_ffn / mnist_cnn / fashion), 0.5 in the training state; the downloading state stresses
+  only the network, so its rate is the idle one.
+- bandwidth, our consistent reading of the benchmark table (the P and S columns disagree): from
+  the S column (seconds per shard download), b = alpha / mean(S) over the idle and training rows
+  (the compute stressor does not touch the network) = 11.894 MB/s; the downloading state shares
+  the link with a concurrent 900 x 900 float32 download, which halves it (5.947 MB/s; the P
+  column's mean slow-down is 2.4x, the S column shows none).
+- prices per learner N(1, 0.5) clipped to [0.1, 1.5] (the code's standard deviation 0.5).
+- ``experiment=learners`` (default): budget 300; ``experiment=tasks``: budget 200 and every
+  deadline 5 s longer. D_l = 1.
+
+``hetero`` (our design, for scaling studies and to exercise the budget and deadlines): every
+learner has its own speed (10^U(-0.5, 0.5) times a per-task base rate U(2, 6) shards/s, +-10%
+noise per task), training-state rates 10-30% of idle, downloading-state rates 80-100%; idle
+bandwidth U(5, 20) MB/s (training state 80-100% of it, downloading 30-60%); state probabilities
+Dirichlet(1, 1, 1); prices grow with speed, 0.4 + 0.6 sqrt(speed) + N(0, 0.15) clipped to
+[0.1, 2]; tasks with models U(0.4, 8.4) MB, iterations 1 or 2, about 6 shards per learner, and
+deadlines 1.5-3x a typical learner's expected time for its share; the budget is ``budget_factor``
+(default 1.0) times sum_i D_i times the median price; the budget-free optimum costs about
+1.03-1.23 times that, so the budget binds, moderately.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mel_opt.errors import UsageError
+
+PRESETS = ("mays2023", "hetero")
+
+STATES = ("idle", "training", "downloading")
+SHARD_BYTES = 500 * 784 * 4
+# name, parameters (float32), iterations, deadline [s], shards, Jetson idle rate [shards/s]
+THESIS_TASKS = (
+    ("mnist_ffn", 573_910, 2, 60.0, 60, 5.6),
+    ("mnist_cnn", 102_250, 1, 45.0, 60, 4.1),
+    ("fashion", 2_079_310, 1, 45.0, 20, 2.7),
+    ("fashion_2", 2_079_310, 1, 45.0, 20, 2.7),
+)
+TRAINING_STATE_RATE = 0.5  # Jetson Nano under the 900 x 900 stressor, every task [shards/s]
+S_IDLE_TRAINING = (0.136, 0.135, 0.133, 0.133, 0.126, 0.128)  # s per shard download
+BANDWIDTH = SHARD_BYTES / (sum(S_IDLE_TRAINING) / len(S_IDLE_TRAINING))  # 11.894 MB/s
+
+
+def _param(params: dict[str, str], key: str, default: float) -> float:
+    if key not in params:
+        return default
+    try:
+        value = float(params[key])
+    except ValueError:
+        raise UsageError(f"--param {key} expects a number, got {params[key]!r}") from None
+    if not np.isfinite(value):
+        raise UsageError(f"--param {key} must be finite, got {params[key]!r}")
+    return value
+
+
+def heated_softmax(peak: int, n_states: int, heat: float) -> list[float]:
+    """softmax(one_hot(peak) / heat): the thesis' state distribution of a learner."""
+    z = np.zeros(n_states)
+    z[peak] = 1.0 / heat
+    e = np.exp(z - z.max())
+    return (e / e.sum()).tolist()
+
+
+def generate(
+    preset: str | None,
+    *,
+    learners: int | None = None,
+    tasks: int | None = None,
+    seed: int = 0,
+    params: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A med instance document.
+
+    Parameters
+    ----------
+    preset : ``mays2023`` (default) or ``hetero``
+    learners, tasks : int
+        n (default 10) and m (default 3; at most 4 for ``mays2023``).
+    seed : int
+        Seeds the learners' peak states, prices (and everything random of ``hetero``).
+    params : dict
+        ``mays2023``: ``experiment`` (``learners`` | ``tasks``), ``budget``,
+        ``deadline_offset`` [s], ``heat``, ``download_slowdown``, ``min_shards``.
+        ``hetero``: ``budget_factor``, ``min_shards``, ``shards_per_learner``.
+    """
+    params = dict(params or {})
+    preset = preset or "mays2023"
+    if preset not in PRESETS:
+        raise UsageError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    n = learners or 10
+    m = tasks or 3
+    rng = np.random.default_rng(seed)
+    if preset == "hetero":
+        return _hetero(n, m, seed, rng, params)
+    return _mays2023(n, m, seed, rng, params)
+
+
+def _mays2023(n: int, m: int, seed: int, rng: np.random.Generator,
+              params: dict[str, str]) -> dict[str, Any]:
+    if m > len(THESIS_TASKS):
+        raise UsageError(f"preset mays2023 has {len(THESIS_TASKS)} tasks, --tasks {m} asked")
+    experiment = params.pop("experiment", "learners")
+    if experiment not in ("learners", "tasks"):
+        raise UsageError(f"--param experiment must be 'learners' or 'tasks', got {experiment!r}")
+    budget = _param(params, "budget", 300.0 if experiment == "learners" else 200.0)
+    offset = _param(params, "deadline_offset", 0.0 if experiment == "learners" else 5.0)
+    heat = _param(params, "heat", 0.5)
+    slow = _param(params, "download_slowdown", 2.0)
+    dl = int(_param(params, "min_shards", 1))
+    if heat <= 0 or slow <= 0:
+        raise UsageError("--param heat and download_slowdown must be positive")
+    peaks = rng.integers(0, len(STATES), n)
+    prices = np.clip(rng.normal(1.0, 0.5, n), 0.1, 1.5)
+    bw = [BANDWIDTH, BANDWIDTH, BANDWIDTH / slow]
+    rows = THESIS_TASKS[:m]
+    doc_tasks = [
+        {"name": name, "model_bytes": 4 * params_, "shard_bytes": SHARD_BYTES, "shards": D,
+         "deadline_s": T + offset, "iterations": tau}
+        for name, params_, tau, T, D, _ in rows
+    ]
+    rates = [[r, TRAINING_STATE_RATE, r] for *_, r in rows]
+    doc_learners = [
+        {"name": f"jetson{j}", "price": round(float(prices[j]), 4),
+         "state_probs": heated_softmax(int(peaks[j]), len(STATES), heat),
+         "bandwidth_Bps": [round(b, 1) for b in bw], "train_rate": [list(r) for r in rates]}
+        for j in range(n)
+    ]
+    return {
+        "problem": "med",
+        "schema_version": 1,
+        "name": f"mays2023_{experiment}_n{n}_m{m}_s{seed}",
+        "description": (
+            "Thesis 001 Section 4.3.1 set-up (number-of-" + experiment + " experiment) with the "
+            "task table, Jetson Nano training rates and state model of "
+            "../shared/reference/med-testbed.md: tasks " + ", ".join(r[0] for r in rows)
+            + f"; deadlines {', '.join(f'{r[3] + offset:g}' for r in rows)} s; budget "
+            f"{budget:g}; states idle/training/downloading, softmax(one_hot / {heat:g}); "
+            "bandwidth alpha / mean(S) of the idle and training rows (11.894 MB/s), halved in "
+            "the downloading state (our reading of the inconsistent P and S columns); prices "
+            f"N(1, 0.5) clipped to [0.1, 1.5]; D_l = {dl}. Peak states and prices drawn with "
+            f"seed {seed}."
+        ),
+        "budget": budget,
+        "min_shards_per_learner": dl,
+        "states": list(STATES),
+        "tasks": doc_tasks,
+        "learners": doc_learners,
+    }
+
+
+def _hetero(n: int, m: int, seed: int, rng: np.random.Generator,
+            params: dict[str, str]) -> dict[str, Any]:
+    factor = _param(params, "budget_factor", 1.0)
+    dl = int(_param(params, "min_shards", 1))
+    per = _param(params, "shards_per_learner", 6.0)
+    h = len(STATES)
+    speed = 10 ** rng.uniform(-0.5, 0.5, n)
+    base = rng.uniform(2.0, 6.0, m)
+    idle = base[None, :] * speed[:, None] * rng.uniform(0.9, 1.1, (n, m))  # (n, m)
+    factors = np.stack([np.ones((n, m)), rng.uniform(0.1, 0.3, (n, m)),
+                        rng.uniform(0.8, 1.0, (n, m))], axis=2)
+    rate = idle[:, :, None] * factors  # (n, m, h)
+    b_idle = rng.uniform(5e6, 20e6, n)
+    bw = np.stack([b_idle, b_idle * rng.uniform(0.8, 1.0, n), b_idle * rng.uniform(0.3, 0.6, n)],
+                  axis=1)
+    probs = rng.dirichlet(np.ones(h), n)
+    price = np.clip(0.4 + 0.6 * np.sqrt(speed) + rng.normal(0.0, 0.15, n), 0.1, 2.0)
+    omega = rng.uniform(0.4e6, 8.4e6, m)
+    tau = rng.integers(1, 3, m)
+    shards = np.maximum(1, np.round(per * n / m * rng.uniform(0.6, 1.4, m))).astype(int)
+    # a typical learner: median expected speed; its time for an equal share of the task
+    inv_b = float(np.median((probs / bw).sum(axis=1)))
+    inv_r = np.median(np.einsum("jk,jik->ji", probs, 1.0 / rate), axis=0)  # (m,)
+    share = shards * m / n
+    typical = 2 * omega * inv_b + share * (SHARD_BYTES * inv_b + tau * inv_r)
+    deadline = typical * rng.uniform(1.5, 3.0, m)
+    budget = factor * float(shards.sum()) * float(np.median(price))
+    return {
+        "problem": "med",
+        "schema_version": 1,
+        "name": f"hetero_n{n}_m{m}_s{seed}",
+        "description": (
+            "Random heterogeneous learners (preset 'hetero', our design; see "
+            "mel_opt/problems/med/generate.py for every distribution), budget_factor "
+            f"{factor:g}, D_l = {dl}, seed {seed}."
+        ),
+        "budget": round(budget, 4),
+        "min_shards_per_learner": dl,
+        "states": list(STATES),
+        "tasks": [
+            {"name": f"task{i}", "model_bytes": round(float(omega[i])),
+             "shard_bytes": SHARD_BYTES, "shards": int(shards[i]),
+             "deadline_s": round(float(deadline[i]), 3), "iterations": int(tau[i])}
+            for i in range(m)
+        ],
+        "learners": [
+            {"name": f"l{j}", "price": round(float(price[j]), 4),
+             "state_probs": probs[j].tolist(),
+             "bandwidth_Bps": [round(float(x), 1) for x in bw[j]],
+             "train_rate": [[round(float(x), 5) for x in rate[j, i]] for i in range(m)]}
+            for j in range(n)
+        ],
+    }

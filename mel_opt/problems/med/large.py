@@ -1,0 +1,552 @@
+"""``exact`` for instances with many learner types: Lagrangian branch and bound.
+
+When learners are all different (random heterogeneous instances) the type programme of
+``exact`` has too many states. This module proves optimality (or reports a gap at the time
+limit) with three parts.
+
+Primal. A greedy assignment (fastest learners first, each to the task whose level falls most)
+repaired and improved by local search: move one learner to another task, or swap two learners
+of different tasks, while the exact value of the assignment falls. The value of an assignment is
+exact: each task's min-max level (``split``), and with a budget the best levels under it
+(``budget.best_levels`` over the tasks' least-cost steps).
+
+Bound. Relax "each learner serves exactly one task" (4.4f with 4.4e) with multipliers mu_j
+(free) and the budget (4.4d) with lam >= 0:
+
+    L(mu, lam) = sum_i min_{H, W} [H + sum_{j in W} mu_j + lam cost_i(W, H)] - sum_j mu_j - lam B.
+
+For a task and a level H, learner j can hold k_ij(H) = floor((H - A_ij)/C_ij) shards (and is
+eligible only if k_ij(H) >= L); the inner minimum over W is a 0-1 knapsack solved exactly by a
+dynamic programme over shards placed (saturating at D_i), with learners taken in ascending
+price so that each takes min(k_ij, shards still missing): that is the least-cost fill of W,
+relaxed only by not charging the L shards of the dearer learners. The level H runs over the
+task's candidate levels A_ij + C_ij k (a task's level is always one of them); the least cost is
+non-increasing in H, so h_a + v(h_b) bounds an interval [h_a, h_b] from below and only intervals
+that could hold the minimum are refined. Levels above UB - sum of the other tasks' least levels
+cannot beat the incumbent and are skipped. Every L(mu, lam) is a lower bound; a subgradient
+method maximises it.
+
+Branching. Depth first on the learner whose subproblem answers disagree most (it appears in no
+task or in several), first fixed to the task the answers favour, then barred from it; each node
+re-optimises the multipliers from its parent's. A node is cut when its bound reaches the
+incumbent. Without a time limit the search runs to the end (proof); with one, the best
+allocation and the best bound at the limit are returned.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mel_opt.problems.med import budget as budget_mod
+from mel_opt.problems.med import split
+from mel_opt.problems.med.exact import TOL, Outcome
+from mel_opt.problems.med.instance import MedInstance
+from mel_opt.problems.med.model import Coefficients, budget_can_bind, shards_within
+from mel_opt.solvers.base import Termination
+
+REL_GAP = 1e-6  # a bound within this relative distance of the incumbent proves it
+
+
+# --------------------------------------------------------------------------------------------
+# exact value of an assignment
+# --------------------------------------------------------------------------------------------
+class Evaluator:
+    """Exact value of assignments (tuple of member tuples per task), with caches."""
+
+    def __init__(self, inst: MedInstance, coef: Coefficients, binds: bool) -> None:
+        self.inst, self.coef, self.binds = inst, coef, binds
+        self.m = inst.n_tasks
+        self._level: dict[tuple[int, tuple[int, ...]], float] = {}
+        self._front: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+
+    def raw_level(self, i: int, members: tuple[int, ...]) -> float:
+        """Min-max level of task i with these learners, deadline ignored (inf if empty or
+        |W| L > D_i)."""
+        key = (i, members)
+        if key not in self._level:
+            W = np.array(members, dtype=np.int64)
+            val = math.inf
+            if W.size:
+                val = split.min_max_level(self.coef.A[i, W], self.coef.C[i, W],
+                                          np.ones(W.size, dtype=np.int64), self.coef.L,
+                                          int(self.inst.shards[i]))
+            self._level[key] = val
+        return self._level[key]
+
+    def level(self, i: int, members: tuple[int, ...]) -> float:
+        """``raw_level`` if it meets the deadline T_i (4.4b), else inf."""
+        val = self.raw_level(i, members)
+        return val if val <= self.inst.deadline[i] * (1 + TOL) else math.inf
+
+    def frontier(self, i: int, members: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        key = (i, members)
+        if key not in self._front:
+            W = np.array(members, dtype=np.int64)
+            self._front[key] = split.cost_frontier(
+                self.coef.A[i, W], self.coef.C[i, W], self.inst.price[W], self.coef.L,
+                int(self.inst.shards[i]), self.level(i, members),
+                float(self.inst.deadline[i]) * (1 + TOL))
+        return self._front[key]
+
+    def value(self, parts: list[tuple[int, ...]]) -> tuple[float, float, list[float] | None]:
+        """(excess, value, levels): excess > 0 measures infeasibility (inf levels or budget
+        overrun at the cheapest levels); value is the sum of levels when feasible."""
+        raw = [self.raw_level(i, p) for i, p in enumerate(parts)]
+        late = sum(1e6 if not math.isfinite(h) else max(0.0, h - float(self.inst.deadline[i]))
+                   for i, h in enumerate(raw))
+        if late > TOL:
+            return late, math.inf, None
+        levels = raw
+        if not self.binds:
+            return 0.0, float(sum(levels)), levels
+        fronts = [self.frontier(i, p) for i, p in enumerate(parts)]
+        cheapest = sum(float(c.min()) for _, c in fronts)
+        if cheapest > self.inst.budget * (1 + TOL):
+            return cheapest - self.inst.budget, math.inf, None
+        got = budget_mod.best_levels(fronts, self.inst.budget)
+        if got is None:  # cannot happen after the check above
+            return 1e-9, math.inf, None
+        return 0.0, got[0], [float(fronts[i][0][k]) for i, k in enumerate(got[1])]
+
+
+def _parts(assign: np.ndarray, m: int) -> list[tuple[int, ...]]:
+    return [tuple(int(j) for j in np.nonzero(assign == i)[0]) for i in range(m)]
+
+
+def greedy(ev: Evaluator) -> np.ndarray:
+    """Fastest learners first, each to the task whose level (deadline ignored) falls most
+    (empty tasks first); local search then repairs deadlines and the budget."""
+    inst, coef = ev.inst, ev.coef
+    m, n = inst.n_tasks, inst.n_learners
+    speed = (1.0 / coef.C).sum(axis=0)
+    assign = np.full(n, -1, dtype=np.int64)
+    members: list[list[int]] = [[] for _ in range(m)]
+    for j in np.argsort(-speed, kind="stable"):
+        best, best_gain = -1, -math.inf
+        for i in range(m):
+            if not coef.allowed[i, j] or (len(members[i]) + 1) * coef.L > inst.shards[i]:
+                continue
+            before = ev.raw_level(i, tuple(sorted(members[i])))
+            after = ev.raw_level(i, tuple(sorted([*members[i], int(j)])))
+            if not math.isfinite(after):
+                continue
+            gain = math.inf if not math.isfinite(before) else before - after
+            if gain > best_gain:
+                best, best_gain = i, gain
+        if best < 0:  # fits nowhere on its own: put it where it is allowed, repair later
+            allowed = np.nonzero(coef.allowed[:, j])[0]
+            best = int(allowed[0]) if allowed.size else 0
+        assign[j] = best
+        members[best].append(int(j))
+    return assign
+
+
+def local_search(ev: Evaluator, assign: np.ndarray, deadline: float) -> tuple[np.ndarray, float]:
+    """Moves (also to and from "unused" when D_l = 0) and swaps while the (excess, value) pair
+    falls lexicographically."""
+    m, n = ev.inst.n_tasks, ev.inst.n_learners
+    assign = assign.copy()
+    cur = ev.value(_parts(assign, m))[:2]
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        targets = range(-1, m) if ev.inst.min_shards == 0 else range(m)
+        for j in range(n):
+            a = int(assign[j])
+            for b in targets:
+                if b == a or (b >= 0 and not ev.coef.allowed[b, j]):
+                    continue
+                assign[j] = b
+                cand = ev.value(_parts(assign, m))[:2]
+                if cand < cur and (cand[0] < cur[0] or cand[1] < cur[1] - TOL * abs(cur[1])):
+                    cur, a, improved = cand, b, True
+                else:
+                    assign[j] = a
+        for j in range(n):
+            for k in range(j + 1, n):
+                a, b = int(assign[j]), int(assign[k])
+                if a == b or min(a, b) < 0 or not (ev.coef.allowed[b, j]
+                                                   and ev.coef.allowed[a, k]):
+                    continue
+                assign[j], assign[k] = b, a
+                cand = ev.value(_parts(assign, m))[:2]
+                if cand < cur and (cand[0] < cur[0] or cand[1] < cur[1] - TOL * abs(cur[1])):
+                    cur, improved = cand, True
+                else:
+                    assign[j], assign[k] = a, b
+            if time.perf_counter() > deadline:
+                break
+    return assign, (cur[1] if cur[0] == 0 else math.inf)
+
+
+# --------------------------------------------------------------------------------------------
+# Lagrangian bound
+# --------------------------------------------------------------------------------------------
+@dataclass
+class _Task:
+    levels: np.ndarray  # candidate levels, ascending (G,)
+    caps: np.ndarray  # (G, n) shards learner j can hold at each level, 0 if < L
+    D: int
+
+
+@dataclass
+class Node:
+    """Branching decisions: fixed[j] = task j must serve, barred[i, j] = j may not serve i."""
+
+    fixed: np.ndarray
+    barred: np.ndarray
+    mu: np.ndarray
+    lam: float
+    depth: int = 0
+    bound: float = -math.inf
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Lagrangian:
+    """The bound L(mu, lam) of the module docstring and its subgradient optimisation."""
+
+    def __init__(self, inst: MedInstance, coef: Coefficients, binds: bool,
+                 floor_levels: np.ndarray, upper: float) -> None:
+        self.inst, self.coef, self.binds = inst, coef, binds
+        self.m, self.n = inst.n_tasks, inst.n_learners
+        self.order = np.argsort(inst.price, kind="stable")  # fill order: cheapest first
+        self.tasks: list[_Task] = []
+        for i in range(self.m):
+            hi = min(float(inst.deadline[i]) * (1 + TOL),
+                     upper - (floor_levels.sum() - floor_levels[i]))
+            vals = []
+            for j in range(self.n):
+                if not coef.allowed[i, j]:
+                    continue
+                top = min(int(coef.cap[i, j]), int(inst.shards[i]))
+                ks = np.arange(coef.L, top + 1)
+                v = coef.A[i, j] + coef.C[i, j] * ks
+                vals.append(v[(v >= floor_levels[i] * (1 - 1e-12)) & (v <= hi)])
+            lev = np.unique(np.concatenate(vals)) if vals else np.zeros(0)
+            caps = np.clip(shards_within(coef.A[i][None, :], coef.C[i][None, :],
+                                         lev[:, None]), 0, int(inst.shards[i]))
+            caps = np.where((caps >= coef.L) & coef.allowed[i][None, :], caps, 0)
+            self.tasks.append(_Task(lev, caps, int(inst.shards[i])))
+
+    # -- one task's subproblem ----------------------------------------------------------------
+    def _programme(self, t: _Task, rows: np.ndarray, cost: np.ndarray, lam: float,
+                   forced: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        """Least sum of costs (mu_j plus lam x price x shards) reaching D shards, per level."""
+        D = t.D
+        G = rows.size
+        F = np.full((G, D + 1), math.inf)
+        F[:, 0] = 0.0
+        s = np.arange(D + 1)
+        rg = np.arange(G)
+        for j in self.order:
+            if not allowed[j]:
+                continue
+            k = t.caps[rows, j]
+            has = k > 0
+            if not has.any():
+                if forced[j]:
+                    return np.full(G, math.inf)
+                continue
+            pj = lam * float(self.inst.price[j])
+            src = s[None, :] - k[:, None]
+            take = np.where(src >= 0, F[rg[:, None], np.maximum(src, 0)] + cost[j]
+                            + pj * k[:, None], math.inf)
+            g = F - pj * s[None, :]
+            suffix = np.minimum.accumulate(g[:, ::-1], axis=1)[:, ::-1]
+            take[:, D] = np.minimum(take[:, D],
+                                    suffix[rg, np.maximum(D - k, 0)] + cost[j] + pj * D)
+            take[~has] = math.inf
+            F = take if forced[j] else np.minimum(F, take)
+        return F[:, D]
+
+    def _choose(self, t: _Task, row: int, cost: np.ndarray, lam: float, forced: np.ndarray,
+                allowed: np.ndarray) -> tuple[np.ndarray, float]:
+        """The minimiser's learners and the price of its shards at one level (the same
+        programme as ``_programme`` on one row, kept for backtracking)."""
+        D = t.D
+        F = np.full(D + 1, math.inf)
+        F[0] = 0.0
+        s = np.arange(D + 1)
+        steps = []
+        for j in self.order:
+            k = int(t.caps[row, j])
+            if not allowed[j] or k == 0:
+                if forced[j]:
+                    return np.zeros(self.n, dtype=bool), 0.0
+                continue
+            pj = lam * float(self.inst.price[j])
+            take = np.full(D + 1, math.inf)
+            if k < D:
+                take[k:D] = F[:D - k] + cost[j] + pj * k
+            lo = max(D - k, 0)
+            arg = lo + int(np.argmin(F[lo:] - pj * s[lo:]))
+            take[D] = F[arg] + cost[j] + pj * (D - arg)
+            new = take if forced[j] else np.minimum(F, take)
+            steps.append((j, k, F, take, arg))
+            F = new
+        chosen = np.zeros(self.n, dtype=bool)
+        spent = 0.0
+        at = D
+        for j, k, prev, take, arg in reversed(steps):
+            if forced[j] or take[at] < prev[at]:
+                src = at - k if at < D else arg
+                chosen[j] = True
+                spent += float(self.inst.price[j]) * (at - src)
+                at = src
+        return chosen, spent
+
+    def task_min(self, i: int, node: Node, mu: np.ndarray, lam: float, cutoff: float
+                 ) -> tuple[float, np.ndarray, float]:
+        """min over levels of H + knapsack(H) (a valid lower bound of it), the minimiser's
+        learners and cost."""
+        t = self.tasks[i]
+        G = t.levels.size
+        forced = node.fixed == i
+        allowed = ~node.barred[i] & ((node.fixed < 0) | forced)
+        if G == 0:
+            return math.inf, np.zeros(self.n, dtype=bool), 0.0
+        vals: dict[int, float] = {}
+
+        def run(rows: np.ndarray) -> None:
+            rows = np.array([r for r in rows if r not in vals], dtype=np.int64)
+            if rows.size:
+                out = self._programme(t, rows, mu, lam, forced, allowed)
+                vals.update(zip(rows.tolist(), (t.levels[rows] + out).tolist(), strict=True))
+
+        run(np.unique(np.linspace(0, G - 1, min(G, 33)).astype(np.int64)))
+        tol = 1e-7 * max(1.0, abs(cutoff)) if math.isfinite(cutoff) else 1e-7
+        while True:
+            pts = sorted(vals)
+            best_row = min(vals, key=vals.__getitem__)
+            best = vals[best_row]
+            todo = []
+            for a, b in zip(pts[:-1], pts[1:], strict=True):
+                if b - a > 1 and t.levels[a] + (vals[b] - t.levels[b]) < best - tol:
+                    todo.append(np.linspace(a, b, min(b - a + 1, 10)).astype(np.int64)[1:-1])
+            if not todo:
+                break
+            run(np.unique(np.concatenate(todo)))
+        pts = sorted(vals)
+        low = min(vals.values())
+        for a, b in zip(pts[:-1], pts[1:], strict=True):
+            if b - a > 1:
+                low = min(low, t.levels[a] + (vals[b] - t.levels[b]))
+        if not math.isfinite(best):
+            return math.inf, np.zeros(self.n, dtype=bool), 0.0
+        chosen, spent = self._choose(t, best_row, mu, lam, forced, allowed)
+        return low, chosen, spent
+
+    def evaluate(self, node: Node, mu: np.ndarray, lam: float, cutoff: float
+                 ) -> tuple[float, np.ndarray, float]:
+        total = -float(mu.sum()) - lam * self.inst.budget
+        cover = np.zeros((self.m, self.n), dtype=bool)
+        spent = 0.0
+        for i in range(self.m):
+            v, chosen, c = self.task_min(i, node, mu, lam, cutoff)
+            if not math.isfinite(v):
+                return math.inf, cover, spent
+            total += v
+            cover[i] = chosen
+            spent += c
+        return total, cover, spent
+
+    def optimise(self, node: Node, upper: float, iters: int, deadline: float
+                 ) -> tuple[float, np.ndarray]:
+        """Deflected subgradient ascent from the node's multipliers (Polyak steps towards the
+        incumbent); returns the best bound and the subproblems' cover at its multipliers.
+
+        The budget row is scaled by S = (B / sum_i D_i) sqrt(n) (its subgradient, cost - B,
+        is in price units and would otherwise swamp the learners' rows)."""
+        mu, lam = node.mu.copy(), node.lam
+        best, best_cover = -math.inf, np.zeros((self.m, self.n), dtype=bool)
+        theta, stall = 1.0, 0
+        scale = (self.inst.budget / float(self.inst.shards.sum())) * math.sqrt(self.n)
+        target = upper if math.isfinite(upper) else None
+        previous: np.ndarray | None = None
+        for _ in range(iters):
+            val, cover, spent = self.evaluate(node, mu, lam, upper)
+            if not math.isfinite(val):
+                return math.inf, cover
+            if val > best + 1e-12 * max(1.0, abs(val)):
+                best, best_cover, stall = val, cover, 0
+                node.mu, node.lam = mu.copy(), lam
+            else:
+                stall += 1
+                if stall >= 15:
+                    theta, stall = theta * 0.7, 0
+            if target is not None and best >= target - REL_GAP * max(1.0, abs(target)):
+                break
+            g = cover.sum(axis=0) - 1.0
+            if self.inst.min_shards == 0:
+                g = np.where(mu <= 0, np.maximum(g, 0), g)  # <= 1 only: mu_j >= 0
+            gl = (spent - self.inst.budget) / scale if self.binds else 0.0
+            if lam <= 0 and gl < 0:
+                gl = 0.0
+            direction = np.append(g, gl)
+            if previous is not None:
+                direction = direction + 0.3 * previous
+            previous = direction
+            norm = float((direction * direction).sum())
+            if norm < 1e-12 or theta < 1e-3 or time.perf_counter() > deadline:
+                break
+            gap = (target - val) if target is not None else max(1.0, abs(val)) * 0.05
+            step = theta * max(gap, 1e-9 * max(1.0, abs(val))) / norm
+            mu = mu + step * direction[:-1]
+            if self.inst.min_shards == 0:
+                mu = np.maximum(mu, 0.0)
+            lam = max(0.0, lam + step * direction[-1] / scale) if self.binds else 0.0
+        return best, best_cover
+
+
+def _children(node: Node, cover: np.ndarray, coef: Coefficients, must_work: bool
+              ) -> list[Node]:
+    """Branch on the free learner whose subproblem answers disagree most: fixed to the task
+    they favour (fastest such task), then barred from it."""
+    free = (node.fixed < 0) & (~node.barred & coef.allowed).any(axis=0)
+    if not free.any():
+        return []
+    counts = cover.sum(axis=0)
+    score = np.where(free, np.abs(counts - 1) + 1e-3 * (1.0 / coef.C).sum(axis=0), -1.0)
+    j = int(np.argmax(score))
+    open_tasks = ~node.barred[:, j] & coef.allowed[:, j]
+    likely = np.nonzero(cover[:, j] & open_tasks)[0]
+    options = likely if likely.size else np.nonzero(open_tasks)[0]
+    if options.size == 0:
+        return []
+    i = int(options[np.argmin(coef.C[options, j])])
+    fixed = node.fixed.copy()
+    fixed[j] = i
+    barred = node.barred.copy()
+    barred[:, j] = True
+    barred[i, j] = False
+    fix_child = Node(fixed, barred, node.mu.copy(), node.lam, node.depth + 1)
+    barred2 = node.barred.copy()
+    barred2[i, j] = True
+    kids = [fix_child]
+    if not must_work or (~barred2[:, j] & coef.allowed[:, j]).any():
+        kids.append(Node(node.fixed.copy(), barred2, node.mu.copy(), node.lam, node.depth + 1))
+    return kids
+
+
+# --------------------------------------------------------------------------------------------
+# driver
+# --------------------------------------------------------------------------------------------
+@dataclass
+class _Incumbent:
+    value: float
+    assign: np.ndarray | None
+
+    def offer(self, value: float, assign: np.ndarray) -> None:
+        if value < self.value - TOL * max(1.0, abs(value)):
+            self.value, self.assign = value, assign.copy()
+
+
+def solve(inst: MedInstance, coef: Coefficients, *, time_limit: float | None = None
+          ) -> Outcome:
+    """Lagrangian branch and bound (module docstring)."""
+    start = time.perf_counter()
+    deadline = start + (time_limit if time_limit is not None else math.inf)
+    binds = budget_can_bind(inst)
+    ev = Evaluator(inst, coef, binds)
+    m, n = inst.n_tasks, inst.n_learners
+    stats: dict[str, Any] = {"method": "lagrangian branch and bound", "nodes": 0}
+
+    assign, value = local_search(ev, greedy(ev), min(deadline, start + 30.0))
+    stats["incumbent_after_local_search"] = value
+
+    floor_levels = np.array([split.best_case_level(coef.A[i], coef.C[i], coef.L,
+                                                   int(inst.shards[i]),
+                                                   float(inst.deadline[i]) * (1 + TOL))
+                             for i in range(m)])
+    if not np.all(np.isfinite(floor_levels)):
+        return Outcome(Termination.INFEASIBLE, message="a task cannot meet its deadline even "
+                       "with every learner", stats=stats)
+    upper = value
+    lag = Lagrangian(inst, coef, binds, floor_levels, upper)
+    root = Node(np.full(n, -1, dtype=np.int64), np.zeros((m, n), dtype=bool), np.zeros(n),
+                0.0)
+    best = _Incumbent(value, assign if math.isfinite(value) else None)
+    root_bound, cover = lag.optimise(root, upper, 300, deadline)
+    stats["root_bound"] = root_bound
+
+    def improve_from(cover: np.ndarray) -> None:
+        """Turn a subproblem cover into an assignment and polish it."""
+        cand = np.full(n, -1, dtype=np.int64)
+        for j in range(n):
+            tasks = np.nonzero(cover[:, j])[0]
+            if tasks.size:
+                cand[j] = int(tasks[np.argmin(coef.C[tasks, j])])
+            elif inst.min_shards == 0:
+                cand[j] = -1
+            else:
+                ok = np.nonzero(coef.allowed[:, j])[0]
+                cand[j] = int(ok[np.argmin(coef.C[ok, j])]) if ok.size else 0
+        got, val = local_search(ev, cand, min(deadline, time.perf_counter() + 5.0))
+        best.offer(val, got)
+
+    improve_from(cover)
+
+    def proven(bound: float) -> bool:
+        return bound >= best.value - REL_GAP * max(1.0, abs(best.value))
+
+    stack: list[tuple[Node, np.ndarray, float]] = []
+    if not proven(root_bound):
+        stack.append((root, cover, root_bound))
+    timed_out = False
+    while stack:
+        if time.perf_counter() > deadline:
+            timed_out = True
+            break
+        node, cover, bound = stack.pop()
+        stats["nodes"] += 1
+        if proven(bound):
+            continue
+        kids = _children(node, cover, coef, inst.min_shards > 0)
+        if not kids:  # every learner fixed (or barred everywhere: unused): a leaf
+            leaf = node.fixed.copy()
+            excess, leaf_value, _ = ev.value(_parts(leaf, m))
+            if excess == 0:
+                best.offer(leaf_value, leaf)
+            continue
+        scored = []
+        for child in kids:
+            b, cov = lag.optimise(child, best.value, 40, deadline)
+            b = max(b, bound)
+            if stats["nodes"] % 10 == 1:
+                improve_from(cov)
+            if not proven(b):
+                scored.append((child, cov, b))
+        # depth first; the child fixing the learner is explored first (pushed last)
+        stack.extend(reversed(scored))
+    if timed_out:
+        final_bound = min([best.value, *(b for _, _, b in stack)])
+    else:
+        final_bound = best.value
+    if best.assign is None:
+        if timed_out:
+            return Outcome(Termination.TIME_LIMIT, bound=root_bound, stats=stats,
+                           message="time limit without a feasible allocation")
+        return Outcome(Termination.INFEASIBLE, bound=math.inf, stats=stats,
+                       message="no feasible allocation (search exhausted)")
+    assignment = best.assign
+    parts = _parts(assignment, m)
+    _, val, levels = ev.value(parts)
+    assert levels is not None  # the incumbent was feasible when it was stored
+    d = np.zeros((m, n), dtype=np.int64)
+    for i, p in enumerate(parts):
+        W = np.array(p, dtype=np.int64)
+        part = split.split_at(coef.A[i, W], coef.C[i, W], inst.price[W], coef.L,
+                              int(inst.shards[i]), levels[i])
+        assert part is not None  # the level was computed from these learners
+        d[i, W] = part
+    stats["bound"] = final_bound
+    if timed_out:
+        return Outcome(Termination.TIME_LIMIT, assignment, d, val, final_bound, stats=stats,
+                       message="time limit: best allocation found and a Lagrangian bound")
+    return Outcome(Termination.OPTIMAL, assignment, d, val, val, stats=stats,
+                   message="proven optimal (Lagrangian branch and bound)")

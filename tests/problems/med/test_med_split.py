@@ -1,0 +1,123 @@
+"""The per-task oracles (min-max split, least-cost steps, budget knapsack) against brute force."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mel_opt.problems.med import budget, split
+
+
+def brute_level(A, C, L, D):
+    best = math.inf
+    w = len(A)
+    for d in itertools.product(range(L, D + 1), repeat=w):
+        if sum(d) == D:
+            best = min(best, max(a + c * x for a, c, x in zip(A, C, d, strict=True)))
+    return best
+
+
+groups = st.lists(st.tuples(st.floats(0.0, 5.0), st.floats(0.1, 4.0)), min_size=1, max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(groups, st.integers(1, 2), st.integers(1, 9))
+def test_min_max_level_is_the_brute_force_optimum(pairs, L, D):
+    A = np.array([a for a, _ in pairs])
+    C = np.array([c for _, c in pairs])
+    want = brute_level(A, C, L, D)
+    got = split.min_max_level(A, C, np.ones(len(pairs), dtype=int), L, D)
+    if math.isinf(want):
+        assert math.isinf(got)
+    else:
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+        many = split.min_max_levels(A, C, np.ones((1, len(pairs))), L, D)
+        assert many[0] == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+def test_grouped_counts_equal_repeated_learners():
+    # two groups, counts (2, 3): the same as listing the five learners one by one
+    A, C = np.array([1.0, 0.5]), np.array([2.0, 3.5])
+    grouped = split.min_max_level(A, C, np.array([2, 3]), 1, 17)
+    flat = brute_level([1.0, 1.0, 0.5, 0.5, 0.5], [2.0, 2.0, 3.5, 3.5, 3.5], 1, 17)
+    assert grouped == pytest.approx(flat)
+    counts = np.array([[2, 3], [0, 3], [2, 0], [1, 1], [0, 0]])
+    many = split.min_max_levels(A, C, counts, 1, 17)
+    singles = [split.min_max_level(A, C, c, 1, 17) for c in counts]
+    assert np.allclose(many[:4], singles[:4]) and math.isinf(many[4]) and math.isinf(singles[4])
+
+
+def test_known_level_by_hand():
+    # A = (2, 2), C = (2, 3), D = 10: the 6/4 split balances at 14 (see test_med_known)
+    assert split.min_max_level(np.array([2.0, 2.0]), np.array([2.0, 3.0]), np.array([1, 1]),
+                               1, 10) == pytest.approx(14.0)
+
+
+def brute_frontier(A, C, p, L, D, hmax):
+    """Every split's (max delay, cost), reduced to the least cost at each level."""
+    pts = []
+    for d in itertools.product(range(L, D + 1), repeat=len(A)):
+        if sum(d) != D:
+            continue
+        h = max(a + c * x for a, c, x in zip(A, C, d, strict=True))
+        if h <= hmax + 1e-12:
+            pts.append((h, sum(q * x for q, x in zip(p, d, strict=True))))
+    return pts
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_cost_frontier_gives_the_least_cost_at_every_level(seed):
+    rng = np.random.default_rng(seed)
+    w = int(rng.integers(1, 4))
+    A, C = rng.uniform(0, 3, w), rng.uniform(0.2, 2, w)
+    p = rng.choice([0.5, 1.0, 2.0], w)
+    D = int(rng.integers(w, 9))
+    h0 = split.min_max_level(A, C, np.ones(w, dtype=int), 1, D)
+    hmax = h0 + 6.0
+    levels, costs = split.cost_frontier(A, C, p, 1, D, h0, hmax)
+    pts = brute_frontier(A, C, p, 1, D, hmax)
+    assert levels[0] == pytest.approx(h0)
+    for h, c in pts:  # every split is dominated by a step at or below its level
+        k = np.searchsorted(levels, h + 1e-12, side="right") - 1
+        assert costs[k] <= c + 1e-9
+    for h, c in zip(levels, costs, strict=True):  # and every step is attained by a split
+        assert any(abs(c - c2) < 1e-9 and h2 <= h + 1e-9 for h2, c2 in pts)
+    assert np.all(np.diff(levels) > 0) and np.all(np.diff(costs) < 0)
+
+
+def test_best_levels_is_the_knapsack_optimum():
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        fronts = []
+        for _ in range(int(rng.integers(1, 4))):
+            k = int(rng.integers(1, 5))
+            lev = np.sort(rng.uniform(0, 10, k))
+            cost = np.sort(rng.uniform(0, 10, k))[::-1]
+            fronts.append((lev, cost))
+        B = float(rng.uniform(5, 25))
+        want, pick = math.inf, None
+        for combo in itertools.product(*[range(f[0].size) for f in fronts]):
+            c = sum(f[1][i] for f, i in zip(fronts, combo, strict=True))
+            h = sum(f[0][i] for f, i in zip(fronts, combo, strict=True))
+            if c <= B and h < want:
+                want, pick = h, combo
+        got = budget.best_levels(fronts, B)
+        if pick is None:
+            assert got is None
+        else:
+            assert got[0] == pytest.approx(want)
+            assert sum(f[1][i] for f, i in zip(fronts, got[1], strict=True)) <= B + 1e-9
+
+
+def test_best_case_level_lets_slow_learners_stay_out():
+    # a fast learner (A = 1, C = 1) alone reaches 1 + 5 = 6 for D = 5; adding the slow one
+    # (A = 10) would force >= 10 + C with its one shard, so the best case is 6, not the level
+    # of "all learners" (>= 11).
+    A, C = np.array([1.0, 10.0]), np.array([1.0, 1.0])
+    assert split.best_case_level(A, C, 1, 5, 100.0) == pytest.approx(6.0)
+    assert split.min_max_level(A, C, np.array([1, 1]), 1, 5) == pytest.approx(11.0)
