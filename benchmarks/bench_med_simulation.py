@@ -68,8 +68,9 @@ def experiment(name: str, points: list[tuple[int, int]], trials: int, cycles: in
                 t = np.nanmean(vals[s]["training_time_s"])
                 d = np.nanmean(vals[s]["drop_rate"])
                 faster = 100 * (unc_t - t) / unc_t
-                lower = 100 * (unc_d - d) / unc_d if unc_d > 0 else float("nan")
-                extra = [f"{-faster:+.1f}%", f"{-lower:+.1f}%"]
+                # relative drop-rate change is meaningless when MMTT-Uncertain drops ~nothing
+                lower = 100 * (unc_d - d) / unc_d if unc_d > 1e-3 else float("nan")
+                extra = [f"{-faster:+.1f}%", "-" if np.isnan(lower) else f"{-lower:+.1f}%"]
                 if s == "med":
                     best_time = max(best_time, faster)
                     if np.isfinite(lower):

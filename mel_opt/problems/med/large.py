@@ -11,7 +11,7 @@ exact: each task's min-max level (``split``), and with a budget the best levels 
 (``budget.best_levels`` over the tasks' least-cost steps).
 
 Bound. Relax "each learner serves exactly one task" (4.4f with 4.4e) with multipliers mu_j
-(free) and the budget (4.4d) with lam >= 0:
+(free; >= 0 when D_l = 0 makes it "at most one") and the budget (4.4d) with lam >= 0:
 
     L(mu, lam) = sum_i min_{H, W} [H + sum_{j in W} mu_j + lam cost_i(W, H)] - sum_j mu_j - lam B.
 
@@ -23,8 +23,11 @@ relaxed only by not charging the L shards of the dearer learners. The level H ru
 task's candidate levels A_ij + C_ij k (a task's level is always one of them); the least cost is
 non-increasing in H, so h_a + v(h_b) bounds an interval [h_a, h_b] from below and only intervals
 that could hold the minimum are refined. Levels above UB - sum of the other tasks' least levels
-cannot beat the incumbent and are skipped. Every L(mu, lam) is a lower bound; a subgradient
-method maximises it.
+cannot beat the incumbent and are skipped. Every L(mu, lam) is a lower bound; a deflected
+subgradient method maximises it (the budget row scaled so that its step is commensurate with the
+learners'). At the dual optimum of the N = 50 benchmark instance, charging the dearer learners'
+L shards exactly (a window-minimum programme) changed no task's value: the remaining gap there
+is the relaxation's own, which branching must close.
 
 Branching. Depth first on the learner whose subproblem answers disagree most (it appears in no
 task or in several), first fixed to the task the answers favour, then barred from it; each node
@@ -37,7 +40,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -203,8 +206,6 @@ class Node:
     mu: np.ndarray
     lam: float
     depth: int = 0
-    bound: float = -math.inf
-    stats: dict[str, Any] = field(default_factory=dict)
 
 
 class Lagrangian:
