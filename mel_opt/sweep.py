@@ -115,6 +115,47 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
+def run_evaluation(
+    problem: str,
+    out_dir: str | Path,
+    *,
+    preset: str | None = None,
+    learners: Sequence[int] | None = None,
+    tasks: Sequence[int] | None = None,
+    params: dict[str, list[str]] | None = None,
+    seeds: int = 1,
+    options: dict[str, Any] | None = None,
+    on_plan: Callable[[int, int], None] | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[list[dict[str, Any]], Path]:
+    """Like :func:`run_sweep`, but each instance goes through the problem's ``evaluate`` hook
+    (a Monte-Carlo evaluation of its schemes) instead of the solvers; one row per (instance,
+    scheme, trial), so plots show bands over trials."""
+    from mel_opt.api import load_instance
+
+    spec = get_problem(problem)
+    if spec.evaluate is None:
+        raise UsageError(f"problem {problem!r} has no evaluation (simulation) to sweep")
+    out = Path(out_dir)
+    files = make_grid(problem, preset, out, learners, tasks, params or {}, seeds)
+    if on_plan is not None:
+        on_plan(len(files), 0)
+    rows: list[dict[str, Any]] = []
+    for f in files:
+        inst = load_instance(f)
+        point = json.loads(f.read_text()).get("sweep", {})
+        seed = int(point.get("seed", 0))
+        for r in spec.evaluate(inst, seed, dict(options or {})):
+            rows.append({**{k: v for k, v in point.items() if v is not None},
+                         "instance": inst.name, "status": "feasible", "feasible": True, **r})
+        if on_result is not None:
+            on_result({"file": str(f), "instance": inst.name, "method": "evaluate",
+                       "status": "feasible", "feasible": True, "error": ""})
+    path = out / "evaluation.csv"
+    write_csv(rows, path)
+    return rows, path
+
+
 def run_sweep(
     problem: str,
     out_dir: str | Path,

@@ -217,18 +217,29 @@ def export_cmd(path: str, fmt_: str, method: str | None, output: str) -> None:
               help="Plot file (.png/.svg/.pdf); default OUT/<metric>.png when --metric is given.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--evaluate", is_flag=True,
+              help="Run the problem's Monte-Carlo evaluation (med: the simulator) instead of "
+                   "the solvers; writes evaluation.csv, bands over trials.")
+@click.option("--trials", type=click.IntRange(min=1), default=40, show_default=True,
+              help="Trials per instance with --evaluate.")
+@click.option("--cycles", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Cycles per trial with --evaluate.")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
 def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str | None,
               params: tuple[str, ...], seeds: int, methods: str | None, metrics: tuple[str, ...],
               x_axis: str | None, facet: str | None, plot_file: str | None, jobs: int,
-              time_limit: float | None, out_dir: str) -> None:
+              time_limit: float | None, evaluate: bool, trials: int, cycles: int,
+              out_dir: str) -> None:
     """Generate a parameter grid of PROBLEM, solve it with every method, tabulate and plot.
 
     Example (paper 000 Fig. 2): melopt sweep mel-async --preset mohammad2020 --learners 5:20
     --param cycle_time_s=7.5,15 --seeds 5 --metric max_staleness --metric avg_staleness -o fig2
+
+    Thesis 4.3 (MED vs learners): melopt sweep med --preset mays2023 --learners 4:10 --tasks 3
+    --evaluate --metric training_time_s --metric drop_rate -o med_learners
     """
     from mel_opt.plot import plot_sweep
-    from mel_opt.sweep import parse_values, run_sweep
+    from mel_opt.sweep import parse_values, run_evaluation, run_sweep
 
     with guarded():
         spec = get_problem(problem)
@@ -240,14 +251,24 @@ def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str
             grid[key] = parse_values(values)
         ns = [int(v) for v in parse_values(learners)] if learners else None
         ms = [int(v) for v in parse_values(tasks)] if tasks else None
-        chosen = _methods(methods) or list(spec.methods)
-        rows, table = _run_with_progress(
-            lambda **kw: run_sweep(problem, out_dir, preset=preset, learners=ns, tasks=ms,
-                                   params=grid, seeds=seeds, methods=chosen, jobs=jobs,
-                                   time_limit=time_limit, **kw),
-            f"sweep {problem}")
+        if evaluate:
+            opts = {"trials": trials, "cycles": cycles, "time_limit": time_limit,
+                    "schemes": _methods(methods)}
+            rows, table = _run_with_progress(
+                lambda **kw: run_evaluation(problem, out_dir, preset=preset, learners=ns,
+                                            tasks=ms, params=grid, seeds=seeds, options=opts,
+                                            **kw),
+                f"evaluate {problem}")
+        else:
+            chosen = _methods(methods) or list(spec.methods)
+            rows, table = _run_with_progress(
+                lambda **kw: run_sweep(problem, out_dir, preset=preset, learners=ns, tasks=ms,
+                                       params=grid, seeds=seeds, methods=chosen, jobs=jobs,
+                                       time_limit=time_limit, **kw),
+                f"sweep {problem}")
         err.print(f"wrote {table} ({len(rows)} rows)", markup=False)
-        x = x_axis or ("learners" if ns else "tasks" if ms else None)
+        x = x_axis or ("learners" if ns and len(ns) > 1 else "tasks" if ms and len(ms) > 1
+                       else "learners" if ns else "tasks" if ms else None)
         if metrics and x:
             fac = facet or (next(iter(grid)) if grid else None)
             target = plot_file or str(Path(out_dir) / f"{'_'.join(metrics)}.png")

@@ -110,6 +110,10 @@ class ProblemSpec:
     presets : tuple of str
     build_model : callable(instance, method) -> pyomo model, optional
         The Pyomo formulation behind a method, for ``melopt export``.
+    evaluate : callable(instance, seed, options) -> list of dict, optional
+        A Monte-Carlo evaluation of the problem's schemes (med's simulator): one row per
+        (scheme, trial) with ``method`` naming the scheme and numeric metrics, used by
+        ``melopt sweep --evaluate`` to plot evaluated metrics with bands over trials.
     """
 
     name: str
@@ -123,6 +127,7 @@ class ProblemSpec:
     generate: Callable[..., dict[str, Any]] | None = None
     presets: tuple[str, ...] = ()
     build_model: Callable[[Any, str], Any] | None = None
+    evaluate: Callable[[Any, int, Mapping[str, Any]], list[dict[str, Any]]] | None = None
 
     def method(self, name: str | None) -> MethodSpec:
         from mel_opt.errors import UsageError

@@ -210,3 +210,24 @@ def test_sweep_and_plot(tmp_path):
                                    str(tmp_path / "a.svg")])
     assert res.exit_code == 0, res.output
     assert "<svg" in (tmp_path / "a.svg").read_text()[:500]
+
+
+def test_sweep_evaluate_med_simulation(tmp_path):
+    out = tmp_path / "ev"
+    res = CliRunner().invoke(cli, [
+        "sweep", "med", "--preset", "mays2023", "--learners", "4:5", "--tasks", "2",
+        "--seeds", "1", "--evaluate", "--trials", "3", "--cycles", "2",
+        "--metric", "drop_rate", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    with open(out / "evaluation.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    # 2 instances x 3 schemes x 3 trials, each with the thesis metrics
+    assert len(rows) == 2 * 3 * 3
+    assert {r["method"] for r in rows} == {"med", "mmtt-uncertain", "mmtt-ideal"}
+    assert all(r["learners"] in ("4", "5") for r in rows)
+    ideal = [float(r["drop_rate"]) for r in rows if r["method"] == "mmtt-ideal"]
+    assert ideal and max(ideal) <= 1e-9  # re-solved with the true states: nothing dropped
+    assert (out / "drop_rate.png").read_bytes()[:4] == b"\x89PNG"
+    bad = CliRunner().invoke(cli, ["sweep", "mel-async", "--learners", "3:4", "--evaluate",
+                                   "-o", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "no evaluation" in bad.output

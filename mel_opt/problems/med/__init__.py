@@ -9,6 +9,7 @@ programme / Lagrangian search, proven optimum), ``highs`` (the strengthened MILP
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from mel_opt.problems.base import MethodSpec, ProblemSpec
@@ -16,6 +17,26 @@ from mel_opt.problems.med import formulation, methods
 from mel_opt.problems.med.generate import PRESETS, generate
 from mel_opt.problems.med.instance import MedInstance, parse
 from mel_opt.problems.med.verify import verify
+
+
+def evaluate(inst: MedInstance, seed: int, options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Rows of the Monte-Carlo evaluation (thesis 4.3): one per (scheme, trial).
+
+    Options: ``trials`` (40), ``cycles`` (5), ``schemes`` (all), ``time_limit``.
+    """
+    from mel_opt.problems.med.simulate import SCHEMES, simulate
+
+    res = simulate(inst, schemes=tuple(options.get("schemes") or SCHEMES),
+                   cycles=int(options.get("cycles", 5)), trials=int(options.get("trials", 40)),
+                   seed=seed, time_limit=options.get("time_limit"))
+    rows = []
+    for scheme in res.schemes:
+        for t in range(res.trials):
+            row: dict[str, Any] = {"method": scheme.name, "trial": t}
+            for key, values in scheme.per_trial.items():
+                row[key] = float(values[t])
+            rows.append(row)
+    return rows
 
 
 def build_model(inst: MedInstance, method: str) -> Any:
@@ -44,6 +65,7 @@ PROBLEM = ProblemSpec(
     key_metrics=("task_delay", "cost", "budget_used", "learners_per_task"),
     generate=generate,
     presets=PRESETS,
+    evaluate=evaluate,
     build_model=build_model,
 )
 
