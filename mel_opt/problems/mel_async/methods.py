@@ -117,7 +117,9 @@ def improve(inst: MelAsyncInstance, d: np.ndarray, max_rounds: int = 10_000) -> 
 
 
 def _better(inst: MelAsyncInstance, d: np.ndarray, staleness: int) -> bool:
-    return int(np.ptp(W.max_updates(inst, d.astype(float)))) < staleness
+    """A move is kept only if every learner still does an update and the staleness falls."""
+    tau = W.max_updates(inst, d.astype(float))
+    return bool(tau.min() >= 1) and int(np.ptp(tau)) < staleness
 
 
 def _best_move(move: Any, first: int, last: int, lowest: bool) -> np.ndarray | None:

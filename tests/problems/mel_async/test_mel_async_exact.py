@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mel_opt
@@ -66,8 +66,16 @@ def tiny_docs(draw):
             "min_samples": dl, "max_samples": du, "learners": learners}
 
 
+REGRESSION_TAU0 = {  # kkt-sai's improve step once moved a learner to tau = 0 (found by CI)
+    "problem": "mel-async", "schema_version": 1, "cycle_time_s": 1.0, "total_samples": 3,
+    "min_samples": 1, "max_samples": 2,
+    "learners": [{"name": "l0", "c2": 0.015625, "c1": 0.125, "c0": 0.75},
+                 {"name": "l1", "c2": 0.25, "c1": 0.0, "c0": 0.0}]}
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_docs())
+@example(REGRESSION_TAU0)
 def test_exact_matches_brute_force(doc):
     try:
         inst = mel_opt.parse_instance(doc)
