@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from mel_opt.errors import InstanceError, Issue
 
 _MISSING: Any = object()
@@ -30,6 +32,13 @@ def _describe(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return repr(value)
+
+
+def readonly_array(values: Any, dtype: Any = float) -> np.ndarray:
+    """A numpy copy of ``values`` that cannot be written (instances are immutable)."""
+    arr = np.array(values, dtype=dtype)
+    arr.setflags(write=False)
+    return arr
 
 
 def join(path: str, key: str | int) -> str:
@@ -208,6 +217,19 @@ class Validator:
             self.error(p, f"must have {length} entries, got {len(value)}")
             return None
         return value
+
+    def unique_name(self, obj: dict[str, Any], path: str, default: str, seen: builtins.list[str],
+                    kind: str) -> str:
+        """The item's ``name`` (``default`` when absent or invalid), recorded in ``seen``;
+        a non-string or duplicate name is an issue at ``path.name``."""
+        name = obj.get("name", default)
+        if not isinstance(name, str) or not name:
+            self.error(join(path, "name"), f"must be a non-empty string, got {name!r}")
+            name = default
+        elif name in seen:
+            self.error(join(path, "name"), f"duplicate {kind} name {name!r}")
+        seen.append(name)
+        return name
 
     def numbers(
         self, value: Any, p: str, *, length: int | None = None, **rules: Any

@@ -19,15 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.io.validate import Validator, join
+from mel_opt.io.validate import Validator, join, readonly_array
 
 MAX_SEARCH = 1_000_000  # largest scan we accept (memory of the vectorised scan)
-
-
-def _frozen(values: Any) -> np.ndarray:
-    arr = np.asarray(values, dtype=float)
-    arr.setflags(write=False)
-    return arr
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,13 +110,8 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> AdaptiveTauInsta
             res = v.obj(item, p)
             if res is None:
                 continue
-            name = res.get("name", "time" if len(resources) == 1 else f"resource{m}")
-            if not isinstance(name, str) or not name:
-                v.error(join(p, "name"), f"must be a non-empty string, got {name!r}")
-                name = f"resource{m}"
-            if name in names:
-                v.error(join(p, "name"), f"duplicate resource name {name!r}")
-            names.append(name)
+            v.unique_name(res, p, "time" if len(resources) == 1 else f"resource{m}",
+                                 names, "resource")
             Rm = v.number(res, "budget", p, positive=True)
             cm = v.number(res, "local_cost", p, positive=True)
             bm = v.number(res, "global_cost", p, nonnegative=True)
@@ -154,10 +143,10 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> AdaptiveTauInsta
         tau_current=int(tau_cur),
         tau_max=int(tau_max),
         use_min_loss=bool(min_loss),
-        budget=_frozen(R),
-        local_cost=_frozen(c),
-        global_cost=_frozen(b),
-        used=_frozen(s),
+        budget=readonly_array(R),
+        local_cost=readonly_array(c),
+        global_cost=readonly_array(b),
+        used=readonly_array(s),
         resource_names=tuple(names),
         search_factor=int(factor),
         description=desc if isinstance(desc, str) else "",

@@ -16,13 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.io.validate import Validator, join
-
-
-def _frozen(values: Any) -> np.ndarray:
-    arr = np.asarray(values, dtype=float)
-    arr.setflags(write=False)
-    return arr
+from mel_opt.io.validate import Validator, join, readonly_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,13 +96,7 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> DabInstance:
             lr = v.obj(item, p)
             if lr is None:
                 continue
-            name = lr.get("name", f"learner{i}")
-            if not isinstance(name, str) or not name:
-                v.error(join(p, "name"), f"must be a non-empty string, got {name!r}")
-                name = f"learner{i}"
-            if name in names:
-                v.error(join(p, "name"), f"duplicate learner name {name!r}")
-            names.append(name)
+            v.unique_name(lr, p, f"learner{i}", names, "learner")
             c = v.number(lr, "train_rate", p, positive=True)
             b = v.number(lr, "bandwidth_Bps", p, positive=True)
             if c is not None and b is not None:
@@ -127,8 +115,8 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> DabInstance:
         iterations=int(mu),
         model_bytes=float(om),
         shard_bytes=float(od),
-        train_rate=_frozen(rates),
-        bandwidth=_frozen(bws),
+        train_rate=readonly_array(rates),
+        bandwidth=readonly_array(bws),
         learner_names=tuple(names),
         total_shards=None if total is None else int(total),
         min_shards=int(dmin),

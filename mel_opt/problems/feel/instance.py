@@ -34,16 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.io.validate import Validator, join
+from mel_opt.io.validate import Validator, join, readonly_array
 
 PROCESSORS = ("cpu", "gpu")
 MIN_BATCH = 1  # the least batch of (17e)
-
-
-def _frozen(values: Any, dtype: Any = float) -> np.ndarray:
-    arr = np.asarray(values, dtype=dtype)
-    arr.setflags(write=False)
-    return arr
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,13 +146,7 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> FeelInstance:
             dev = v.obj(item, p)
             if dev is None:
                 continue
-            name = dev.get("name", f"device{i}")
-            if not isinstance(name, str) or not name:
-                v.error(join(p, "name"), f"must be a non-empty string, got {name!r}")
-                name = f"device{i}"
-            if name in names:
-                v.error(join(p, "name"), f"duplicate device name {name!r}")
-            names.append(name)
+            v.unique_name(dev, p, f"device{i}", names, "device")
             row = {
                 "uplink_bps": v.number(dev, "uplink_bps", p, positive=True),
                 "downlink_bps": v.number(dev, "downlink_bps", p, positive=True),
@@ -213,12 +201,12 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> FeelInstance:
         cycles_per_sample=None if cps is None else float(cps),
         update_cycles=None if upd is None else float(upd),
         device_names=tuple(names),
-        cpu_hz=None if gpu else _frozen(cols["cpu_hz"]),
-        uplink_bps=_frozen(cols["uplink_bps"]),
-        downlink_bps=_frozen(cols["downlink_bps"]),
-        t_low=_frozen(cols["t_low_s"]) if gpu else None,
-        slope=_frozen(cols["slope_s_per_sample"]) if gpu else None,
-        batch_threshold=_frozen(cols["batch_threshold"]) if gpu else None,
-        update_s=_frozen(cols["update_s"]) if gpu else None,
+        cpu_hz=None if gpu else readonly_array(cols["cpu_hz"]),
+        uplink_bps=readonly_array(cols["uplink_bps"]),
+        downlink_bps=readonly_array(cols["downlink_bps"]),
+        t_low=readonly_array(cols["t_low_s"]) if gpu else None,
+        slope=readonly_array(cols["slope_s_per_sample"]) if gpu else None,
+        batch_threshold=readonly_array(cols["batch_threshold"]) if gpu else None,
+        update_s=readonly_array(cols["update_s"]) if gpu else None,
         description=desc if isinstance(desc, str) else "",
     )

@@ -18,15 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.io.validate import Validator, join
+from mel_opt.io.validate import Validator, join, readonly_array
 
 PROB_TOL = 1e-6  # |sum(state_probs) - 1| allowed (JSON files carry rounded probabilities)
-
-
-def _frozen(values: Any, dtype: Any = float) -> np.ndarray:
-    arr = np.array(values, dtype=dtype)
-    arr.setflags(write=False)
-    return arr
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,7 +95,7 @@ class MedInstance:
         s = np.asarray(states, dtype=np.int64)
         onehot = np.zeros((self.n_learners, self.n_states))
         onehot[np.arange(self.n_learners), s] = 1.0
-        return replace(self, probs=_frozen(onehot))
+        return replace(self, probs=readonly_array(onehot))
 
 
 def parse(doc: Mapping[str, Any], source: str | None = None) -> MedInstance:
@@ -147,12 +141,7 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MedInstance:
             t = v.obj(item, p)
             if t is None:
                 continue
-            name = t.get("name", f"task{i}")
-            if not isinstance(name, str) or not name:
-                v.error(join(p, "name"), f"must be a non-empty string, got {name!r}")
-            elif name in tnames:
-                v.error(join(p, "name"), f"duplicate task name {name!r}")
-            tnames.append(str(name))
+            v.unique_name(t, p, f"task{i}", tnames, "task")
             omega.append(v.number(t, "model_bytes", p, positive=True))
             alpha.append(v.number(t, "shard_bytes", p, positive=True))
             shards.append(v.number(t, "shards", p, integer=True, positive=True))
@@ -172,12 +161,7 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MedInstance:
             lr = v.obj(item, p)
             if lr is None:
                 continue
-            name = lr.get("name", f"learner{j}")
-            if not isinstance(name, str) or not name:
-                v.error(join(p, "name"), f"must be a non-empty string, got {name!r}")
-            elif name in lnames:
-                v.error(join(p, "name"), f"duplicate learner name {name!r}")
-            lnames.append(str(name))
+            v.unique_name(lr, p, f"learner{j}", lnames, "learner")
             price.append(v.number(lr, "price", p, nonnegative=True))
             probs.append(_probs(v, lr, p, h))
             bw.append(_per_state(v, lr, "bandwidth_Bps", p, h))
@@ -201,16 +185,16 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MedInstance:
         min_shards=int(dl),
         state_names=tuple(state_names),
         task_names=tuple(tnames),
-        model_bytes=_frozen(omega),
-        shard_bytes=_frozen(alpha),
-        shards=_frozen(shards, np.int64),
-        deadline=_frozen(deadline),
-        iterations=_frozen(iters, np.int64),
+        model_bytes=readonly_array(omega),
+        shard_bytes=readonly_array(alpha),
+        shards=readonly_array(shards, np.int64),
+        deadline=readonly_array(deadline),
+        iterations=readonly_array(iters, np.int64),
         learner_names=tuple(lnames),
-        price=_frozen(price),
-        probs=_frozen(probs),
-        bandwidth=_frozen(bw),
-        train_rate=_frozen(rate),
+        price=readonly_array(price),
+        probs=readonly_array(probs),
+        bandwidth=readonly_array(bw),
+        train_rate=readonly_array(rate),
         description=desc if isinstance(desc, str) else "",
     )
 

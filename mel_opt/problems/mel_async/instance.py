@@ -23,15 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.io.validate import Validator, join
+from mel_opt.io.validate import Validator, join, readonly_array
 
 MODES = ("task-parallel", "distributed-data")
-
-
-def _frozen(values: Any) -> np.ndarray:
-    arr = np.asarray(values, dtype=float)
-    arr.setflags(write=False)
-    return arr
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,13 +121,7 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MelAsyncInstance
             lr = v.obj(item, p)
             if lr is None:
                 continue
-            name = lr.get("name", f"learner{i}")
-            if not isinstance(name, str) or not name:
-                v.error(join(p, "name"), f"must be a non-empty string, got {name!r}")
-                name = f"learner{i}"
-            if name in names:
-                v.error(join(p, "name"), f"duplicate learner name {name!r}")
-            names.append(name)
+            v.unique_name(lr, p, f"learner{i}", names, "learner")
             physical = "cpu_hz" in lr or "rate_bps" in lr
             coeff = any(k in lr for k in ("c2", "c1", "c0"))
             if physical and coeff:
@@ -184,9 +172,9 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MelAsyncInstance
         total_samples=int(d),
         min_samples=int(dl),
         max_samples=int(du),
-        c2=_frozen(c2),
-        c1=_frozen(c1),
-        c0=_frozen(c0),
+        c2=readonly_array(c2),
+        c1=readonly_array(c1),
+        c0=readonly_array(c0),
         learner_names=tuple(names),
         mode=mode,
         description=desc if isinstance(desc, str) else "",
