@@ -7,6 +7,7 @@ the batch runner and ``compare`` all work from these declarations).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,33 @@ class Checked:
 
 
 MethodFunc = Callable[[Any, SolveOptions], MethodOutput]
+
+
+def param_value(params: Mapping[str, str] | None, key: str, default: Any = None,
+                kind: type = float) -> Any:
+    """A ``--param KEY=VALUE`` of ``melopt generate`` / ``sweep``, converted to ``kind``.
+
+    Missing keys give ``default``; ``float`` and ``int`` values must be finite numbers (``int``
+    also whole); ``str`` is passed through. Bad values raise ``UsageError`` naming the key.
+    """
+    from mel_opt.errors import UsageError
+
+    if not params or key not in params:
+        return default
+    raw = params[key]
+    if kind is str:
+        return raw
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"--param {key} expects a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise UsageError(f"--param {key} must be finite, got {raw!r}")
+    if kind is int:
+        if not value.is_integer():
+            raise UsageError(f"--param {key} expects a whole number, got {raw!r}")
+        return int(value)
+    return kind(value)
 
 
 @dataclass(frozen=True)

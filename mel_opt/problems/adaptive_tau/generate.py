@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.problems.base import param_value
 
 PRESETS = ("svm", "cnn", "end-of-budget", "two-resources")
 
@@ -33,11 +34,6 @@ _TOP_INT = {"tau_current", "tau_max", "search_factor"}
 _RES = {"budget", "local_cost", "global_cost", "used"}
 
 
-def _num(key: str, raw: str) -> float:
-    try:
-        return float(raw)
-    except ValueError:
-        raise UsageError(f"--param {key} expects a number, got {raw!r}") from None
 
 
 def generate(
@@ -93,12 +89,12 @@ def generate(
             f"{k}={v}" for k, v in params.items()) + "."
     for key, raw in dict(params or {}).items():
         if key in _TOP_FLOAT:
-            doc[key] = _num(key, raw)
+            doc[key] = param_value(params, key)
         elif key in _TOP_INT:
-            value = _num(key, raw)
+            value = param_value(params, key)
             doc[key] = int(value) if value.is_integer() else value
         elif key in _RES:
-            resources[0][key] = _num(key, raw)
+            resources[0][key] = param_value(params, key)
         elif key == "use_min_loss":
             if raw.lower() not in ("true", "false"):
                 raise UsageError(f"--param use_min_loss expects true or false, got {raw!r}")

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.problems.base import param_value
 from mel_opt.problems.dab.model import shard_bound
 
 PRESETS = ("random", "worked-example")
@@ -42,14 +43,11 @@ def _override(doc: dict[str, Any], params: Mapping[str, str]) -> None:
     if params:
         doc["description"] += " Overridden with --param: " + ", ".join(
             f"{k}={v}" for k, v in params.items()) + "."
-    for key, raw in params.items():
+    for key in params:
         if key not in _INT_PARAMS | _FLOAT_PARAMS:
             raise UsageError(f"unknown dab parameter {key!r}; choose from "
                              f"{', '.join(sorted(_INT_PARAMS | _FLOAT_PARAMS))}")
-        try:
-            value: float = float(raw)
-        except ValueError:
-            raise UsageError(f"--param {key} expects a number, got {raw!r}") from None
+        value: float = param_value(params, key)
         doc[key] = int(value) if key in _INT_PARAMS and value.is_integer() else value
 
 

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.problems.base import param_value
 
 PRESETS = ("ren2021",)
 
@@ -118,15 +119,6 @@ def average_rate(distance_m: np.ndarray, power_dbm: float = POWER_DBM,
     return bandwidth_hz * exp_e1(1.0 / snr) / math.log(2.0)
 
 
-def _param(params: dict[str, str], key: str, default: Any, kind: type) -> Any:
-    if key not in params:
-        return default
-    raw = params[key]
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise UsageError(f"--param {key} expects {kind.__name__}, got {raw!r}") from None
-    return value
 
 
 KNOWN_PARAMS = ("processor", "model", "bits_per_element", "max_batch", "global_batch",
@@ -187,16 +179,16 @@ def generate(
         raise UsageError(f"unknown --param {', '.join(unknown)} for feel; known: "
                          f"{', '.join(KNOWN_PARAMS)}")
     K = 12 if learners is None else int(learners)
-    processor = _param(params, "processor", "cpu", str)
+    processor = param_value(params, "processor", "cpu", str)
     if processor not in ("cpu", "gpu"):
         raise UsageError(f"--param processor must be cpu or gpu, got {processor!r}")
-    model = _param(params, "model", "densenet121", str)
+    model = param_value(params, "model", "densenet121", str)
     if model not in MODELS:
         raise UsageError(f"--param model must be one of {', '.join(MODELS)}, got {model!r}")
-    bits = _param(params, "bits_per_element", BITS_PER_ELEMENT, float)
-    bmax = _param(params, "max_batch", MAX_BATCH, int)
-    radius = _param(params, "radius_m", CELL_RADIUS_M, float)
-    xi = _param(params, "loss_decay_coeff", XI, float)
+    bits = param_value(params, "bits_per_element", BITS_PER_ELEMENT, float)
+    bmax = param_value(params, "max_batch", MAX_BATCH, int)
+    radius = param_value(params, "radius_m", CELL_RADIUS_M, float)
+    xi = param_value(params, "loss_decay_coeff", XI, float)
     if not bits > 0 or bmax < 1 or not radius > MIN_DISTANCE_M or not xi > 0:
         raise UsageError("--param bits_per_element must be > 0 (an average, compression "
                          "allowed), max_batch >= 1, radius_m > "
@@ -221,7 +213,7 @@ def generate(
         "max_batch": bmax,
     }
     if "global_batch" in params:
-        doc["global_batch"] = _param(params, "global_batch", None, int)
+        doc["global_batch"] = param_value(params, "global_batch", None, int)
     devices: list[dict[str, Any]] = []
     if processor == "cpu":
         doc["cycles_per_sample"] = 3.0 * macs

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.problems.base import param_value
 
 PRESETS = ("mays2023", "hetero")
 
@@ -57,15 +58,7 @@ BANDWIDTH = SHARD_BYTES / (sum(S_IDLE_TRAINING) / len(S_IDLE_TRAINING))  # 11.89
 
 
 def _param(params: dict[str, str], key: str, default: float) -> float:
-    if key not in params:
-        return default
-    try:
-        value = float(params[key])
-    except ValueError:
-        raise UsageError(f"--param {key} expects a number, got {params[key]!r}") from None
-    if not np.isfinite(value):
-        raise UsageError(f"--param {key} must be finite, got {params[key]!r}")
-    return value
+    return float(param_value(params, key, default))
 
 
 def heated_softmax(peak: int, n_states: int, heat: float) -> list[float]:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.problems.base import param_value
 
 PRESETS = ("mohammad2020", "random")
 
@@ -31,14 +32,6 @@ OPS_PER_SAMPLE = 1_123_736  # Section V-A
 FEATURES = 784
 TOTAL_SAMPLES = 60_000
 
-
-def _param(params: dict[str, str], key: str, default: float) -> float:
-    if key not in params:
-        return default
-    try:
-        return float(params[key])
-    except ValueError:
-        raise UsageError(f"--param {key} expects a number, got {params[key]!r}") from None
 
 
 def _shannon_rate(rng: np.random.Generator, n: int, bandwidth: float = 20e6) -> np.ndarray:
@@ -71,9 +64,9 @@ def generate(
         raise UsageError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     K = learners or 10
     rng = np.random.default_rng(seed)
-    T = _param(params, "cycle_time_s", 15.0)
+    T = param_value(params, "cycle_time_s", 15.0)
     if preset == "random":
-        d = int(_param(params, "total_samples", 1000 * K))
+        d = param_value(params, "total_samples", 1000 * K, int)
         c2 = 10 ** rng.uniform(-4.5, -3.0, K)
         c1 = 10 ** rng.uniform(-5.0, -3.5, K)
         c0 = rng.uniform(0.05, 0.5, K)
@@ -91,6 +84,8 @@ def generate(
                 for k in range(K)
             ],
         }
+    d_l = param_value(params, "min_samples", 500, int)
+    d_u = param_value(params, "max_samples", 30_000, int)
     mode = params.get("mode", "task-parallel")
     n_laptops = (K + 1) // 2
     kinds = ["laptop"] * n_laptops + ["pi"] * (K - n_laptops)
@@ -110,14 +105,13 @@ def generate(
             "silent: laptops 2.4-3.2 GHz, Pis 1.2-1.5 GHz, one operation per cycle, 8-bit "
             "pixels (6,272 bits/sample), 802.11n 20 MHz / 20 dBm / -174 dBm/Hz + 7 dB NF, "
             "path loss 40 + 35 log10(r) dB, Shannon rate, "
-            f"d_l = {int(_param(params, 'min_samples', 500))}, "
-            f"d_u = {int(_param(params, 'max_samples', 30_000))}. "
+            f"d_l = {d_l}, d_u = {d_u}. "
             f"Generated with seed {seed}."
         ),
         "cycle_time_s": T,
         "total_samples": TOTAL_SAMPLES,
-        "min_samples": int(_param(params, "min_samples", 500)),
-        "max_samples": int(_param(params, "max_samples", 30_000)),
+        "min_samples": d_l,
+        "max_samples": d_u,
         "mode": mode,
         "model": {
             "cycles_per_sample": OPS_PER_SAMPLE,
