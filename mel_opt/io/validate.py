@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -217,6 +217,18 @@ class Validator:
             self.error(p, f"must have {length} entries, got {len(value)}")
             return None
         return value
+
+    def objects(self, items: Any, path: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """(index, JSON path, object) for each entry of a list that is an object; other entries
+        are recorded as issues and skipped. ``items`` that is not a list yields nothing (the
+        list accessor has already reported it)."""
+        if not isinstance(items, builtins.list):
+            return
+        for i, item in enumerate(items):
+            p = join(path, i)
+            obj = self.obj(item, p)
+            if obj is not None:
+                yield i, p, obj
 
     def unique_name(self, obj: dict[str, Any], path: str, default: str, seen: builtins.list[str],
                     kind: str) -> str:

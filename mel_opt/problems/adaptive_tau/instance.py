@@ -104,30 +104,25 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> AdaptiveTauInsta
     b: list[float] = []
     s: list[float] = []
     names: list[str] = []
-    if isinstance(resources, list):
-        for m, item in enumerate(resources):
-            p = join("resources", m)
-            res = v.obj(item, p)
-            if res is None:
-                continue
-            v.unique_name(res, p, "time" if len(resources) == 1 else f"resource{m}",
-                                 names, "resource")
-            Rm = v.number(res, "budget", p, positive=True)
-            cm = v.number(res, "local_cost", p, positive=True)
-            bm = v.number(res, "global_cost", p, nonnegative=True)
-            sm = v.number(res, "used", p, default=0.0, nonnegative=True)
-            if None in (Rm, cm, bm, sm):
-                continue
-            if min_loss is True and Rm <= cm + bm:
-                v.error(join(p, "budget"),
-                        f"must exceed local_cost + global_cost = {cm + bm:g} when use_min_loss "
-                        f"is true (no effective iteration fits in {Rm:g})")
-            if sm > Rm:
-                v.error(join(p, "used"), f"consumption {sm:g} exceeds the budget {Rm:g}")
-            R.append(float(Rm))
-            c.append(float(cm))
-            b.append(float(bm))
-            s.append(float(sm))
+    for m, p, res in v.objects(resources, "resources"):
+        v.unique_name(res, p, "time" if len(resources) == 1 else f"resource{m}",
+                      names, "resource")
+        Rm = v.number(res, "budget", p, positive=True)
+        cm = v.number(res, "local_cost", p, positive=True)
+        bm = v.number(res, "global_cost", p, nonnegative=True)
+        sm = v.number(res, "used", p, default=0.0, nonnegative=True)
+        if None in (Rm, cm, bm, sm):
+            continue
+        if min_loss is True and Rm <= cm + bm:
+            v.error(join(p, "budget"),
+                    f"must exceed local_cost + global_cost = {cm + bm:g} when use_min_loss "
+                    f"is true (no effective iteration fits in {Rm:g})")
+        if sm > Rm:
+            v.error(join(p, "used"), f"consumption {sm:g} exceeds the budget {Rm:g}")
+        R.append(float(Rm))
+        c.append(float(cm))
+        b.append(float(bm))
+        s.append(float(sm))
     if tau_cur is not None and factor is not None and tau_cur * factor > MAX_SEARCH:
         v.error("tau_current", f"search range search_factor * tau_current = "
                 f"{tau_cur * factor} exceeds {MAX_SEARCH}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.io.validate import Validator, join, readonly_array
+from mel_opt.io.validate import Validator, readonly_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,18 +90,13 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> DabInstance:
     rates: list[float] = []
     bws: list[float] = []
     names: list[str] = []
-    if isinstance(learners, list):
-        for i, item in enumerate(learners):
-            p = join("learners", i)
-            lr = v.obj(item, p)
-            if lr is None:
-                continue
-            v.unique_name(lr, p, f"learner{i}", names, "learner")
-            c = v.number(lr, "train_rate", p, positive=True)
-            b = v.number(lr, "bandwidth_Bps", p, positive=True)
-            if c is not None and b is not None:
-                rates.append(float(c))
-                bws.append(float(b))
+    for i, p, lr in v.objects(learners, "learners"):
+        v.unique_name(lr, p, f"learner{i}", names, "learner")
+        c = v.number(lr, "train_rate", p, positive=True)
+        b = v.number(lr, "bandwidth_Bps", p, positive=True)
+        if c is not None and b is not None:
+            rates.append(float(c))
+            bws.append(float(b))
 
     if dmin is not None and dmax is not None and dmin > dmax:
         v.error("min_shards", f"min_shards = {dmin} exceeds max_shards = {dmax}")

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.io.validate import Validator, join, readonly_array
+from mel_opt.io.validate import Validator, readonly_array
 
 PROCESSORS = ("cpu", "gpu")
 MIN_BATCH = 1  # the least batch of (17e)
@@ -140,28 +140,23 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> FeelInstance:
     cols: dict[str, list[float]] = {k: [] for k in (
         "cpu_hz", "uplink_bps", "downlink_bps", "t_low_s", "slope_s_per_sample",
         "batch_threshold", "update_s")}
-    if isinstance(devices, list):
-        for i, item in enumerate(devices):
-            p = join("devices", i)
-            dev = v.obj(item, p)
-            if dev is None:
-                continue
-            v.unique_name(dev, p, f"device{i}", names, "device")
-            row = {
-                "uplink_bps": v.number(dev, "uplink_bps", p, positive=True),
-                "downlink_bps": v.number(dev, "downlink_bps", p, positive=True),
-            }
-            if proc == "cpu":
-                row["cpu_hz"] = v.number(dev, "cpu_hz", p, positive=True)
-            elif proc == "gpu":
-                row["t_low_s"] = v.number(dev, "t_low_s", p, positive=True)
-                row["slope_s_per_sample"] = v.number(dev, "slope_s_per_sample", p, positive=True)
-                row["batch_threshold"] = v.number(dev, "batch_threshold", p, integer=True,
-                                                  nonnegative=True)
-                row["update_s"] = v.number(dev, "update_s", p, nonnegative=True)
-            if all(val is not None for val in row.values()):
-                for key, val in row.items():
-                    cols[key].append(float(val))
+    for i, p, dev in v.objects(devices, "devices"):
+        v.unique_name(dev, p, f"device{i}", names, "device")
+        row = {
+            "uplink_bps": v.number(dev, "uplink_bps", p, positive=True),
+            "downlink_bps": v.number(dev, "downlink_bps", p, positive=True),
+        }
+        if proc == "cpu":
+            row["cpu_hz"] = v.number(dev, "cpu_hz", p, positive=True)
+        elif proc == "gpu":
+            row["t_low_s"] = v.number(dev, "t_low_s", p, positive=True)
+            row["slope_s_per_sample"] = v.number(dev, "slope_s_per_sample", p, positive=True)
+            row["batch_threshold"] = v.number(dev, "batch_threshold", p, integer=True,
+                                              nonnegative=True)
+            row["update_s"] = v.number(dev, "update_s", p, nonnegative=True)
+        if all(val is not None for val in row.values()):
+            for key, val in row.items():
+                cols[key].append(float(val))
     v.finish()
     assert isinstance(devices, list) and proc is not None
 

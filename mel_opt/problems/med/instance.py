@@ -135,18 +135,13 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MedInstance:
     shards: list[Any] = []
     deadline: list[Any] = []
     iters: list[Any] = []
-    if isinstance(tasks, list):
-        for i, item in enumerate(tasks):
-            p = join("tasks", i)
-            t = v.obj(item, p)
-            if t is None:
-                continue
-            v.unique_name(t, p, f"task{i}", tnames, "task")
-            omega.append(v.number(t, "model_bytes", p, positive=True))
-            alpha.append(v.number(t, "shard_bytes", p, positive=True))
-            shards.append(v.number(t, "shards", p, integer=True, positive=True))
-            deadline.append(v.number(t, "deadline_s", p, positive=True))
-            iters.append(v.number(t, "iterations", p, default=1, integer=True, positive=True))
+    for i, p, t in v.objects(tasks, "tasks"):
+        v.unique_name(t, p, f"task{i}", tnames, "task")
+        omega.append(v.number(t, "model_bytes", p, positive=True))
+        alpha.append(v.number(t, "shard_bytes", p, positive=True))
+        shards.append(v.number(t, "shards", p, integer=True, positive=True))
+        deadline.append(v.number(t, "deadline_s", p, positive=True))
+        iters.append(v.number(t, "iterations", p, default=1, integer=True, positive=True))
     m = len(tasks) if isinstance(tasks, list) else None
 
     learners = v.list(root, "learners", "$")
@@ -155,17 +150,12 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MedInstance:
     probs: list[Any] = []
     bw: list[Any] = []
     rate: list[Any] = []
-    if isinstance(learners, list):
-        for j, item in enumerate(learners):
-            p = join("learners", j)
-            lr = v.obj(item, p)
-            if lr is None:
-                continue
-            v.unique_name(lr, p, f"learner{j}", lnames, "learner")
-            price.append(v.number(lr, "price", p, nonnegative=True))
-            probs.append(_probs(v, lr, p, h))
-            bw.append(_per_state(v, lr, "bandwidth_Bps", p, h))
-            rate.append(_rates(v, lr, p, m, h))
+    for j, p, lr in v.objects(learners, "learners"):
+        v.unique_name(lr, p, f"learner{j}", lnames, "learner")
+        price.append(v.number(lr, "price", p, nonnegative=True))
+        probs.append(_probs(v, lr, p, h))
+        bw.append(_per_state(v, lr, "bandwidth_Bps", p, h))
+        rate.append(_rates(v, lr, p, m, h))
 
     if v.ok:
         n, m_ = len(lnames), len(tnames)

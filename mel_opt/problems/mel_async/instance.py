@@ -115,37 +115,32 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MelAsyncInstance
     c1: list[float] = []
     c0: list[float] = []
     names: list[str] = []
-    if isinstance(learners, list):
-        for i, item in enumerate(learners):
-            p = join("learners", i)
-            lr = v.obj(item, p)
-            if lr is None:
+    for i, p, lr in v.objects(learners, "learners"):
+        v.unique_name(lr, p, f"learner{i}", names, "learner")
+        physical = "cpu_hz" in lr or "rate_bps" in lr
+        coeff = any(k in lr for k in ("c2", "c1", "c0"))
+        if physical and coeff:
+            v.error(p, "give either the physical form (cpu_hz, rate_bps) or the "
+                    "coefficient form (c2, c1, c0), not both")
+            continue
+        if physical:
+            f = v.number(lr, "cpu_hz", p, positive=True)
+            r = v.number(lr, "rate_bps", p, positive=True)
+            if f is None or r is None or model is None or None in model.values():
                 continue
-            v.unique_name(lr, p, f"learner{i}", names, "learner")
-            physical = "cpu_hz" in lr or "rate_bps" in lr
-            coeff = any(k in lr for k in ("c2", "c1", "c0"))
-            if physical and coeff:
-                v.error(p, "give either the physical form (cpu_hz, rate_bps) or the "
-                        "coefficient form (c2, c1, c0), not both")
+            sample_bits = model["sample_bits"] if mode == "task-parallel" else 0.0
+            c2.append(model["cycles_per_sample"] / f)  # Eq. (2)
+            c1.append((sample_bits + 2.0 * model["model_bits_per_sample"]) / r)  # Eq. (4)
+            c0.append(2.0 * model["model_bits"] / r)  # Eq. (3)-(4)
+        else:
+            a = v.number(lr, "c2", p, positive=True)
+            b = v.number(lr, "c1", p, nonnegative=True)
+            c = v.number(lr, "c0", p, nonnegative=True)
+            if a is None or b is None or c is None:
                 continue
-            if physical:
-                f = v.number(lr, "cpu_hz", p, positive=True)
-                r = v.number(lr, "rate_bps", p, positive=True)
-                if f is None or r is None or model is None or None in model.values():
-                    continue
-                sample_bits = model["sample_bits"] if mode == "task-parallel" else 0.0
-                c2.append(model["cycles_per_sample"] / f)  # Eq. (2)
-                c1.append((sample_bits + 2.0 * model["model_bits_per_sample"]) / r)  # Eq. (4)
-                c0.append(2.0 * model["model_bits"] / r)  # Eq. (3)-(4)
-            else:
-                a = v.number(lr, "c2", p, positive=True)
-                b = v.number(lr, "c1", p, nonnegative=True)
-                c = v.number(lr, "c0", p, nonnegative=True)
-                if a is None or b is None or c is None:
-                    continue
-                c2.append(a)
-                c1.append(b)
-                c0.append(c)
+            c2.append(a)
+            c1.append(b)
+            c0.append(c)
 
     if v.ok and learners is not None:
         K = len(learners)
