@@ -53,6 +53,10 @@ from mel_opt.problems.med.model import Coefficients, budget_can_bind, shards_wit
 from mel_opt.solvers.base import Termination
 
 REL_GAP = 1e-6  # a bound within this relative distance of the incumbent proves it
+ROOT_SHARE = 0.35  # with a time limit: the root bound stops at this share of it
+ILS_SHARE = 0.7  # ... and the iterated local search at this share (branching gets the rest)
+ILS_PATIENCE = 30  # kicks in a row without a gain that end the iterated local search (no limit)
+ILS_PATIENCE_TIMED = 200  # the same with a time limit (its share of the time ends it first)
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,9 +100,13 @@ class Evaluator:
                 float(self.inst.deadline[i]) * (1 + TOL))
         return self._front[key]
 
-    def value(self, parts: list[tuple[int, ...]]) -> tuple[float, float, list[float] | None]:
+    def value(self, parts: list[tuple[int, ...]], cutoff: float = math.inf
+              ) -> tuple[float, float, list[float] | None]:
         """(excess, value, levels): excess > 0 measures infeasibility (inf levels or budget
-        overrun at the cheapest levels); value is the sum of levels when feasible."""
+        overrun at the cheapest levels); value is the sum of levels when feasible.
+
+        With a finite ``cutoff`` only values below it are of interest: a feasible assignment
+        that cannot beat it comes back as (0, inf, None) (the budget search prunes on it)."""
         raw = [self.raw_level(i, p) for i, p in enumerate(parts)]
         late = sum(1e6 if not math.isfinite(h) else max(0.0, h - float(self.inst.deadline[i]))
                    for i, h in enumerate(raw))
@@ -107,14 +115,23 @@ class Evaluator:
         levels = raw
         if not self.binds:
             return 0.0, float(sum(levels)), levels
+        if sum(raw) >= cutoff:  # the budget only raises levels: cannot beat the cutoff
+            return 0.0, math.inf, None
         fronts = [self.frontier(i, p) for i, p in enumerate(parts)]
         cheapest = sum(float(c.min()) for _, c in fronts)
         if cheapest > self.inst.budget * (1 + TOL):
             return cheapest - self.inst.budget, math.inf, None
-        got = budget_mod.best_levels(fronts, self.inst.budget)
-        if got is None:  # cannot happen after the check above
-            return 1e-9, math.inf, None
+        got = budget_mod.best_levels(fronts, self.inst.budget, cutoff)
+        if got is None:  # not below the cutoff (without one: cannot happen after the check)
+            return (0.0 if math.isfinite(cutoff) else 1e-9), math.inf, None
         return 0.0, got[0], [float(fronts[i][0][k]) for i, k in enumerate(got[1])]
+
+
+def _better(value: float, than: float) -> bool:
+    """value beats than by more than the relative tolerance (anything finite beats inf)."""
+    if not math.isfinite(than):
+        return math.isfinite(value)
+    return value < than - TOL * max(1.0, abs(than))
 
 
 def _parts(assign: np.ndarray, m: int) -> list[tuple[int, ...]]:
@@ -149,12 +166,22 @@ def greedy(ev: Evaluator) -> np.ndarray:
     return assign
 
 
-def local_search(ev: Evaluator, assign: np.ndarray, deadline: float) -> tuple[np.ndarray, float]:
+def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
+                 focus: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """Moves (also to and from "unused" when D_l = 0) and swaps while the (excess, value) pair
-    falls lexicographically."""
+    falls lexicographically.
+
+    ``focus`` (boolean per learner) limits the swaps to pairs with a focused learner (the
+    learners an iterated local search just kicked); learners that move join the focus.
+    """
     m, n = ev.inst.n_tasks, ev.inst.n_learners
     assign = assign.copy()
+    focus = np.ones(n, dtype=bool) if focus is None else focus.copy()
     cur = ev.value(_parts(assign, m))[:2]
+
+    def cutoff() -> float:  # a candidate must beat the current value by more than TOL
+        return cur[1] - TOL * abs(cur[1]) if cur[0] == 0 else math.inf
+
     improved = True
     while improved and time.perf_counter() < deadline:
         improved = False
@@ -165,26 +192,65 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float) -> tuple[np
                 if b == a or (b >= 0 and not ev.coef.allowed[b, j]):
                     continue
                 assign[j] = b
-                cand = ev.value(_parts(assign, m))[:2]
+                cand = ev.value(_parts(assign, m), cutoff())[:2]
                 if cand < cur and (cand[0] < cur[0] or cand[1] < cur[1] - TOL * abs(cur[1])):
                     cur, a, improved = cand, b, True
+                    focus[j] = True
                 else:
                     assign[j] = a
         for j in range(n):
             for k in range(j + 1, n):
                 a, b = int(assign[j]), int(assign[k])
-                if a == b or min(a, b) < 0 or not (ev.coef.allowed[b, j]
+                if a == b or min(a, b) < 0 or not (focus[j] or focus[k]) or not (ev.coef.allowed[b, j]
                                                    and ev.coef.allowed[a, k]):
                     continue
                 assign[j], assign[k] = b, a
-                cand = ev.value(_parts(assign, m))[:2]
+                cand = ev.value(_parts(assign, m), cutoff())[:2]
                 if cand < cur and (cand[0] < cur[0] or cand[1] < cur[1] - TOL * abs(cur[1])):
                     cur, improved = cand, True
+                    focus[j] = focus[k] = True
                 else:
                     assign[j], assign[k] = a, b
             if time.perf_counter() > deadline:
                 break
     return assign, (cur[1] if cur[0] == 0 else math.inf)
+
+
+def iterated_local_search(ev: Evaluator, assign: np.ndarray, value: float, deadline: float,
+                          *, patience: int, target: float = -math.inf, seed: int = 0,
+                          focused: bool = True) -> tuple[np.ndarray, float, int]:
+    """Kick and polish: reassign a few random learners to random allowed tasks, run
+    ``local_search`` and keep the result when its value is lower; stop after ``patience``
+    kicks in a row without a gain, at ``deadline``, or once the value reaches ``target`` (a
+    lower bound: nothing better exists). Seeded, so runs repeat. With ``focused`` the swaps
+    after a kick involve a kicked (or since moved) learner: several times more kicks per
+    second for about the same gain per kick.
+
+    Returns the best assignment, its value and the number of kicks tried.
+    """
+    n = ev.inst.n_learners
+    rng = np.random.default_rng(seed)
+    kick = int(min(n, max(2, round(n / 12))))
+    allowed = [np.nonzero(ev.coef.allowed[:, j])[0] for j in range(n)]
+    best, best_value = assign.copy(), value
+    tries = stale = 0
+    while stale < patience and time.perf_counter() < deadline and best_value > target:
+        tries += 1
+        cand = best.copy()
+        kicked = np.zeros(n, dtype=bool)
+        for j in rng.choice(n, kick, replace=False):
+            options = allowed[j]
+            if ev.inst.min_shards == 0:
+                options = np.append(options, -1)
+            if options.size:
+                cand[j] = int(rng.choice(options))
+                kicked[j] = True
+        cand, val = local_search(ev, cand, deadline, focus=kicked if focused else None)
+        if _better(val, best_value):
+            best, best_value, stale = cand, val, 0
+        else:
+            stale += 1
+    return best, best_value, tries
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,7 +509,7 @@ class _Incumbent:
     assign: np.ndarray | None
 
     def offer(self, value: float, assign: np.ndarray) -> None:
-        if value < self.value - TOL * max(1.0, abs(value)):
+        if _better(value, self.value):
             self.value, self.assign = value, assign.copy()
 
 
@@ -472,7 +538,8 @@ def solve(inst: MedInstance, coef: Coefficients, *, time_limit: float | None = N
     root = Node(np.full(n, -1, dtype=np.int64), np.zeros((m, n), dtype=bool), np.zeros(n),
                 0.0)
     best = _Incumbent(value, assign if math.isfinite(value) else None)
-    root_bound, cover = lag.optimise(root, upper, 300, deadline)
+    root_end = deadline if time_limit is None else start + ROOT_SHARE * time_limit
+    root_bound, cover = lag.optimise(root, upper, 300, min(deadline, root_end))
     stats["root_bound"] = root_bound
 
     def improve_from(cover: np.ndarray) -> None:
@@ -494,6 +561,19 @@ def solve(inst: MedInstance, coef: Coefficients, *, time_limit: float | None = N
 
     def proven(bound: float) -> bool:
         return bound >= best.value - REL_GAP * max(1.0, abs(best.value))
+
+    # iterated local search before branching: a good incumbent is what prunes (on the N = 50
+    # benchmark it moves the incumbent 1.2 % while branching moves the bound 0.01 %)
+    if not proven(root_bound):
+        ils_end = deadline if time_limit is None else start + ILS_SHARE * time_limit
+        start_assign = best.assign if best.assign is not None else assign
+        got, val, kicks = iterated_local_search(
+            ev, start_assign, best.value, min(deadline, ils_end),
+            patience=ILS_PATIENCE if time_limit is None else ILS_PATIENCE_TIMED,
+            target=root_bound + REL_GAP * max(1.0, abs(root_bound)))
+        stats["ils_kicks"] = kicks
+        best.offer(val, got)
+    stats["incumbent_before_branching"] = best.value
 
     stack: list[tuple[Node, np.ndarray, float]] = []
     if not proven(root_bound):
