@@ -201,8 +201,9 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
         for j in range(n):
             for k in range(j + 1, n):
                 a, b = int(assign[j]), int(assign[k])
-                if a == b or min(a, b) < 0 or not (focus[j] or focus[k]) or not (ev.coef.allowed[b, j]
-                                                   and ev.coef.allowed[a, k]):
+                if a == b or min(a, b) < 0 or not (focus[j] or focus[k]):
+                    continue
+                if not (ev.coef.allowed[b, j] and ev.coef.allowed[a, k]):
                     continue
                 assign[j], assign[k] = b, a
                 cand = ev.value(_parts(assign, m), cutoff())[:2]
