@@ -38,6 +38,8 @@ allocation and the best bound at the limit are returned.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -302,35 +304,50 @@ class Lagrangian:
             self.tasks.append(_Task(lev, caps, int(inst.shards[i])))
 
     # -- one task's subproblem ----------------------------------------------------------------
-    def _programme(self, t: _Task, rows: np.ndarray, cost: np.ndarray, lam: float,
-                   forced: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-        """Least sum of costs (mu_j plus lam x price x shards) reaching D shards, per level."""
-        D = t.D
-        G = rows.size
-        F = np.full((G, D + 1), math.inf)
-        F[:, 0] = 0.0
-        s = np.arange(D + 1)
-        rg = np.arange(G)
+    def _programmes(self, batch: list[tuple[int, np.ndarray]], cost: np.ndarray, lam: float,
+                    forced: np.ndarray, allowed: np.ndarray) -> list[np.ndarray]:
+        """Least sum of costs (mu_j plus lam x price x shards) reaching D_i shards, for the
+        given level rows of several tasks in one pass over the learners.
+
+        ``batch`` holds (task, rows); ``forced`` and ``allowed`` are (m, n). Learners are taken
+        cheapest first and each takes its whole cap k, except a last one that completes D_i
+        with fewer (the saturating step). F keeps Dmax + 1 columns of inf to the left of the
+        states, so "state s - k" is one flat gather for every row at once.
+        """
+        parts = [(self.tasks[i], i, r) for i, r in batch]
+        Ds = np.concatenate([np.full(r.size, t.D, dtype=np.int64) for t, _, r in parts])
+        caps = np.concatenate([t.caps[r] for t, _, r in parts])  # (R, n)
+        of = np.concatenate([np.full(r.size, i, dtype=np.int64) for _, i, r in parts])
+        allowed_r, forced_r = allowed[of], forced[of]
+        R, Dm = Ds.size, int(Ds.max())
+        W = 2 * (Dm + 1)
+        F = np.full((R, W), math.inf)
+        F[:, Dm + 1] = 0.0
+        s = np.arange(Dm + 1)
+        rr = np.arange(R)
+        base = (rr * W)[:, None] + (Dm + 1) + s[None, :]  # flat index of (row, state)
+        beyond = s[None, :] > Ds[:, None]
         for j in self.order:
-            if not allowed[j]:
-                continue
-            k = t.caps[rows, j]
-            has = k > 0
+            has = (caps[:, j] > 0) & allowed_r[:, j]
+            fj = forced_r[:, j]
             if not has.any():
-                if forced[j]:
-                    return np.full(G, math.inf)
+                F[fj] = math.inf  # must serve but cannot at these levels
                 continue
             pj = lam * float(self.inst.price[j])
-            src = s[None, :] - k[:, None]
-            take = np.where(src >= 0, F[rg[:, None], np.maximum(src, 0)] + cost[j]
-                            + pj * k[:, None], math.inf)
-            g = F - pj * s[None, :]
-            suffix = np.minimum.accumulate(g[:, ::-1], axis=1)[:, ::-1]
-            take[:, D] = np.minimum(take[:, D],
-                                    suffix[rg, np.maximum(D - k, 0)] + cost[j] + pj * D)
+            k = np.where(has, caps[:, j], Dm + 1)  # no shards: every source is in the inf block
+            cur = F[:, Dm + 1:]
+            take = F.ravel()[base - k[:, None]] + (cost[j] + pj * k)[:, None]
+            take[beyond] = math.inf
+            # saturating step: the last learner may take fewer than k (cheapest fill)
+            window = np.where(s[None, :] >= (Ds - k)[:, None], cur - pj * s[None, :], math.inf)
+            take[rr, Ds] = np.minimum(take[rr, Ds], window.min(axis=1) + cost[j] + pj * Ds)
             take[~has] = math.inf
-            F = take if forced[j] else np.minimum(F, take)
-        return F[:, D]
+            if fj.any():
+                F[:, Dm + 1:] = np.where(fj[:, None], take, np.minimum(cur, take))
+            else:
+                F[:, Dm + 1:] = np.minimum(cur, take)
+        out = F[rr, Dm + 1 + Ds]
+        return np.split(out, np.cumsum([r.size for _, _, r in parts])[:-1])
 
     def _choose(self, t: _Task, row: int, cost: np.ndarray, lam: float, forced: np.ndarray,
                 allowed: np.ndarray) -> tuple[np.ndarray, float]:
@@ -368,60 +385,68 @@ class Lagrangian:
                 at = src
         return chosen, spent
 
-    def task_min(self, i: int, node: Node, mu: np.ndarray, lam: float, cutoff: float
-                 ) -> tuple[float, np.ndarray, float]:
-        """min over levels of H + knapsack(H) (a valid lower bound of it), the minimiser's
-        learners and cost."""
-        t = self.tasks[i]
-        G = t.levels.size
-        forced = node.fixed == i
-        allowed = ~node.barred[i] & ((node.fixed < 0) | forced)
-        if G == 0:
-            return math.inf, np.zeros(self.n, dtype=bool), 0.0
-        vals: dict[int, float] = {}
+    def task_mins(self, node: Node, mu: np.ndarray, lam: float, cutoff: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per task, min over levels of H + knapsack(H) (a valid lower bound of it).
 
-        def run(rows: np.ndarray) -> None:
-            rows = np.array([r for r in rows if r not in vals], dtype=np.int64)
-            if rows.size:
-                out = self._programme(t, rows, mu, lam, forced, allowed)
-                vals.update(zip(rows.tolist(), (t.levels[rows] + out).tolist(), strict=True))
+        The knapsack runs on a coarse grid of levels first; since it is non-increasing in H,
+        h_a + v(h_b) bounds every level in [h_a, h_b], and only intervals whose bound beats
+        the best value so far are refined (all tasks in one pass per round).
 
-        run(np.unique(np.linspace(0, G - 1, min(G, 33)).astype(np.int64)))
+        Returns the lower bounds (m,), the minimising level rows (m,), and the node's forced
+        and allowed masks (m, n).
+        """
+        m = self.m
+        forced = node.fixed[None, :] == np.arange(m)[:, None]
+        allowed = ~node.barred & ((node.fixed < 0)[None, :] | forced)
+        low = np.full(m, math.inf)
+        best_rows = np.zeros(m, dtype=np.int64)
+        if any(t.levels.size == 0 for t in self.tasks):
+            return low, best_rows, forced, allowed
+        vals: list[dict[int, float]] = [{} for _ in range(m)]
+        todo = {i: np.unique(np.linspace(0, t.levels.size - 1, min(t.levels.size, 33))
+                             .astype(np.int64)) for i, t in enumerate(self.tasks)}
         tol = 1e-7 * max(1.0, abs(cutoff)) if math.isfinite(cutoff) else 1e-7
-        while True:
-            pts = sorted(vals)
-            best_row = min(vals, key=vals.__getitem__)
-            best = vals[best_row]
-            todo = []
-            for a, b in zip(pts[:-1], pts[1:], strict=True):
-                if b - a > 1 and t.levels[a] + (vals[b] - t.levels[b]) < best - tol:
-                    todo.append(np.linspace(a, b, min(b - a + 1, 10)).astype(np.int64)[1:-1])
-            if not todo:
+        while todo:
+            batch = [(i, rows) for i, rows in todo.items() if rows.size]
+            if not batch:
                 break
-            run(np.unique(np.concatenate(todo)))
-        pts = sorted(vals)
-        low = min(vals.values())
-        for a, b in zip(pts[:-1], pts[1:], strict=True):
-            if b - a > 1:
-                low = min(low, t.levels[a] + (vals[b] - t.levels[b]))
-        if not math.isfinite(best):
-            return math.inf, np.zeros(self.n, dtype=bool), 0.0
-        chosen, spent = self._choose(t, best_row, mu, lam, forced, allowed)
-        return low, chosen, spent
+            for (i, rows), out in zip(batch, self._programmes(batch, mu, lam, forced, allowed),
+                                      strict=True):
+                t = self.tasks[i]
+                vals[i].update(zip(rows.tolist(), (t.levels[rows] + out).tolist(), strict=True))
+            todo = {}
+            for i, t in enumerate(self.tasks):
+                pts = sorted(vals[i])
+                best = min(vals[i].values())
+                more = [np.linspace(a, b, min(b - a + 1, 10)).astype(np.int64)[1:-1]
+                        for a, b in zip(pts[:-1], pts[1:], strict=True)
+                        if b - a > 1 and t.levels[a] + (vals[i][b] - t.levels[b]) < best - tol]
+                if more:
+                    rows = np.unique(np.concatenate(more))
+                    todo[i] = rows[[r not in vals[i] for r in rows.tolist()]]
+        for i, t in enumerate(self.tasks):
+            pts = sorted(vals[i])
+            best_rows[i] = min(vals[i], key=vals[i].__getitem__)
+            lo = vals[i][int(best_rows[i])]
+            for a, b in zip(pts[:-1], pts[1:], strict=True):
+                if b - a > 1:
+                    lo = min(lo, t.levels[a] + (vals[i][b] - t.levels[b]))
+            low[i] = lo
+        return low, best_rows, forced, allowed
 
     def evaluate(self, node: Node, mu: np.ndarray, lam: float, cutoff: float
                  ) -> tuple[float, np.ndarray, float]:
-        total = -float(mu.sum()) - lam * self.inst.budget
+        """L(mu, lam) at a node, the subproblems' cover (m, n) and its price of shards."""
         cover = np.zeros((self.m, self.n), dtype=bool)
+        low, rows, forced, allowed = self.task_mins(node, mu, lam, cutoff)
+        if not np.all(np.isfinite(low)):
+            return math.inf, cover, 0.0
         spent = 0.0
-        for i in range(self.m):
-            v, chosen, c = self.task_min(i, node, mu, lam, cutoff)
-            if not math.isfinite(v):
-                return math.inf, cover, spent
-            total += v
-            cover[i] = chosen
+        for i, t in enumerate(self.tasks):
+            cover[i], c = self._choose(t, int(rows[i]), mu, lam, forced[i], allowed[i])
             spent += c
-        return total, cover, spent
+        return float(low.sum()) - float(mu.sum()) - lam * self.inst.budget, cover, spent
 
     def optimise(self, node: Node, upper: float, iters: int, deadline: float
                  ) -> tuple[float, np.ndarray]:
@@ -576,15 +601,18 @@ def solve(inst: MedInstance, coef: Coefficients, *, time_limit: float | None = N
         best.offer(val, got)
     stats["incumbent_before_branching"] = best.value
 
-    stack: list[tuple[Node, np.ndarray, float]] = []
+    # best bound first (ties: deeper first): the global bound at a time limit is the least
+    # open bound, so expanding that node is what raises it
+    heap: list[tuple[float, int, int, Node, np.ndarray]] = []
+    counter = itertools.count()
     if not proven(root_bound):
-        stack.append((root, cover, root_bound))
+        heapq.heappush(heap, (root_bound, 0, next(counter), root, cover))
     timed_out = False
-    while stack:
+    while heap:
         if time.perf_counter() > deadline:
             timed_out = True
             break
-        node, cover, bound = stack.pop()
+        bound, _, _, node, cover = heapq.heappop(heap)
         stats["nodes"] += 1
         if proven(bound):
             continue
@@ -595,18 +623,15 @@ def solve(inst: MedInstance, coef: Coefficients, *, time_limit: float | None = N
             if excess == 0:
                 best.offer(leaf_value, leaf)
             continue
-        scored = []
         for child in kids:
             b, cov = lag.optimise(child, best.value, 40, deadline)
             b = max(b, bound)
             if stats["nodes"] % 10 == 1:
                 improve_from(cov)
             if not proven(b):
-                scored.append((child, cov, b))
-        # depth first; the child fixing the learner is explored first (pushed last)
-        stack.extend(reversed(scored))
+                heapq.heappush(heap, (b, -child.depth, next(counter), child, cov))
     if timed_out:
-        final_bound = min([best.value, *(b for _, _, b in stack)])
+        final_bound = min([best.value, *(b for b, *_ in heap)])
     else:
         final_bound = best.value
     if best.assign is None:
