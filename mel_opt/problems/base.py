@@ -8,7 +8,7 @@ the batch runner and ``compare`` all work from these declarations).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,21 @@ class Checked:
 
 
 MethodFunc = Callable[[Any, SolveOptions], MethodOutput]
+
+
+def check_params(params: Mapping[str, str] | None, known: Iterable[str], where: str) -> None:
+    """Reject ``--param`` keys a generator does not read (a typo must not pass unnoticed).
+
+    Raises ``UsageError`` naming every unknown key and the known ones; ``where`` names the
+    problem or preset in the message.
+    """
+    from mel_opt.errors import UsageError
+
+    known = sorted(set(known))
+    unknown = sorted(set(params or {}) - set(known))
+    if unknown:
+        raise UsageError(f"unknown --param {', '.join(unknown)} for {where}; known: "
+                         f"{', '.join(known) if known else '(none)'}")
 
 
 def param_value(params: Mapping[str, str] | None, key: str, default: Any = None,

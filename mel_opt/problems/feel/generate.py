@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
-from mel_opt.problems.base import param_value
+from mel_opt.problems.base import check_params, param_value
 
 PRESETS = ("ren2021",)
 
@@ -174,10 +174,7 @@ def generate(
         raise UsageError(f"unknown preset {preset!r} for feel; choose one of {', '.join(PRESETS)}")
     if tasks is not None:
         raise UsageError("feel has a single learning task: --tasks does not apply")
-    unknown = sorted(set(params) - set(KNOWN_PARAMS))
-    if unknown:
-        raise UsageError(f"unknown --param {', '.join(unknown)} for feel; known: "
-                         f"{', '.join(KNOWN_PARAMS)}")
+    check_params(params, KNOWN_PARAMS, "feel")
     K = 12 if learners is None else int(learners)
     processor = param_value(params, "processor", "cpu", str)
     if processor not in ("cpu", "gpu"):

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
-from mel_opt.problems.base import param_value
+from mel_opt.problems.base import check_params, param_value
 
 PRESETS = ("mays2023", "hetero")
 
@@ -99,7 +99,11 @@ def generate(
     m = tasks or 3
     rng = np.random.default_rng(seed)
     if preset == "hetero":
+        check_params(params, ("budget_factor", "min_shards", "shards_per_learner"),
+                     "med preset hetero")
         return _hetero(n, m, seed, rng, params)
+    check_params(params, ("experiment", "budget", "deadline_offset", "heat",
+                          "download_slowdown", "min_shards"), "med preset mays2023")
     return _mays2023(n, m, seed, rng, params)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
-from mel_opt.problems.base import param_value
+from mel_opt.problems.base import check_params, param_value
 
 PRESETS = ("mohammad2020", "random")
 
@@ -66,6 +66,7 @@ def generate(
     rng = np.random.default_rng(seed)
     T = param_value(params, "cycle_time_s", 15.0)
     if preset == "random":
+        check_params(params, ("cycle_time_s", "total_samples"), "mel-async preset random")
         d = param_value(params, "total_samples", 1000 * K, int)
         c2 = 10 ** rng.uniform(-4.5, -3.0, K)
         c1 = 10 ** rng.uniform(-5.0, -3.5, K)
@@ -84,6 +85,8 @@ def generate(
                 for k in range(K)
             ],
         }
+    check_params(params, ("cycle_time_s", "mode", "min_samples", "max_samples"),
+                 "mel-async preset mohammad2020")
     d_l = param_value(params, "min_samples", 500, int)
     d_u = param_value(params, "max_samples", 30_000, int)
     mode = params.get("mode", "task-parallel")

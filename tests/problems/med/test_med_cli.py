@@ -96,3 +96,11 @@ def test_shipped_instances_solve_optimally(path):
     res = solve(load_instance(path), time_limit=30)
     assert res.status.value == "optimal" and res.ok
     assert res.solve_time_s < 5
+
+
+@pytest.mark.parametrize("preset, key", [("mays2023", "budget_factor"), ("hetero", "budget")])
+def test_generate_rejects_a_parameter_the_preset_does_not_read(preset, key):
+    # each preset reads its own keys: the other preset's key is a typo here, not ignored
+    res = run("generate", "med", "--preset", preset, "--param", f"{key}=2")
+    assert res.exit_code == 2
+    assert f"unknown --param {key} for med preset {preset}" in res.stderr

@@ -263,3 +263,15 @@ def test_fuzz_random_text(tmp_path_factory, text):
         mel_opt.load_instance(path)
     except InstanceError as exc:
         assert exc.issues
+
+
+@pytest.mark.parametrize("preset, key", [("mohammad2020", "cycle_time"),
+                                         ("random", "min_samples")])
+def test_generate_rejects_unknown_params(preset, key):
+    res = CliRunner().invoke(cli, ["generate", "mel-async", "--preset", preset,
+                                   "--param", f"{key}=10"])
+    assert res.exit_code == 2
+    assert f"unknown --param {key} for mel-async preset {preset}" in res.stderr
+    ok = CliRunner().invoke(cli, ["generate", "mel-async", "--preset", preset,
+                                  "--param", "cycle_time_s=10"])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["cycle_time_s"] == 10
