@@ -1,4 +1,4 @@
-# mel_opt: `make run` solves the shipped instances, `make test` runs the suite.
+# mel_opt: `make run` solves the shipped instances, `make test` runs the linters and the suite.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -24,7 +24,7 @@ install-test: $(VENV)/.installed-test
 run: $(VENV)/.installed
 	$(MELOPT) solve instances
 
-test: $(VENV)/.installed-test
+test: lint
 	$(PY) -m pytest -p no:cacheprovider --timeout=900
 
 lint: $(VENV)/.installed-test
