@@ -196,6 +196,9 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
     def cutoff() -> float:  # a candidate must beat the current value by more than TOL
         return cur[1] - TOL * abs(cur[1]) if cur[0] == 0 else math.inf
 
+    def accept(cand: tuple[float, float]) -> bool:  # lexicographic, with that margin
+        return cand < cur and (cand[0] < cur[0] or cand[1] < cutoff())
+
     improved = True
     while improved and time.perf_counter() < deadline:
         improved = False
@@ -207,7 +210,7 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
                     continue
                 assign[j] = b
                 cand = ev.value(_parts(assign, m), cutoff())[:2]
-                if cand < cur and (cand[0] < cur[0] or cand[1] < cur[1] - TOL * abs(cur[1])):
+                if accept(cand):
                     cur, a, improved = cand, b, True
                     focus[j] = True
                 else:
@@ -221,7 +224,7 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
                     continue
                 assign[j], assign[k] = b, a
                 cand = ev.value(_parts(assign, m), cutoff())[:2]
-                if cand < cur and (cand[0] < cur[0] or cand[1] < cur[1] - TOL * abs(cur[1])):
+                if accept(cand):
                     cur, improved = cand, True
                     focus[j] = focus[k] = True
                 else:
