@@ -109,30 +109,39 @@ def benchmark_cmd(model: str, shards: int, passes: int, batch_size: int, lr: flo
         if as_json:
             click.echo(json.dumps(result, indent=2))
             return
-        rows = [
-            ("model", f"{model} {list(MODELS[model])}, {net.parameter_count} parameters "
-                      f"({net.parameter_bytes} bytes)"),
-            ("trained", f"{shards} shards x {passes} pass(es), batch {batch_size}, lr {lr:g}, "
-                        f"BLAS threads: {result['blas_threads']}"),
-            ("training time", f"{sb.seconds:.4g} s"),
-            ("c_k (SB)", f"{sb.rate:.4g} shards/s"),
-        ]
-        if fl is not None:
-            rows += [("FLOPS baseline", f"{fl.flops / 1e9:.4g} GFLOP/s "
-                                        f"(100 x 512x512 products in {fl.seconds:.4g} s)"),
-                     ("FLOPS-predicted time", f"{result['flops_predicted_train_seconds']:.4g} s "
-                                              "for the same run")]
-        if predict is not None:
-            rows.append((f"predicted, {predict:g} shards",
-                         f"SB {result['sb_predicted_seconds']:.4g} s"
-                         + (f", FLOPS {result['flops_predicted_seconds']:.4g} s"
-                            if fl is not None else "")))
-        if urls is not None:
-            rows += [("download", f"{result['download_bytes']} bytes in "
-                                  f"{result['download_seconds']:.4g} s ({len(urls)} transfer(s))"),
-                     ("b_k", f"{result['bandwidth_Bps']:.6g} bytes/s = "
-                             f"{result['bandwidth_shards_per_s']:.4g} shards/s")]
-        out.print(info_table("subset benchmark (this machine)", rows))
+        out.print(info_table("subset benchmark (this machine)",
+                             _benchmark_rows(result, batch_size, lr, len(urls or ()))))
+
+
+def _benchmark_rows(result: dict[str, Any], batch_size: int, lr: float,
+                    transfers: int) -> list[tuple[str, str]]:
+    """The table of ``melopt benchmark`` from its JSON result."""
+    model = result["model"]
+    rows = [
+        ("model", f"{model} {list(MODELS[model])}, {result['parameters']} parameters "
+                  f"({result['model_bytes']} bytes)"),
+        ("trained", f"{result['shards']} shards x {result['passes']} pass(es), batch "
+                    f"{batch_size}, lr {lr:g}, BLAS threads: {result['blas_threads']}"),
+        ("training time", f"{result['train_seconds']:.4g} s"),
+        ("c_k (SB)", f"{result['train_rate_shards_per_s']:.4g} shards/s"),
+    ]
+    if "flops" in result:
+        rows += [("FLOPS baseline", f"{result['flops'] / 1e9:.4g} GFLOP/s "
+                                    f"(100 x 512x512 products in {result['flops_seconds']:.4g} s)"),
+                 ("FLOPS-predicted time", f"{result['flops_predicted_train_seconds']:.4g} s "
+                                          "for the same run")]
+    if "predict_shards" in result:
+        rows.append((f"predicted, {result['predict_shards']:g} shards",
+                     f"SB {result['sb_predicted_seconds']:.4g} s"
+                     + (f", FLOPS {result['flops_predicted_seconds']:.4g} s"
+                        if "flops" in result else "")))
+    if "download_bytes" in result:
+        rows += [("download", f"{result['download_bytes']} bytes in "
+                              f"{result['download_seconds']:.4g} s "
+                              f"({transfers} transfer(s))"),
+                 ("b_k", f"{result['bandwidth_Bps']:.6g} bytes/s = "
+                         f"{result['bandwidth_shards_per_s']:.4g} shards/s")]
+    return rows
 
 
 # ------------------------------------------------------------------------------------------
@@ -202,27 +211,37 @@ def dab_learner_cmd(deadline: float, iterations: int, model: str, model_bytes: f
         if as_json:
             click.echo(json.dumps(result, indent=2))
         else:
-            rows = [
-                ("c_k (private)", f"{c_k:.4g} shards/s ({shards} shards in {sb.seconds:.4g} s)"),
-                ("b_k (private)", f"{b_k:.6g} bytes/s"
-                                  + (f" (measured: {dl.bytes} bytes in {dl.seconds:.4g} s)"
-                                     if dl is not None else " (given)")),
-                ("model / shard", f"{om:.6g} / {shard_bytes:.6g} bytes"),
-                ("deadline, mu", f"{deadline:g} s, {iterations} pass(es)"),
-            ]
-            if a_k > 0:
-                rows += [
-                    ("predicted eta_k", f"{eta_k:.4g} s = download {parts['download_s']:.4g} + "
-                                        f"train {parts['train_s']:.4g} + upload "
-                                        f"{parts['upload_s']:.4g} (< D)"),
-                    ("a_k -> orchestrator", f"[bold]{a_k}[/] shards"),
-                ]
-            else:
-                rows.append(("a_k", "0: not even one shard fits before the deadline"))
-            out.print(info_table("DAB learner", rows))
+            out.print(info_table("DAB learner", _learner_rows(result, dl, om, shard_bytes)))
             out.print("privacy: only a_k leaves this device; c_k and b_k stay here.",
                       markup=False)
         if a_k < 1:
             err.print("this learner cannot train one shard before the deadline and halts "
                       "(Algorithm 10, lines 18-19)", markup=False)
             raise SystemExit(1)
+
+
+def _learner_rows(result: dict[str, Any], dl: DownloadBenchmark | None, model_bytes: float,
+                  shard_bytes: float) -> list[tuple[str, str]]:
+    """The table of ``melopt dab-learner`` from its JSON result."""
+    private = result["private"]
+    a_k = result["a_k"]
+    rows = [
+        ("c_k (private)", f"{private['train_rate_shards_per_s']:.4g} shards/s "
+                          f"({private['benchmark_shards']} shards in "
+                          f"{private['benchmark_seconds']:.4g} s)"),
+        ("b_k (private)", f"{private['bandwidth_Bps']:.6g} bytes/s"
+                          + (f" (measured: {dl.bytes} bytes in {dl.seconds:.4g} s)"
+                             if dl is not None else " (given)")),
+        ("model / shard", f"{model_bytes:.6g} / {shard_bytes:.6g} bytes"),
+        ("deadline, mu", f"{result['deadline_s']:g} s, {result['iterations']} pass(es)"),
+    ]
+    if a_k > 0:
+        rows += [
+            ("predicted eta_k", f"{result['predicted_eta_s']:.4g} s = download "
+                                f"{private['download_s']:.4g} + train {private['train_s']:.4g} "
+                                f"+ upload {private['upload_s']:.4g} (< D)"),
+            ("a_k -> orchestrator", f"[bold]{a_k}[/] shards"),
+        ]
+    else:
+        rows.append(("a_k", "0: not even one shard fits before the deadline"))
+    return rows
