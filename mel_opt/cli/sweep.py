@@ -11,6 +11,19 @@ from mel_opt.errors import UsageError
 from mel_opt.problems import get_problem
 
 
+def _param_grid(params: tuple[str, ...]) -> dict[str, list[str]]:
+    """``--param KEY=V1,V2`` options as {KEY: [V1, V2]}."""
+    from mel_opt.sweep import parse_values
+
+    grid: dict[str, list[str]] = {}
+    for item in params:
+        key, sep, values = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param expects KEY=V1,V2, got {item!r}")
+        grid[key] = parse_values(values)
+    return grid
+
+
 @cli.command("sweep")
 @click.argument("problem")
 @click.option("--preset", default=None)
@@ -50,17 +63,12 @@ def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str
     Thesis 4.3 (MED vs learners): melopt sweep med --preset mays2023 --learners 4:10 --tasks 3
     --evaluate --metric training_time_s --metric drop_rate -o med_learners
     """
-    from mel_opt.plot import plot_sweep
+    from mel_opt.plot import plot_sweep, read_rows
     from mel_opt.sweep import parse_values, run_evaluation, run_sweep
 
     with guarded():
         spec = get_problem(problem)
-        grid: dict[str, list[str]] = {}
-        for item in params:
-            key, sep, values = item.partition("=")
-            if not sep or not key:
-                raise UsageError(f"--param expects KEY=V1,V2, got {item!r}")
-            grid[key] = parse_values(values)
+        grid = _param_grid(params)
         ns = [int(v) for v in parse_values(learners)] if learners else None
         ms = [int(v) for v in parse_values(tasks)] if tasks else None
         if evaluate:
@@ -84,8 +92,6 @@ def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str
         if metrics and x:
             fac = facet or (next(iter(grid)) if grid else None)
             target = plot_file or str(Path(out_dir) / f"{'_'.join(metrics)}.png")
-            from mel_opt.plot import read_rows
-
             plot_sweep(read_rows(table), x, list(metrics), target, facet=fac,
                        title=f"{problem} ({preset or 'default preset'}), {seeds} seeds")
             err.print(f"wrote {target}", markup=False)
