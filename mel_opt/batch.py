@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mel_opt.errors import MelOptError, UsageError
-from mel_opt.io.json_io import atomic_write_text
+from mel_opt.io.atomic import atomic_write
 
 SUMMARY_FIELDS = (
     "instance", "file", "problem", "method", "status", "objective", "key_metrics",
@@ -188,8 +188,8 @@ def run_job(job: Job) -> dict[str, Any]:
                   "error": f"internal error: {type(exc).__name__}: {exc}"}
     source["wall_time_s"] = time.perf_counter() - start
     record["source"] = source
-    atomic_write_text(job.result_file, json.dumps(record, indent=1, allow_nan=False) + "\n",
-                      durable=False)
+    atomic_write(job.result_file, json.dumps(record, indent=1, allow_nan=False) + "\n",
+                 durable=False)
     return row_from_record(record, str(job.result_file))
 
 
@@ -287,7 +287,7 @@ def write_summary(rows: Iterable[dict[str, Any]], path: Path) -> None:
     w.writeheader()
     for r in sorted(rows, key=lambda r: (r["file"], r["method"])):
         w.writerow({k: "" if r.get(k) is None else r.get(k) for k in SUMMARY_FIELDS})
-    atomic_write_text(path, buf.getvalue())
+    atomic_write(path, buf.getvalue())
 
 
 def run_batch(

@@ -1,8 +1,11 @@
-"""Plots of sweeps: a metric against the swept parameter, one line per method, with bands.
+"""Plots: sweeps, and the adaptive-tau objective G(tau) as a text chart or a figure.
 
-Needs matplotlib (``pip install 'mel_opt[plot]'``); drawn off-screen (Agg) to PNG, SVG or PDF.
-The band is the mean +- 1.96 standard errors over seeds (an approximate 95% confidence
-interval); points where a method had no verified answer are left out and counted in the legend.
+Sweeps: a metric against the swept parameter, one line per method, with bands. The band is the
+mean +- 1.96 standard errors over seeds (an approximate 95% confidence interval); points where
+a method had no verified answer are left out and counted in the legend.
+
+Figures need matplotlib (``pip install 'mel_opt[plot]'``); they are drawn off-screen (Agg) to
+PNG, SVG or PDF and written atomically. The text chart needs nothing beyond numpy.
 """
 
 from __future__ import annotations
@@ -12,9 +15,41 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.io.atomic import atomic_path
+
+if TYPE_CHECKING:
+    from mel_opt.problems.adaptive_tau import Scan
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot drawing off-screen (Agg); a usage error if matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("plotting needs matplotlib: pip install 'mel_opt[plot]'") from None
+    return plt
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int) -> Path:
+    """Save a matplotlib figure atomically (format from the suffix) and close it, even on error.
+
+    A failed ``savefig`` leaves neither a partial file nor a temporary one behind.
+    """
+    out = Path(path)
+    try:
+        with atomic_path(out) as tmp:
+            fig.savefig(tmp, dpi=dpi)  # the temporary name keeps the suffix: same format
+    finally:
+        pyplot().close(fig)
+    return out
 
 
 def read_rows(path: str | Path) -> list[dict[str, str]]:
@@ -70,13 +105,7 @@ def aggregate(rows: Sequence[dict[str, str]], x: str, y: str, by: str = "method"
 def plot_sweep(rows: Sequence[dict[str, str]], x: str, ys: Sequence[str], out: str | Path,
                by: str = "method", facet: str | None = None, title: str = "") -> Path:
     """Draw each metric in ``ys`` against ``x`` (a panel per metric and facet value)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("plotting needs matplotlib: pip install 'mel_opt[plot]'") from None
+    plt = pyplot()
     if not rows:
         raise UsageError("nothing to plot: the table is empty")
     if x not in rows[0]:
@@ -115,10 +144,109 @@ def plot_sweep(rows: Sequence[dict[str, str]], x: str, ys: Sequence[str], out: s
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
-    fig.savefig(tmp, dpi=130)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    return save_figure(fig, out, dpi=130)
+
+
+# ------------------------------------------------------------------------------------------
+# adaptive tau: G(tau) over the search range
+# ------------------------------------------------------------------------------------------
+def _chart_range(G: np.ndarray) -> tuple[float, float, bool]:
+    """(lowest, highest value shown, log scale?) of the finite values of G."""
+    finite = G[np.isfinite(G)]
+    lo_v = float(finite.min())
+    hi_v = float(np.percentile(finite, 90)) if finite.size >= 10 else float(finite.max())
+    hi_v = max(hi_v, lo_v)
+    return lo_v, hi_v, lo_v > 0 and hi_v / lo_v > 100
+
+
+def _chart_grid(taus: np.ndarray, G: np.ndarray, mark: int, cols: int,
+                height: int) -> list[list[str]]:
+    """The cells of :func:`terminal_chart`, row 0 at the top."""
+    lo_v, hi_v, use_log = _chart_range(G)
+
+    def y(v: float) -> float:
+        return math.log10(v) if use_log else v
+
+    y_lo = y(lo_v)
+    span = (y(hi_v) - y_lo) or 1.0
+    edges = np.linspace(0, taus.size, cols + 1).astype(int)
+    grid = [[" "] * cols for _ in range(height)]
+    mark_col = None
+    for j in range(cols):
+        seg = G[edges[j]:edges[j + 1]]
+        if seg.size == 0:
+            continue
+        if taus[edges[j]] <= mark <= taus[edges[j + 1] - 1]:
+            mark_col = j
+        if not np.isfinite(seg).any():
+            grid[0][j] = "^"
+            continue
+        v = float(seg[np.isfinite(seg)].min())
+        if v > hi_v:
+            grid[0][j] = "|"
+            continue
+        r = height - 1 - int(round((y(v) - y_lo) / span * (height - 1)))
+        grid[r][j] = "•"
+    if mark_col is not None:
+        for r in range(height):
+            if grid[r][mark_col] == "•":
+                grid[r][mark_col] = "*"
+    return grid
+
+
+def terminal_chart(taus: np.ndarray, G: np.ndarray, mark: int, *, width: int = 72,
+                   height: int = 14) -> str:
+    """G(tau) as a text chart: one column per bin of tau (bin minimum), '*' at tau = mark.
+
+    G is steep at the ends of the range and flat near its minimum, so the y axis spans the
+    minimum up to the 90th percentile of the finite values (values above are drawn as '|' on
+    the top row) and is logarithmic when that span exceeds a factor of 100; infinite values
+    (h overflow) are drawn as '^' on the top row.
+    """
+    if not np.isfinite(G).any():
+        return "(G is infinite over the whole range)"
+    cols = max(1, min(width, taus.size))
+    grid = _chart_grid(taus, G, mark, cols, height)
+    lo_v, hi_v, use_log = _chart_range(G)
+    top = f"{hi_v:.4g}"
+    bottom = f"{lo_v:.4g}"
+    pad = max(len(top), len(bottom))
+    lines: list[str] = []
+    for i, cells in enumerate(grid):
+        label = top if i == 0 else bottom if i == height - 1 else ""
+        lines.append(f"{label:>{pad}} |" + "".join(cells))
+    lines.append(" " * pad + " +" + "-" * cols)
+    left, right = f"tau={int(taus[0])}", f"{int(taus[-1])}"
+    lines.append(" " * (pad + 2) + left + " " * max(1, cols - len(left) - len(right)) + right)
+    scale = "log scale" if use_log else "linear scale"
+    lines.append(f"G(tau), {scale}; * = chosen tau {mark}; | = above the chart; "
+                 "^ = overflow (G infinite)")
+    return "\n".join(lines)
+
+
+def plot_tau_scan(sc: Scan, path: str | Path, *, name: str, tau_max: int) -> Path:
+    """Draw G(tau) of a scan with the chosen tau, the first minimiser and the cap tau_max.
+
+    The y axis is logarithmic when the finite values span more than a factor of 100; infinite
+    values (h overflow) are left out. The format follows the suffix of ``path``.
+    """
+    plt = pyplot()
+    taus, G = sc.taus, sc.G
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    finite = np.isfinite(G)
+    ax.plot(taus[finite], G[finite], lw=1.5, label="G(tau)")
+    g = G[finite]
+    if g.size and g.min() > 0 and g.max() / g.min() > 100:
+        ax.set_yscale("log")
+    ax.axvline(sc.tau, color="C3", ls="--", label=f"chosen tau = {sc.tau}")
+    if sc.tau_first_min != sc.tau:
+        ax.axvline(sc.tau_first_min, color="C2", ls=":",
+                   label=f"first minimiser = {sc.tau_first_min}")
+    if tau_max < taus[-1]:
+        ax.axvline(tau_max, color="grey", ls="-.", lw=1, label=f"tau_max = {tau_max}")
+    ax.set_xlabel("tau (local updates between aggregations)")
+    ax.set_ylabel("G(tau)")
+    ax.set_title(f"{name}: control objective over 1..{int(taus[-1])}")
+    ax.legend()
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=120)

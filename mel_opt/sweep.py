@@ -20,7 +20,7 @@ from typing import Any
 from mel_opt.api import parse_instance
 from mel_opt.batch import BatchReport, run_batch
 from mel_opt.errors import UsageError
-from mel_opt.io.json_io import atomic_write_text
+from mel_opt.io.atomic import atomic_write
 from mel_opt.problems import get_problem
 
 
@@ -76,7 +76,7 @@ def make_grid(
         doc["sweep"] = {"learners": n, "tasks": m, **point, "seed": seed, "preset": preset}
         parse_instance(doc, tag)
         path = inst_dir / f"{tag}.json"
-        atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
+        atomic_write(path, json.dumps(doc, indent=1) + "\n")
         files.append(path)
     return files
 
@@ -112,7 +112,7 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     w.writeheader()
     for r in rows:
         w.writerow({k: "" if r.get(k) is None else r.get(k) for k in fields})
-    atomic_write_text(path, buf.getvalue())
+    atomic_write(path, buf.getvalue())
 
 
 def run_evaluation(

@@ -1,23 +1,32 @@
 """The ``melopt`` command line.
 
-Commands live in ``cmd_*.py`` modules of this package and attach themselves to the group in
-:mod:`mel_opt.cli.app`; they are discovered here, so adding a command touches no shared file.
+One module per command family (``solve.py``: solve, validate, methods; ``batch.py``; ...); each
+attaches its commands to the click group of :mod:`mel_opt.cli.app`. Every module of this package
+except ``app`` and names starting with ``_`` is imported here, so a new command family is a new
+module and touches no shared file.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterable
 
 from mel_opt.cli.app import cli
 
-for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if _info.name.startswith("cmd_"):
-        importlib.import_module(f"{__name__}.{_info.name}")
+
+def command_modules(path: Iterable[str]) -> list[str]:
+    """Names of the command modules in the folders ``path``: all but ``app`` and ``_*``, sorted."""
+    names = {m.name for m in pkgutil.iter_modules(list(path))}
+    return sorted(n for n in names if n != "app" and not n.startswith("_"))
+
+
+for _name in command_modules(__path__):
+    importlib.import_module(f"{__name__}.{_name}")
 
 
 def main() -> None:
     cli(prog_name="melopt")
 
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "command_modules", "main"]

@@ -1,8 +1,10 @@
 """The ``melopt`` click group, error handling and the rich output shared by the commands.
 
-Only the CLI imports click and rich. Every command runs inside :func:`guarded`, which turns
-mel_opt's exceptions into one readable line on stderr and the exit code of the design brief
-(0 solved, 1 no solution, 2 invalid input or usage); ``--debug`` shows the traceback instead.
+Only the CLI imports click and rich. The commands live in the other modules of this package,
+one per command family, and attach themselves to :data:`cli`. Every command runs inside
+:func:`guarded`, which turns mel_opt's exceptions into one readable line on stderr and the exit
+code of the design brief (0 solved, 1 no solution, 2 invalid input or usage); ``--debug`` shows
+the traceback instead.
 """
 
 from __future__ import annotations
@@ -14,6 +16,14 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from mel_opt.errors import InstanceError, MelOptError
@@ -129,3 +139,57 @@ def result_panel(res: Result, key_metrics: Sequence[str]) -> Table:
     if res.message:
         t.add_row("note", res.message)
     return t
+
+
+def info_table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
+    """A two-column table without header: field, value."""
+    t = Table(title=title, show_header=False)
+    t.add_column("field", style="bold")
+    t.add_column("value")
+    for k, v in rows:
+        t.add_row(k, v)
+    return t
+
+
+def method_list(text: str | None) -> list[str] | None:
+    """The methods of a comma-separated option; None when it is not given or empty."""
+    if not text:
+        return None
+    return [m.strip() for m in text.split(",") if m.strip()]
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=err, transient=False)
+
+
+def run_with_progress(runner: Any, label: str, **kw: Any) -> Any:
+    """Call ``runner(on_plan=..., on_result=..., **kw)`` under a progress bar on stderr.
+
+    ``runner`` is a batch-like function of the library (:func:`mel_opt.batch.run_batch`,
+    :func:`mel_opt.sweep.run_sweep`): it announces the number of jobs (and how many a resume
+    skips) through ``on_plan`` and every finished result row through ``on_result``; failed rows
+    are printed as they come.
+    """
+    from mel_opt.batch import is_failure
+
+    with _progress() as progress:
+        task = progress.add_task(label, total=None, failed=0)
+        failed = 0
+
+        def on_plan(total: int, skipped: int) -> None:
+            progress.update(task, total=total, completed=skipped)
+            if skipped:
+                err.print(f"resuming: {skipped} of {total} already done", markup=False)
+
+        def on_result(row: dict[str, Any]) -> None:
+            nonlocal failed
+            if is_failure(row):
+                failed += 1
+                progress.console.print(
+                    f"[red]failed[/] {row['file'] or row['instance']} ({row['method'] or '-'}): "
+                    f"{row['status']} {row['error']}".rstrip(), markup=True, highlight=False)
+            progress.update(task, advance=1, failed=failed)
+
+        return runner(on_plan=on_plan, on_result=on_result, **kw)

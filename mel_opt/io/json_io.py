@@ -1,10 +1,9 @@
-"""JSON reading that reports where a file is broken, and atomic writing."""
+"""JSON reading that reports where a file is broken (writing is :mod:`mel_opt.io.atomic`)."""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -53,30 +52,3 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
     except UnicodeDecodeError as exc:
         raise InstanceError(Issue("$", f"not UTF-8 text ({exc.reason})"), str(p)) from None
     return parse_json_text(text, str(p))
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str, durable: bool = True) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then rename.
-
-    A reader (or a resumed batch) sees either the old file or the complete new one, never a
-    half-written file, even if the process is killed mid-write. ``durable=True`` also flushes
-    the data to disk before the rename (survives a power cut, at a few ms per file); the batch
-    runner skips that for its many small result files, since ``--resume`` re-validates every
-    result it finds and re-solves anything that does not parse.
-    """
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from mel_opt.errors import InstanceError, Issue
-from mel_opt.io.json_io import atomic_write_text, parse_json_text
+from mel_opt.io.atomic import atomic_write as atomic_write_text
+from mel_opt.io.json_io import parse_json_text
 from mel_opt.io.validate import Validator
 from mel_opt.problems import all_problems
 from mel_opt.result import Result, SolverInfo, Status, Verification, status_from_termination

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from mel_opt.api import parse_instance
 from mel_opt.cli import cli
-from mel_opt.cli.cmd_dab import terminal_chart
 from mel_opt.errors import InstanceError
+from mel_opt.plot import terminal_chart
 from mel_opt.problems.adaptive_tau import verify
 
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from mel_opt.api import load_instance
 from mel_opt.cli.app import cli, err, guarded, out
 from mel_opt.errors import UsageError
-from mel_opt.io.json_io import atomic_write_text
+from mel_opt.io.atomic import atomic_write
 from mel_opt.problems.med.simulate import METRICS, SCHEMES, SimulationResult, simulate
 
 LABELS = {
@@ -101,7 +101,7 @@ def simulate_cmd(path: str, schemes: str, cycles: int, trials: int, seed: int, m
                        method=method, time_limit=time_limit)
         text = json.dumps(res.to_dict(), indent=2, allow_nan=False)
         if output:
-            atomic_write_text(output, text + "\n")
+            atomic_write(output, text + "\n")
             err.print(f"wrote {output}", markup=False)
         if as_json:
             click.echo(text)

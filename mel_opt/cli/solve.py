@@ -1,4 +1,4 @@
-"""Core commands: solve, validate, methods, generate."""
+"""``melopt solve``, ``validate`` and ``methods``: one instance (or many) at a time."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from mel_opt.api import load_instance, parse_instance, solve
+from mel_opt.api import load_instance, solve
 from mel_opt.cli.app import (
     STATUS_STYLE,
     cli,
@@ -21,7 +21,7 @@ from mel_opt.cli.app import (
     verification_text,
 )
 from mel_opt.errors import MelOptError, UsageError
-from mel_opt.io.json_io import atomic_write_text
+from mel_opt.io.atomic import atomic_write
 from mel_opt.problems import all_problems, get_problem
 from mel_opt.result import Result
 
@@ -72,7 +72,7 @@ def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output:
             res = solve(inst, method, time_limit=time_limit, seed=seed)
             spec = get_problem(res.problem)
             if output:
-                atomic_write_text(output, res.to_json() + "\n")
+                atomic_write(output, res.to_json() + "\n")
             if as_json:
                 click.echo(res.to_json())
             else:
@@ -110,7 +110,7 @@ def _solve_many(files: list[Path], method: str | None, as_json: bool, output: st
                       f"{res.solve_time_s:.3g}")
         results.append(res.to_dict())
     if output:
-        atomic_write_text(output, json.dumps(results, indent=2) + "\n")
+        atomic_write(output, json.dumps(results, indent=2) + "\n")
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:
@@ -153,41 +153,3 @@ def methods_cmd(problem: str | None) -> None:
                 table.add_row(spec.name, m.name + mark, m.kind, fmt(m.proves_optimality),
                               ", ".join(m.backends) or "-", m.summary)
         out.print(table)
-
-
-@cli.command("generate")
-@click.argument("problem")
-@click.option("--preset", default=None, help="Named set-up from a paper (see `melopt methods`).")
-@click.option("--learners", "--devices", "learners", type=click.IntRange(min=1), default=None,
-              help="Number of learners / devices.")
-@click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (med).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
-              help="Preset parameter override (repeatable), e.g. cycle_time_s=7.5.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the instance here (atomically); default: standard output.")
-def generate_cmd(problem: str, preset: str | None, learners: int | None, tasks: int | None,
-                 seed: int, params: tuple[str, ...], output: str | None) -> None:
-    """Generate an instance of PROBLEM from a preset (validated before it is written)."""
-    with guarded():
-        spec = get_problem(problem)
-        if spec.generate is None:
-            raise UsageError(f"problem {problem!r} has no generator")
-        if preset is not None and spec.presets and preset not in spec.presets:
-            raise UsageError(
-                f"unknown preset {preset!r} for {problem}; choose one of {', '.join(spec.presets)}"
-            )
-        overrides: dict[str, str] = {}
-        for item in params:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise UsageError(f"--param expects KEY=VALUE, got {item!r}")
-            overrides[key] = value
-        doc = spec.generate(preset, learners=learners, tasks=tasks, seed=seed, params=overrides)
-        parse_instance(doc, output or "<generated>")  # never emit an invalid file
-        text = json.dumps(doc, indent=2) + "\n"
-        if output:
-            atomic_write_text(output, text)
-            err.print(f"wrote {output}", markup=False)
-        else:
-            click.echo(text, nl=False)

@@ -1,25 +1,17 @@
-"""Learner-side commands: ``benchmark``, ``dab-learner`` (thesis Ch. 3) and ``tau-scan``.
+"""Learner-side commands of DAB (thesis Ch. 3): ``benchmark`` and ``dab-learner``.
 
 ``melopt benchmark`` measures this machine (subset benchmarking, FLOPS baseline, a timed
 download); ``melopt dab-learner`` is what a DAB learner device runs: benchmark, then print the
-a_k of Eq. (3.5) that it would send to the orchestrator; ``melopt tau-scan`` shows the
-adaptive-tau objective G(tau) over its search range, in the terminal or as a PNG.
+a_k of Eq. (3.5) that it would send to the orchestrator.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
-from rich.table import Table
 
-from mel_opt.api import load_instance
 from mel_opt.benchmarking import (
     MODELS,
     SHARD_BYTES,
@@ -31,22 +23,12 @@ from mel_opt.benchmarking import (
     subset_benchmark,
     time_download,
 )
-from mel_opt.cli.app import cli, err, fmt, guarded, out
+from mel_opt.cli.app import cli, err, guarded, info_table, out
 from mel_opt.errors import UsageError
-from mel_opt.problems.adaptive_tau import AdaptiveTauInstance, scan
 from mel_opt.problems.dab import eta, shard_bound
 
 _TWONN_BYTES = 4 * sum(a * b + b for a, b in zip(MODELS["twonn"][:-1], MODELS["twonn"][1:],
                                                   strict=True))
-
-
-def _table(title: str, rows: list[tuple[str, str]]) -> Table:
-    t = Table(title=title, show_header=False)
-    t.add_column("field", style="bold")
-    t.add_column("value")
-    for k, v in rows:
-        t.add_row(k, v)
-    return t
 
 
 def _measure_bandwidth(url: str | None, bandwidth: float | None, shards: int,
@@ -127,30 +109,39 @@ def benchmark_cmd(model: str, shards: int, passes: int, batch_size: int, lr: flo
         if as_json:
             click.echo(json.dumps(result, indent=2))
             return
-        rows = [
-            ("model", f"{model} {list(MODELS[model])}, {net.parameter_count} parameters "
-                      f"({net.parameter_bytes} bytes)"),
-            ("trained", f"{shards} shards x {passes} pass(es), batch {batch_size}, lr {lr:g}, "
-                        f"BLAS threads: {result['blas_threads']}"),
-            ("training time", f"{sb.seconds:.4g} s"),
-            ("c_k (SB)", f"{sb.rate:.4g} shards/s"),
-        ]
-        if fl is not None:
-            rows += [("FLOPS baseline", f"{fl.flops / 1e9:.4g} GFLOP/s "
-                                        f"(100 x 512x512 products in {fl.seconds:.4g} s)"),
-                     ("FLOPS-predicted time", f"{result['flops_predicted_train_seconds']:.4g} s "
-                                              "for the same run")]
-        if predict is not None:
-            rows.append((f"predicted, {predict:g} shards",
-                         f"SB {result['sb_predicted_seconds']:.4g} s"
-                         + (f", FLOPS {result['flops_predicted_seconds']:.4g} s"
-                            if fl is not None else "")))
-        if urls is not None:
-            rows += [("download", f"{result['download_bytes']} bytes in "
-                                  f"{result['download_seconds']:.4g} s ({len(urls)} transfer(s))"),
-                     ("b_k", f"{result['bandwidth_Bps']:.6g} bytes/s = "
-                             f"{result['bandwidth_shards_per_s']:.4g} shards/s")]
-        out.print(_table("subset benchmark (this machine)", rows))
+        out.print(info_table("subset benchmark (this machine)",
+                             _benchmark_rows(result, batch_size, lr, len(urls or ()))))
+
+
+def _benchmark_rows(result: dict[str, Any], batch_size: int, lr: float,
+                    transfers: int) -> list[tuple[str, str]]:
+    """The table of ``melopt benchmark`` from its JSON result."""
+    model = result["model"]
+    rows = [
+        ("model", f"{model} {list(MODELS[model])}, {result['parameters']} parameters "
+                  f"({result['model_bytes']} bytes)"),
+        ("trained", f"{result['shards']} shards x {result['passes']} pass(es), batch "
+                    f"{batch_size}, lr {lr:g}, BLAS threads: {result['blas_threads']}"),
+        ("training time", f"{result['train_seconds']:.4g} s"),
+        ("c_k (SB)", f"{result['train_rate_shards_per_s']:.4g} shards/s"),
+    ]
+    if "flops" in result:
+        rows += [("FLOPS baseline", f"{result['flops'] / 1e9:.4g} GFLOP/s "
+                                    f"(100 x 512x512 products in {result['flops_seconds']:.4g} s)"),
+                 ("FLOPS-predicted time", f"{result['flops_predicted_train_seconds']:.4g} s "
+                                          "for the same run")]
+    if "predict_shards" in result:
+        rows.append((f"predicted, {result['predict_shards']:g} shards",
+                     f"SB {result['sb_predicted_seconds']:.4g} s"
+                     + (f", FLOPS {result['flops_predicted_seconds']:.4g} s"
+                        if "flops" in result else "")))
+    if "download_bytes" in result:
+        rows += [("download", f"{result['download_bytes']} bytes in "
+                              f"{result['download_seconds']:.4g} s "
+                              f"({transfers} transfer(s))"),
+                 ("b_k", f"{result['bandwidth_Bps']:.6g} bytes/s = "
+                         f"{result['bandwidth_shards_per_s']:.4g} shards/s")]
+    return rows
 
 
 # ------------------------------------------------------------------------------------------
@@ -220,24 +211,7 @@ def dab_learner_cmd(deadline: float, iterations: int, model: str, model_bytes: f
         if as_json:
             click.echo(json.dumps(result, indent=2))
         else:
-            rows = [
-                ("c_k (private)", f"{c_k:.4g} shards/s ({shards} shards in {sb.seconds:.4g} s)"),
-                ("b_k (private)", f"{b_k:.6g} bytes/s"
-                                  + (f" (measured: {dl.bytes} bytes in {dl.seconds:.4g} s)"
-                                     if dl is not None else " (given)")),
-                ("model / shard", f"{om:.6g} / {shard_bytes:.6g} bytes"),
-                ("deadline, mu", f"{deadline:g} s, {iterations} pass(es)"),
-            ]
-            if a_k > 0:
-                rows += [
-                    ("predicted eta_k", f"{eta_k:.4g} s = download {parts['download_s']:.4g} + "
-                                        f"train {parts['train_s']:.4g} + upload "
-                                        f"{parts['upload_s']:.4g} (< D)"),
-                    ("a_k -> orchestrator", f"[bold]{a_k}[/] shards"),
-                ]
-            else:
-                rows.append(("a_k", "0: not even one shard fits before the deadline"))
-            out.print(_table("DAB learner", rows))
+            out.print(info_table("DAB learner", _learner_rows(result, dl, om, shard_bytes)))
             out.print("privacy: only a_k leaves this device; c_k and b_k stay here.",
                       markup=False)
         if a_k < 1:
@@ -246,154 +220,28 @@ def dab_learner_cmd(deadline: float, iterations: int, model: str, model_bytes: f
             raise SystemExit(1)
 
 
-# ------------------------------------------------------------------------------------------
-# melopt tau-scan
-# ------------------------------------------------------------------------------------------
-def terminal_chart(taus: np.ndarray, G: np.ndarray, mark: int, *, width: int = 72,
-                   height: int = 14) -> str:
-    """G(tau) as a text chart: one column per bin of tau (bin minimum), '*' at tau = mark.
-
-    G is steep at the ends of the range and flat near its minimum, so the y axis spans the
-    minimum up to the 90th percentile of the finite values (values above are drawn as '|' on
-    the top row) and is logarithmic when that span exceeds a factor of 100; infinite values
-    (h overflow) are drawn as '^' on the top row.
-    """
-    n = taus.size
-    cols = max(1, min(width, n))
-    edges = np.linspace(0, n, cols + 1).astype(int)
-    finite = np.isfinite(G)
-    if not finite.any():
-        return "(G is infinite over the whole range)"
-    lo_v = float(G[finite].min())
-    hi_v = float(np.percentile(G[finite], 90)) if finite.sum() >= 10 else float(G[finite].max())
-    hi_v = max(hi_v, lo_v)
-    use_log = lo_v > 0 and hi_v / lo_v > 100
-
-    def y(v: float) -> float:
-        return math.log10(v) if use_log else v
-
-    y_lo, y_hi = y(lo_v), y(hi_v)
-    span = (y_hi - y_lo) or 1.0
-    grid = [[" "] * cols for _ in range(height)]
-    mark_col = None
-    for j in range(cols):
-        seg = G[edges[j]:edges[j + 1]]
-        if seg.size == 0:
-            continue
-        if taus[edges[j]] <= mark <= taus[edges[j + 1] - 1]:
-            mark_col = j
-        if not np.isfinite(seg).any():
-            grid[0][j] = "^"
-            continue
-        v = float(seg[np.isfinite(seg)].min())
-        if v > hi_v:
-            grid[0][j] = "|"
-            continue
-        r = height - 1 - int(round((y(v) - y_lo) / span * (height - 1)))
-        grid[r][j] = "•"
-    if mark_col is not None:
-        for r in range(height):
-            if grid[r][mark_col] == "•":
-                grid[r][mark_col] = "*"
-    top = f"{hi_v:.4g}"
-    bottom = f"{lo_v:.4g}"
-    pad = max(len(top), len(bottom))
-    lines: list[str] = []
-    for i, cells in enumerate(grid):
-        label = top if i == 0 else bottom if i == height - 1 else ""
-        lines.append(f"{label:>{pad}} |" + "".join(cells))
-    lines.append(" " * pad + " +" + "-" * cols)
-    left, right = f"tau={int(taus[0])}", f"{int(taus[-1])}"
-    lines.append(" " * (pad + 2) + left + " " * max(1, cols - len(left) - len(right)) + right)
-    scale = "log scale" if use_log else "linear scale"
-    lines.append(f"G(tau), {scale}; * = chosen tau {mark}; | = above the chart; "
-                 "^ = overflow (G infinite)")
-    return "\n".join(lines)
-
-
-def _write_png(path: str, inst: AdaptiveTauInstance, taus: np.ndarray, G: np.ndarray,
-               chosen: int, first: int) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("--plot needs matplotlib (install mel_opt[plot])") from None
-    target = Path(path)
-    if target.suffix.lower() != ".png":
-        raise UsageError(f"--plot writes a PNG; give a .png file name, got {path!r}")
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    finite = np.isfinite(G)
-    ax.plot(taus[finite], G[finite], lw=1.5, label="G(tau)")
-    g = G[finite]
-    if g.size and g.min() > 0 and g.max() / g.min() > 100:
-        ax.set_yscale("log")
-    ax.axvline(chosen, color="C3", ls="--", label=f"chosen tau = {chosen}")
-    if first != chosen:
-        ax.axvline(first, color="C2", ls=":", label=f"first minimiser = {first}")
-    if inst.tau_max < taus[-1]:
-        ax.axvline(inst.tau_max, color="grey", ls="-.", lw=1, label=f"tau_max = {inst.tau_max}")
-    ax.set_xlabel("tau (local updates between aggregations)")
-    ax.set_ylabel("G(tau)")
-    ax.set_title(f"{inst.name}: control objective over 1..{int(taus[-1])}")
-    ax.legend()
-    fig.tight_layout()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".png", dir=target.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, target)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-@cli.command("tau-scan")
-@click.argument("path", type=click.Path())
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write G(tau) as a PNG to this file.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print tau*, the cap and budget outcome and the whole curve as JSON.")
-@click.option("--width", type=click.IntRange(min=10, max=400), default=72, show_default=True,
-              help="Columns of the terminal chart.")
-@click.option("--height", type=click.IntRange(min=4, max=100), default=14, show_default=True,
-              help="Rows of the terminal chart.")
-def tau_scan_cmd(path: str, plot_path: str | None, as_json: bool, width: int,
-                 height: int) -> None:
-    """Show the adaptive-tau objective G(tau) over its search range and the tau chosen.
-
-    FILE is an adaptive-tau instance. The chart shows the trade-off: few local updates waste
-    the budget on aggregations, many let the local models drift apart (h grows).
-    """
-    with guarded():
-        inst = load_instance(path)
-        if not isinstance(inst, AdaptiveTauInstance):
-            raise UsageError(f"{path}: tau-scan needs an adaptive-tau instance, got "
-                             f"{inst.problem!r}")
-        sc = scan(inst)
-        summary: dict[str, Any] = {
-            "instance": inst.name,
-            "tau": sc.tau,
-            "tau_unconstrained": sc.tau_first_min,
-            "tau_capped": sc.tau_capped,
-            "tau_best_within_cap": sc.tau_best_within_cap,
-            "last_round": sc.last_round,
-            "G_min": sc.G_min,
-            "G_at_tau": float(sc.G[sc.tau - 1]),
-            "search_max": inst.search_max,
-        }
-        if plot_path:
-            _write_png(plot_path, inst, sc.taus, sc.G, sc.tau, sc.tau_first_min)
-            err.print(f"wrote {plot_path}", markup=False)
-        if as_json:
-            curve = [None if not math.isfinite(g) else float(g) for g in sc.G]
-            click.echo(json.dumps({**summary, "curve": {"tau": sc.taus.tolist(), "G": curve}},
-                                  indent=2))
-            return
-        rows = [(k, fmt(v)) for k, v in summary.items() if k != "instance"]
-        out.print(_table(f"{inst.name}: adaptive tau", rows))
-        out.print(terminal_chart(sc.taus, sc.G, sc.tau, width=width, height=height),
-                  markup=False)
+def _learner_rows(result: dict[str, Any], dl: DownloadBenchmark | None, model_bytes: float,
+                  shard_bytes: float) -> list[tuple[str, str]]:
+    """The table of ``melopt dab-learner`` from its JSON result."""
+    private = result["private"]
+    a_k = result["a_k"]
+    rows = [
+        ("c_k (private)", f"{private['train_rate_shards_per_s']:.4g} shards/s "
+                          f"({private['benchmark_shards']} shards in "
+                          f"{private['benchmark_seconds']:.4g} s)"),
+        ("b_k (private)", f"{private['bandwidth_Bps']:.6g} bytes/s"
+                          + (f" (measured: {dl.bytes} bytes in {dl.seconds:.4g} s)"
+                             if dl is not None else " (given)")),
+        ("model / shard", f"{model_bytes:.6g} / {shard_bytes:.6g} bytes"),
+        ("deadline, mu", f"{result['deadline_s']:g} s, {result['iterations']} pass(es)"),
+    ]
+    if a_k > 0:
+        rows += [
+            ("predicted eta_k", f"{result['predicted_eta_s']:.4g} s = download "
+                                f"{private['download_s']:.4g} + train {private['train_s']:.4g} "
+                                f"+ upload {private['upload_s']:.4g} (< D)"),
+            ("a_k -> orchestrator", f"[bold]{a_k}[/] shards"),
+        ]
+    else:
+        rows.append(("a_k", "0: not even one shard fits before the deadline"))
+    return rows

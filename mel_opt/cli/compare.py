@@ -1,0 +1,50 @@
+"""``melopt compare``: every method of a problem on one instance, with gaps to the best."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.table import Table
+
+from mel_opt.api import load_instance
+from mel_opt.cli.app import STATUS_STYLE, cli, fmt, guarded, method_list, out, verification_text
+from mel_opt.problems import get_problem
+
+
+@cli.command("compare")
+@click.argument("path", type=click.Path())
+@click.option("--methods", default=None, help="Comma-separated methods (default: all).")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--seed", type=int, default=0, show_default=True)
+def compare_cmd(path: str, methods: str | None, as_json: bool, time_limit: float | None,
+                seed: int) -> None:
+    """Every method of the instance's problem side by side, with gaps to the best proven answer."""
+    from mel_opt.compare import compare
+
+    with guarded():
+        inst = load_instance(path)
+        cmp = compare(inst, method_list(methods), time_limit=time_limit, seed=seed)
+        if as_json:
+            click.echo(json.dumps(cmp.to_dict(), indent=2, allow_nan=False))
+            return
+        spec = get_problem(inst.problem)
+        ref = cmp.reference
+        t = Table(title=f"{inst.name}: {spec.name} ({spec.sense}imise); reference: "
+                  f"{ref.method if ref else 'none'}"
+                  f"{' (proven optimal)' if cmp.reference_is_proven else ''}")
+        cols = ["method", "kind", "status", "objective", "gap", "gap %", *spec.key_metrics,
+                "verified", "time (s)"]
+        for c in cols:
+            t.add_column(c, justify="right" if c not in ("method", "kind", "status") else "left")
+        for r in cmp.results:
+            g, rel = cmp.gaps[r.method]
+            style = STATUS_STYLE.get(r.status.value, "white")
+            best = " [bold](best)[/]" if ref is not None and r is ref else ""
+            t.add_row(r.method + best, spec.methods[r.method].kind,
+                      f"[{style}]{r.status.value}[/]", fmt(r.objective), fmt(g),
+                      "-" if rel is None else f"{100 * rel:.3g}",
+                      *(fmt(r.metrics.get(k)) for k in spec.key_metrics),
+                      verification_text(r), f"{r.solve_time_s:.4g}")
+        out.print(t)

@@ -1,0 +1,25 @@
+"""``melopt export``: the Pyomo model of an instance as LP, MPS, NL or GMS.
+
+A thin layer over :func:`mel_opt.export.export`.
+"""
+
+from __future__ import annotations
+
+import click
+
+from mel_opt.api import load_instance
+from mel_opt.cli.app import cli, err, guarded
+from mel_opt.export import FORMATS, export
+
+
+@cli.command("export")
+@click.argument("path", type=click.Path())
+@click.option("--format", "fmt_", type=click.Choice(sorted(FORMATS)), required=True)
+@click.option("-m", "--method", default=None,
+              help="Method whose formulation to export (default: the problem's default).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
+def export_cmd(path: str, fmt_: str, method: str | None, output: str) -> None:
+    """Write the Pyomo model of an instance as LP, MPS, NL (AMPL) or GMS (GAMS)."""
+    with guarded():
+        done = export(load_instance(path), fmt_, output, method)
+        err.print(f"wrote {done.path} ({fmt_}, {done.problem}/{done.method})", markup=False)

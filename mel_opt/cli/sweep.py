@@ -1,0 +1,115 @@
+"""``melopt sweep`` (a parameter grid, solved or evaluated, tabulated and plotted) and ``plot``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mel_opt.cli.app import cli, err, guarded, method_list, run_with_progress
+from mel_opt.errors import UsageError
+from mel_opt.problems import get_problem
+
+
+def _param_grid(params: tuple[str, ...]) -> dict[str, list[str]]:
+    """``--param KEY=V1,V2`` options as {KEY: [V1, V2]}."""
+    from mel_opt.sweep import parse_values
+
+    grid: dict[str, list[str]] = {}
+    for item in params:
+        key, sep, values = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param expects KEY=V1,V2, got {item!r}")
+        grid[key] = parse_values(values)
+    return grid
+
+
+@cli.command("sweep")
+@click.argument("problem")
+@click.option("--preset", default=None)
+@click.option("--learners", "--devices", "learners", default=None,
+              help="Values of the number of learners: 5:20, 5:20:5 or 5,10,20.")
+@click.option("--tasks", default=None, help="Values of the number of tasks (med).")
+@click.option("--param", "params", multiple=True, metavar="KEY=V1,V2",
+              help="Generator parameter and its values (repeatable; forms a grid).")
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--methods", default=None, help="Comma-separated methods (default: all).")
+@click.option("--metric", "metrics", multiple=True, help="Metric(s) to plot (repeatable).")
+@click.option("--x", "x_axis", default=None, help="Plot axis (default: the varied size).")
+@click.option("--facet", default=None,
+              help="Column giving one panel per value (default: the first --param).")
+@click.option("--plot", "plot_file", default=None, type=click.Path(dir_okay=False),
+              help="Plot file (.png/.svg/.pdf); default OUT/<metric>.png when --metric is given.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--evaluate", is_flag=True,
+              help="Run the problem's Monte-Carlo evaluation (med: the simulator) instead of "
+                   "the solvers; writes evaluation.csv, bands over trials.")
+@click.option("--trials", type=click.IntRange(min=1), default=40, show_default=True,
+              help="Trials per instance with --evaluate.")
+@click.option("--cycles", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Cycles per trial with --evaluate.")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
+def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str | None,
+              params: tuple[str, ...], seeds: int, methods: str | None, metrics: tuple[str, ...],
+              x_axis: str | None, facet: str | None, plot_file: str | None, jobs: int,
+              time_limit: float | None, evaluate: bool, trials: int, cycles: int,
+              out_dir: str) -> None:
+    """Generate a parameter grid of PROBLEM, solve it with every method, tabulate and plot.
+
+    Example (paper 000 Fig. 2): melopt sweep mel-async --preset mohammad2020 --learners 5:20
+    --param cycle_time_s=7.5,15 --seeds 5 --metric max_staleness --metric avg_staleness -o fig2
+
+    Thesis 4.3 (MED vs learners): melopt sweep med --preset mays2023 --learners 4:10 --tasks 3
+    --evaluate --metric training_time_s --metric drop_rate -o med_learners
+    """
+    from mel_opt.plot import plot_sweep, read_rows
+    from mel_opt.sweep import parse_values, run_evaluation, run_sweep
+
+    with guarded():
+        spec = get_problem(problem)
+        grid = _param_grid(params)
+        ns = [int(v) for v in parse_values(learners)] if learners else None
+        ms = [int(v) for v in parse_values(tasks)] if tasks else None
+        if evaluate:
+            opts = {"trials": trials, "cycles": cycles, "time_limit": time_limit,
+                    "schemes": method_list(methods)}
+            rows, table = run_with_progress(
+                lambda **kw: run_evaluation(problem, out_dir, preset=preset, learners=ns,
+                                            tasks=ms, params=grid, seeds=seeds, options=opts,
+                                            **kw),
+                f"evaluate {problem}")
+        else:
+            chosen = method_list(methods) or list(spec.methods)
+            rows, table = run_with_progress(
+                lambda **kw: run_sweep(problem, out_dir, preset=preset, learners=ns, tasks=ms,
+                                       params=grid, seeds=seeds, methods=chosen, jobs=jobs,
+                                       time_limit=time_limit, **kw),
+                f"sweep {problem}")
+        err.print(f"wrote {table} ({len(rows)} rows)", markup=False)
+        x = x_axis or ("learners" if ns and len(ns) > 1 else "tasks" if ms and len(ms) > 1
+                       else "learners" if ns else "tasks" if ms else None)
+        if metrics and x:
+            fac = facet or (next(iter(grid)) if grid else None)
+            target = plot_file or str(Path(out_dir) / f"{'_'.join(metrics)}.png")
+            plot_sweep(read_rows(table), x, list(metrics), target, facet=fac,
+                       title=f"{problem} ({preset or 'default preset'}), {seeds} seeds")
+            err.print(f"wrote {target}", markup=False)
+
+
+@cli.command("plot")
+@click.argument("table", type=click.Path())
+@click.option("--x", "x_axis", required=True, help="Column on the x axis.")
+@click.option("--y", "ys", required=True, multiple=True, help="Metric column(s) (repeatable).")
+@click.option("--by", default="method", show_default=True, help="Column naming the series.")
+@click.option("--facet", default=None, help="Column giving one panel per value.")
+@click.option("--title", default="")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
+def plot_cmd(table: str, x_axis: str, ys: tuple[str, ...], by: str, facet: str | None,
+             title: str, output: str) -> None:
+    """Plot metric(s) of a sweep.csv against a column, mean and 95% band over seeds."""
+    from mel_opt.plot import plot_sweep, read_rows
+
+    with guarded():
+        plot_sweep(read_rows(table), x_axis, list(ys), output, by=by, facet=facet, title=title)
+        err.print(f"wrote {output}", markup=False)

@@ -1,0 +1,98 @@
+"""The one atomic file writer of mel_opt: a temporary file beside the target, then a rename.
+
+A reader (or a resumed batch) sees either the old file or the complete new one, never a
+half-written file, even if the process is killed mid-write: the rename of a file within one
+folder is atomic on POSIX and on Windows (``os.replace``). Every file mel_opt writes goes
+through :func:`atomic_write` (bytes or text in memory) or :func:`atomic_path` (a writer that
+wants a file name, such as matplotlib's ``savefig`` or Pyomo's ``model.write``).
+
+Written files get the mode of an ordinary ``open(path, "w")``: 0666 less the process umask
+(0644 under umask 022), not the 0600 of :func:`tempfile.mkstemp`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+# O_BINARY only exists (and matters) on Windows; O_EXCL never lets two writers share a name
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+
+
+def _reserve_temp(target: Path, suffix: str) -> Path:
+    """Create an empty, unique, hidden temporary file in the target's folder.
+
+    ``os.open`` with mode 0o666 lets the umask decide the permissions, as ``open()`` does.
+    """
+    while True:
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp{suffix}")
+        try:
+            fd = os.open(tmp, _CREATE, 0o666)
+        except FileExistsError:  # 32 random bits collided: draw again
+            continue
+        os.close(fd)
+        return tmp
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], *, durable: bool = True,
+                keep_suffix: bool = True) -> Iterator[Path]:
+    """Yield a temporary file name beside ``path``; rename it onto ``path`` if the block succeeds.
+
+    The temporary file exists (empty) when the block starts, so its name is reserved; the
+    writer overwrites it. On any exception (including KeyboardInterrupt) the temporary file is
+    removed and the exception propagates; an existing file at ``path`` is left as it was.
+    The parent folder is created if missing.
+
+    Parameters
+    ----------
+    path
+        The file to (re)place.
+    durable
+        Flush the written data to disk before the rename, so the new file also survives a
+        power cut (a few milliseconds per file).
+    keep_suffix
+        End the temporary name with the target's suffix (``.png``, ``.nl``), for writers that
+        choose their format from the file name. With False it ends in ``.tmp``, so a file left
+        by a killed process is never taken for a finished one (e.g. by a ``*.json`` scan).
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _reserve_temp(target, target.suffix if keep_suffix else "")
+    try:
+        yield tmp
+        if durable:
+            _fsync(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *,
+                 durable: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically (text is encoded as UTF-8).
+
+    ``durable=True`` flushes the data to disk before the rename (see :func:`atomic_path`); the
+    batch runner skips that for its many small result files, since ``--resume`` re-validates
+    every result it finds and re-solves anything that does not parse.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with atomic_path(path, durable=False, keep_suffix=False) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(raw)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
