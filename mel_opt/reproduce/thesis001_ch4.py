@@ -104,10 +104,14 @@ def trend(t: Table, col: str, rising: bool, paper: str) -> Claim:
     for s in SCHEMES:
         a, b = t.v(x0, s, col), t.v(x1, s, col)
         parts.append(f"{s} {fmt_num(a)} -> {fmt_num(b)}")
-        ok = ok and a is not None and b is not None and (b > a if rising else b < a)
+        # a percentage pinned at 0% or 100% at both ends cannot move: saturated, not contrary
+        saturated = col != "time_s" and a is not None and a == b and a in (0.0, 100.0)
+        ok = ok and a is not None and b is not None and (
+            (b > a if rising else b < a) or saturated)
     word = "rises" if rising else "falls"
     return Claim(f"{col} {word} with {t.axis}", paper, "; ".join(parts), ok,
-                 f"every scheme: value at {t.axis} = {x1} {'>' if rising else '<'} at {x0}")
+                 f"every scheme: value at {t.axis} = {x1} {'>' if rising else '<'} at {x0} "
+                 "(or pinned at 0% / 100% at both)")
 
 
 def up_to(t: Table, col: str, better: str, worse: str, paper: float, source: str) -> Claim:
