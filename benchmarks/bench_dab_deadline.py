@@ -20,26 +20,14 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from mel_opt.api import load_instance, solve
-from mel_opt.problems.dab import DabInstance, verify
+from mel_opt.problems.dab import verify
+from mel_opt.problems.dab.author_csa import author_csa
 
 HERE = Path(__file__).resolve().parent.parent
-
-
-def author_csa(inst: DabInstance) -> dict[str, list[int]]:
-    """The CSA of the thesis author's code (med-testbed.md, DAB section), for comparison."""
-    b = inst.bandwidth / inst.shard_bytes  # shards/s
-    om = inst.model_bytes / inst.shard_bytes  # shards
-    c = inst.train_rate
-    w = (c + b) / (c + b).sum()
-    d = np.round(w * inst.total_shards).astype(int)  # type: ignore[operator]
-    d = np.maximum(d, 1)
-    tau = np.maximum(1, np.round(c / d * (inst.deadline - (2 * om + d) / b))).astype(int)
-    return {"shards": d.tolist(), "tau": tau.tolist()}
 
 
 def main() -> None:

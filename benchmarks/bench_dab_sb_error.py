@@ -20,17 +20,10 @@ import argparse
 import statistics
 import time
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from mel_opt.benchmarking import (
-    blas_threads,
-    flops_benchmark,
-    make_shards,
-    model_for,
-    time_training,
-)
+from mel_opt.benchmarking.error import sb_error_experiment
 
 THESIS_SB = {2: 6.8, 4: 4.7, 6: 4.5, 8: 4.6, 10: 4.1}
 THESIS_FLOPS = 51.0
@@ -46,32 +39,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    rng = np.random.default_rng(args.seed)
-    sb_err: dict[int, list[float]] = {n: [] for n in args.sizes}
-    flops_err: list[float] = []
-    real: list[float] = []
-    gflops: list[float] = []
     start = time.perf_counter()
-    for trial in range(args.trials):
-        x, y = make_shards(args.target, seed=args.seed + trial)
-        fl = flops_benchmark(seed=trial, threads=args.threads)
-        gflops.append(fl.flops / 1e9)
-        runs = ["real", *args.sizes]
-        order = rng.permutation(len(runs))
-        seconds: dict[object, float] = {}
-        with blas_threads(args.threads):
-            for i in order:
-                key = runs[i]
-                n = args.target if key == "real" else int(key)
-                net = model_for("twonn", seed=trial)
-                seconds[key] = time_training(net, x[:n], y[:n], batch_size=args.batch_size)
-        t_real = seconds["real"]
-        real.append(t_real)
-        for n in args.sizes:
-            pred = seconds[n] * args.target / n  # c_k = n / T_t, then TARGET / c_k
-            sb_err[n].append(abs(pred - t_real) / t_real * 100)
-        pred_flops = fl.predict_seconds(model_for("twonn"), args.target)
-        flops_err.append(abs(pred_flops - t_real) / t_real * 100)
+    res = sb_error_experiment(args.trials, args.sizes, target=args.target,
+                              batch_size=args.batch_size, threads=args.threads, seed=args.seed)
+    sb_err, flops_err, real, gflops = res.sb, res.flops, res.real_s, res.gflops
 
     con = Console(width=120)
     table = Table(title=f"SB vs FLOPS benchmark error, TwoNN, {args.target}-shard run, "

@@ -21,25 +21,12 @@ from rich.console import Console
 from rich.table import Table
 
 from mel_opt.api import parse_instance
+from mel_opt.problems.med.experiments import fresh_trials
 from mel_opt.problems.med.generate import generate
-from mel_opt.problems.med.simulate import METRICS, SCHEMES, interval, simulate
+from mel_opt.problems.med.simulate import SCHEMES, interval, simulate
 
 console = Console()
 SHOWN = ("training_time_s", "satisfaction", "fulfilment", "drop_rate", "occupancy")
-
-
-def point(n: int, m: int, experiment: str, trials: int, cycles: int, seed: int
-          ) -> dict[str, dict[str, np.ndarray]]:
-    """Per scheme and metric, the per-trial values (one fresh instance per trial)."""
-    out = {s: {k: [] for k in METRICS} for s in SCHEMES}
-    for t in range(trials):
-        inst = parse_instance(generate("mays2023", learners=n, tasks=m, seed=seed + t,
-                                       params={"experiment": experiment}))
-        res = simulate(inst, cycles=cycles, trials=1, seed=seed + t)
-        for s in res.schemes:
-            for k in METRICS:
-                out[s.name][k].append(float(s.per_trial[k][0]))
-    return {s: {k: np.array(v) for k, v in d.items()} for s, d in out.items()}
 
 
 def fmt(stat: dict, pct: bool) -> str:
@@ -58,7 +45,7 @@ def experiment(name: str, points: list[tuple[int, int]], trials: int, cycles: in
         table.add_column(col, justify="right")
     best_time, best_drop = -np.inf, -np.inf
     for n, m in points:
-        vals = point(n, m, name, trials, cycles, seed)
+        vals = fresh_trials(n, m, name, trials, cycles, seed)
         unc_t = np.nanmean(vals["mmtt-uncertain"]["training_time_s"])
         unc_d = np.nanmean(vals["mmtt-uncertain"]["drop_rate"])
         for s in SCHEMES:

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 import mel_opt
+from mel_opt.problems.mel_async.experiments import staleness_vs_k
 from mel_opt.problems.mel_async.generate import generate
 
 METHODS = ("exact", "ipopt", "kkt-sai", "eta", "sync")
@@ -34,22 +35,15 @@ def staleness(seeds: int) -> None:
         table.add_column("K", justify="right")
         for m in METHODS:
             table.add_column(m, justify="right")
+        points = staleness_vs_k(range(5, 21), T, METHODS, seeds)
         for K in range(5, 21):
             row = [str(K)]
             for m in METHODS:
-                mx, av, infeasible = [], [], 0
-                for s in range(seeds):
-                    inst = mel_opt.parse_instance(generate(
-                        "mohammad2020", learners=K, seed=s, params={"cycle_time_s": str(T)}))
-                    r = mel_opt.solve(inst, m)
-                    if r.ok:
-                        mx.append(r.metrics["max_staleness"])
-                        av.append(r.metrics["avg_staleness"])
-                    else:
-                        infeasible += 1
-                cell = (f"{statistics.mean(mx):.2f} / {statistics.mean(av):.2f}" if mx else "-")
-                if infeasible:
-                    cell += f" ({infeasible} inf.)"
+                p = points[(K, m)]
+                cell = (f"{statistics.mean(p.max_staleness):.2f} / "
+                        f"{statistics.mean(p.avg_staleness):.2f}" if p.max_staleness else "-")
+                if p.no_answer:
+                    cell += f" ({p.no_answer} inf.)"
                 row.append(cell)
             table.add_row(*row)
         console.print(table)

@@ -1,0 +1,97 @@
+"""``melopt reproduce``: regenerate the papers' figures and tables, with verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mel_opt.cli.app import cli, err, guarded, out
+from mel_opt.reproduce.catalogue import (
+    REPRODUCED,
+    Context,
+    Entry,
+    Outcome,
+    all_entries,
+    missing_needs,
+    select,
+)
+from mel_opt.reproduce.report import run_entries
+
+
+def _catalogue_table(entries: list[Entry]) -> Table:
+    t = Table(title="melopt reproduce: catalogue")
+    for col in ("id", "paper", "title", "needs"):
+        t.add_column(col, overflow="fold")
+    for e in entries:
+        needs = ", ".join(e.needs) or "-"
+        missing = missing_needs(e)
+        if missing:
+            needs += f" [yellow](missing: {', '.join(missing)})[/]"
+        t.add_row(e.id, e.paper, e.title, needs)
+    return t
+
+
+def _verdict_cell(verdict: str) -> str:
+    if verdict == REPRODUCED:
+        return "[green]reproduced[/]"
+    return f"[yellow]{verdict.replace('[', '(').replace(']', ')')}[/]"
+
+
+def _summary(done: list[tuple[Entry, Outcome]], skipped: list[tuple[Entry, list[str]]],
+             total_s: float) -> Table:
+    t = Table(title=f"verdicts ({total_s:.1f} s in all)")
+    t.add_column("id")
+    t.add_column("verdict", overflow="fold")
+    t.add_column("claims", justify="right")
+    t.add_column("time (s)", justify="right")
+    for e, o in done:
+        held = sum(c.ok for c in o.claims)
+        t.add_row(e.id, _verdict_cell(o.verdict), f"{held}/{len(o.claims)}", f"{o.seconds:.1f}")
+    for e, missing in skipped:
+        t.add_row(e.id, f"[dim]skipped: needs {', '.join(missing)}[/]", "-", "-")
+    return t
+
+
+@cli.command("reproduce")
+@click.argument("ids", nargs=-1)
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default="reproduce-out",
+              show_default=True, help="Folder for <id>/table.csv, figure.png, outcome.json "
+              "and report.md.")
+@click.option("--list", "list_only", is_flag=True, help="Show the catalogue and exit.")
+@click.option("--quick", is_flag=True, help="Fewer trials and points (a smoke run; verdicts "
+              "are then indicative).")
+@click.option("--seeds", type=click.IntRange(min=1), default=None,
+              help="Seeds (or trials) per point, overriding each entry's default.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="First seed.")
+def reproduce_cmd(ids: tuple[str, ...], out_dir: str, list_only: bool, quick: bool,
+                  seeds: int | None, seed: int) -> None:
+    """Regenerate figures and tables of the papers (all when no ID is given).
+
+    Each entry writes its table with the paper's numbers beside ours, its figure (with the
+    plot extra) and a verdict: "reproduced", or "differs: " and the claims that do not hold,
+    with the numbers. DIR/report.md gathers them.
+    """
+    with guarded():
+        entries = select(ids)
+        if list_only:
+            out.print(_catalogue_table(entries if ids else list(all_entries().values())))
+            return
+        runnable, skipped = [], []
+        for e in entries:
+            missing = [m for m in missing_needs(e) if m != "plot"]
+            (skipped.append((e, missing)) if missing else runnable.append(e))
+        ctx = Context(quick=quick, seeds=seeds, seed=seed)
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), console=err) as progress:
+            task = progress.add_task("reproducing", total=len(runnable))
+
+            def on_done(entry: Entry, outcome: Outcome) -> None:
+                progress.update(task, advance=1, description=f"done {entry.id}")
+
+            done = run_entries(runnable, Path(out_dir), ctx, on_done=on_done)
+        out.print(_summary(done, skipped, sum(o.seconds for _, o in done)))
+        out.print(f"report: {Path(out_dir) / 'report.md'}", markup=False)

@@ -1,0 +1,90 @@
+"""Line-panel figures of the catalogue: our curves, with the paper's stated levels beside them.
+
+Needs matplotlib (the ``plot`` extra); :func:`have_matplotlib` lets callers skip figures with a
+note instead of failing. Drawn off-screen (Agg) to PNG.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mel_opt.io.atomic import atomic_write
+
+
+@dataclass
+class Line:
+    """One curve: ``paper=True`` draws it as the paper's points (crosses, dashed)."""
+
+    label: str
+    xs: Sequence[float]
+    ys: Sequence[float | None]
+    paper: bool = False
+
+
+@dataclass
+class Panel:
+    title: str
+    xlabel: str
+    ylabel: str
+    lines: list[Line] = field(default_factory=list)
+    band: tuple[float, float] | None = None  # a range the paper states, shaded
+
+
+def have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def draw(panels: Sequence[Panel], path: Path, title: str = "", ncols: int = 3) -> None:
+    """Draw ``panels`` in a grid and write the PNG to ``path``.
+
+    The PNG is rendered in memory and written atomically (:func:`mel_opt.io.atomic.atomic_write`),
+    so a reader never sees half a file.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(panels)
+    cols = min(ncols, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    for i, panel in enumerate(panels):
+        ax: Any = axes[i // cols][i % cols]
+        if panel.band is not None:
+            ax.axhspan(*panel.band, color="grey", alpha=0.15, label="paper's stated range")
+        for line in panel.lines:
+            pts = [(x, y) for x, y in zip(line.xs, line.ys, strict=True)
+                   if y is not None and math.isfinite(y)]
+            if not pts:
+                continue
+            xs, ys = zip(*pts, strict=True)
+            if line.paper:
+                style = "--" if len(set(xs)) > 1 else "none"
+                ax.plot(xs, ys, marker="x", ls=style, color="black", alpha=0.7,
+                        label=line.label)
+            else:
+                ax.plot(xs, ys, marker="o", ms=3, label=line.label)
+        ax.set_title(panel.title, fontsize=9)
+        ax.set_xlabel(panel.xlabel)
+        ax.set_ylabel(panel.ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for j in range(n, rows * cols):
+        axes[j // cols][j % cols].axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write(path, buf.getvalue())

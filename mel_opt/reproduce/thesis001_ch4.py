@@ -1,0 +1,226 @@
+"""Catalogue entries of thesis 001, Chapter 4 (MED): the five metrics vs learners and tasks.
+
+``001-fig4.1`` (Figs. 4.1-4.5, n = 4..10 learners) and ``001-fig4.6`` (Figs. 4.6-4.10,
+m = 1..4 tasks) run the thesis experiments in mel_opt's simulator
+(:func:`mel_opt.problems.med.experiments.fresh_trials`: fresh learners per trial, states drawn
+per cycle, the three schemes paired). The thesis states its results as trends and "up to"
+gaps in the text of Section 4.3.2; those are the claims. Gaps of time and drop rate are
+relative (% of the worse scheme), gaps of satisfaction, fulfilment and occupancy are in
+percentage points. An "up to X%" claim holds when our largest gap is within a factor two of X.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mel_opt.problems.med.experiments import fresh_trials
+from mel_opt.reproduce.catalogue import (
+    Claim,
+    Computed,
+    Context,
+    Entry,
+    Row,
+    fmt_num,
+    register,
+    within,
+)
+from mel_opt.reproduce.figures import Line, Panel, draw
+
+SCHEMES = ("mmtt-ideal", "med", "mmtt-uncertain")
+# metric -> (column, label, scale to the table's unit, higher is better)
+METRICS = {
+    "training_time_s": ("time_s", "training time (s)", 1.0, False),
+    "satisfaction": ("satisfaction_pct", "satisfaction (%)", 100.0, True),
+    "fulfilment": ("fulfilment_pct", "task fulfilment (%)", 100.0, True),
+    "drop_rate": ("drop_pct", "data drop rate (%)", 100.0, False),
+    "occupancy": ("occupancy_pct", "occupancy (%)", 100.0, True),
+}
+RELATIVE = {"time_s", "drop_pct"}  # gaps of these are relative, the others in points
+COLUMNS_OUT = tuple(c for c, *_ in METRICS.values())
+
+
+def _compute(ctx: Context, axis: str, points: Sequence[int], experiment: str) -> Computed:
+    trials = ctx.trials(full=40, quick=3)
+    rows: list[Row] = []
+    for p in points:
+        n, m = (p, 3) if axis == "learners" else (10, p)
+        vals = fresh_trials(n, m, experiment, trials, cycles=5, seed=ctx.seed)
+        for s in SCHEMES:
+            row: Row = {axis: p, "scheme": s, "trials": trials}
+            for key, (col, _, scale, _) in METRICS.items():
+                v = vals[s][key]
+                row[col] = float(np.nanmean(v)) * scale if np.isfinite(v).any() else None
+            rows.append(row)
+    return rows, [f"mel_opt's simulator, {trials} trials per point, 5 cycles each"]
+
+
+def compute_learners(ctx: Context) -> Computed:
+    return _compute(ctx, "learners", (4, 7, 10) if ctx.quick else range(4, 11), "learners")
+
+
+def compute_tasks(ctx: Context) -> Computed:
+    return _compute(ctx, "tasks", (1, 4) if ctx.quick else range(1, 5), "tasks")
+
+
+@dataclass(frozen=True)
+class Table:
+    rows: Sequence[Row]
+    axis: str
+
+    def xs(self) -> list[int]:
+        return sorted({int(r[self.axis]) for r in self.rows})
+
+    def v(self, x: int, scheme: str, col: str) -> float | None:
+        for r in self.rows:
+            if r[self.axis] == x and r["scheme"] == scheme:
+                return None if r.get(col) is None else float(r[col])
+        return None
+
+    def advantage(self, col: str, better: str, worse: str) -> list[tuple[int, float]]:
+        """Per x, how much ``better`` beats ``worse`` (positive: it does)."""
+        higher = next(h for c, _, _, h in METRICS.values() if c == col)
+        out = []
+        for x in self.xs():
+            b, w = self.v(x, better, col), self.v(x, worse, col)
+            if b is None or w is None:
+                continue
+            if col in RELATIVE:
+                if abs(w) < 1e-9:
+                    continue  # a relative gap to (almost) nothing is meaningless
+                out.append((x, 100 * (w - b) / w))
+            else:
+                out.append((x, b - w if higher else w - b))
+        return out
+
+
+def trend(t: Table, col: str, rising: bool, paper: str) -> Claim:
+    """Every scheme's value at the last x is above (rising) or below its value at the first."""
+    x0, x1 = t.xs()[0], t.xs()[-1]
+    parts, ok = [], True
+    for s in SCHEMES:
+        a, b = t.v(x0, s, col), t.v(x1, s, col)
+        parts.append(f"{s} {fmt_num(a)} -> {fmt_num(b)}")
+        # a percentage pinned at 0% or 100% at both ends cannot move: saturated, not contrary
+        saturated = col != "time_s" and a is not None and a == b and a in (0.0, 100.0)
+        ok = ok and a is not None and b is not None and (
+            (b > a if rising else b < a) or saturated)
+    word = "rises" if rising else "falls"
+    return Claim(f"{col} {word} with {t.axis}", paper, "; ".join(parts), ok,
+                 f"every scheme: value at {t.axis} = {x1} {'>' if rising else '<'} at {x0} "
+                 "(or pinned at 0% / 100% at both)")
+
+
+def up_to(t: Table, col: str, better: str, worse: str, paper: float, source: str) -> Claim:
+    """The largest advantage of ``better`` over ``worse`` is within a factor 2 of the paper's."""
+    adv = t.advantage(col, better, worse)
+    best = max(adv, key=lambda p: p[1]) if adv else None
+    unit = "%" if col in RELATIVE else " points"
+    return Claim(f"{better} beats {worse} in {col} by up to {paper:g}{unit}",
+                 f"up to {paper:g}{unit} ({source})",
+                 f"up to {fmt_num(best[1])}{unit} at {t.axis} = {best[0]}" if best else "-",
+                 best is not None and within(best[1], paper / 2, paper * 2),
+                 f"largest gap in [{paper / 2:g}, {paper * 2:g}]{unit}")
+
+
+def always(t: Table, col: str, better: str, worse: str, source: str) -> Claim:
+    adv = t.advantage(col, better, worse)
+    worst = min(adv, key=lambda p: p[1]) if adv else None
+    return Claim(f"{better} beats {worse} in {col} at every {t.axis}", source,
+                 f"smallest gap {fmt_num(worst[1])} at {t.axis} = {worst[0]}" if worst else "-",
+                 worst is not None and len(adv) == len(t.xs()) and worst[1] > 0,
+                 "gap > 0 at every point")
+
+
+def level(t: Table, x: int | None, scheme: str, col: str, lo: float, hi: float,
+          paper: str) -> Claim:
+    xs = t.xs() if x is None else [x]
+    vals = [t.v(xx, scheme, col) for xx in xs]
+    known = [v for v in vals if v is not None]
+    where = f"at {t.axis} = {x}" if x is not None else "at every point"
+    return Claim(f"{scheme} {col} {where} in [{lo:g}, {hi:g}]", paper,
+                 f"{fmt_num(min(known))}..{fmt_num(max(known))}" if known else "-",
+                 len(known) == len(xs) and all(lo <= v <= hi for v in known),
+                 f"{where}: {lo:g} <= value <= {hi:g}")
+
+
+def judge_learners(rows: Sequence[Row]) -> list[Claim]:
+    t = Table(rows, "learners")
+    src = "Sec. 4.3.1.1"
+    return [
+        trend(t, "time_s", False, f"decreases for all schemes ({src}, Fig. 4.1)"),
+        up_to(t, "time_s", "med", "mmtt-uncertain", 11, f"{src}, Fig. 4.1"),
+        up_to(t, "time_s", "mmtt-ideal", "med", 32, f"{src}, Fig. 4.1"),
+        trend(t, "satisfaction_pct", True, f"increases for all schemes ({src}, Fig. 4.2)"),
+        level(t, None, "mmtt-ideal", "satisfaction_pct", 95, 100,
+              f"near perfect ({src}, Fig. 4.2)"),
+        up_to(t, "satisfaction_pct", "med", "mmtt-uncertain", 10, f"{src}, Fig. 4.2"),
+        up_to(t, "fulfilment_pct", "mmtt-ideal", "med", 4, f"largest at n = 4 ({src}, Fig. 4.3)"),
+        up_to(t, "fulfilment_pct", "med", "mmtt-uncertain", 4.3, f"{src}, Fig. 4.3"),
+        always(t, "drop_pct", "med", "mmtt-uncertain", f"for all cluster sizes ({src}, Fig. 4.4)"),
+        up_to(t, "drop_pct", "med", "mmtt-uncertain", 41, f"{src}, Fig. 4.4"),
+        trend(t, "occupancy_pct", False, f"declines for all schemes ({src}, Fig. 4.5)"),
+        up_to(t, "occupancy_pct", "mmtt-ideal", "med", 14, f"at most 14 ({src}, Fig. 4.5)"),
+        up_to(t, "occupancy_pct", "med", "mmtt-uncertain", 4.3, f"{src}, Fig. 4.5"),
+    ]
+
+
+def judge_tasks(rows: Sequence[Row]) -> list[Claim]:
+    t = Table(rows, "tasks")
+    src = "Sec. 4.3.1.2"
+    last = t.xs()[-1]
+    return [
+        trend(t, "time_s", True, f"increases to a plateau ({src}, Fig. 4.6)"),
+        level(t, last, "med", "time_s", 28, 63, f"plateau around 42 s ({src}, Fig. 4.6)"),
+        up_to(t, "time_s", "mmtt-ideal", "med", 33, f"MED at most 33% slower ({src})"),
+        up_to(t, "time_s", "med", "mmtt-uncertain", 16, f"{src}, Fig. 4.6"),
+        trend(t, "satisfaction_pct", False, f"declines for all schemes ({src}, Fig. 4.7)"),
+        always(t, "satisfaction_pct", "med", "mmtt-uncertain", f"consistently ({src})"),
+        up_to(t, "satisfaction_pct", "med", "mmtt-uncertain", 4, f"{src}, Fig. 4.7"),
+        trend(t, "fulfilment_pct", False, f"drops as tasks grow ({src}, Fig. 4.8)"),
+        up_to(t, "fulfilment_pct", "med", "mmtt-uncertain", 3, f"{src}, Fig. 4.8"),
+        trend(t, "drop_pct", True, f"increases for all schemes ({src}, Fig. 4.9)"),
+        trend(t, "occupancy_pct", True, f"increases to a plateau ({src}, Fig. 4.10)"),
+        level(t, last, "med", "occupancy_pct", 75, 95, f"plateau around 85% ({src})"),
+        always(t, "occupancy_pct", "med", "mmtt-uncertain", f"at all numbers of tasks ({src})"),
+        up_to(t, "occupancy_pct", "mmtt-ideal", "med", 15, f"at most 15, at 1 task ({src})"),
+    ]
+
+
+def _plot(rows: Sequence[Row], path: Path, axis: str, title: str) -> None:
+    panels = []
+    for col, label, _, _ in METRICS.values():
+        panel = Panel(label, f"number of {axis}", label)
+        for s in SCHEMES:
+            pts = sorted((r[axis], r[col]) for r in rows if r["scheme"] == s)
+            panel.lines.append(Line(s, [p[0] for p in pts], [p[1] for p in pts]))
+        panels.append(panel)
+    draw(panels, path, title)
+
+
+def plot_learners(rows: Sequence[Row], path: Path) -> None:
+    _plot(rows, path, "learners", "Thesis Figs. 4.1-4.5: MED metrics vs learners (3 tasks)")
+
+
+def plot_tasks(rows: Sequence[Row], path: Path) -> None:
+    _plot(rows, path, "tasks", "Thesis Figs. 4.6-4.10: MED metrics vs tasks (10 learners)")
+
+
+register(Entry(
+    id="001-fig4.1", paper="001 Mays (thesis)",
+    title="Figs. 4.1-4.5: the five metrics vs number of learners",
+    shows=("n = 4..10 learners, 3 tasks, budget 300: MED, MMTT-Ideal and MMTT-Uncertain "
+           "simulated over 5 cycles with fresh learners per trial."),
+    columns=("learners", "scheme", *COLUMNS_OUT, "trials"),
+    compute=compute_learners, judge=judge_learners, plot=plot_learners))
+
+register(Entry(
+    id="001-fig4.6", paper="001 Mays (thesis)",
+    title="Figs. 4.6-4.10: the five metrics vs number of tasks",
+    shows=("10 learners, m = 1..4 tasks, budget 200 and deadlines + 5 s: the three schemes "
+           "simulated over 5 cycles with fresh learners per trial."),
+    columns=("tasks", "scheme", *COLUMNS_OUT, "trials"),
+    compute=compute_tasks, judge=judge_tasks, plot=plot_tasks))

@@ -1,0 +1,157 @@
+"""melopt reproduce: registry, CLI, one quick end-to-end entry, verdict rules on hand-made rows."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from mel_opt.cli import cli
+from mel_opt.reproduce import paper000, thesis001_ch3, thesis001_ch4
+from mel_opt.reproduce.catalogue import (
+    REPRODUCED,
+    Claim,
+    Entry,
+    all_entries,
+    missing_needs,
+    verdict_of,
+)
+from mel_opt.reproduce.figures import have_matplotlib
+
+EXPECTED = {"000-fig2", "001-fig3.2", "001-fig3.3", "001-fig3.6", "001-fig4.1", "001-fig4.6",
+            "004-fig4-5"}
+VERDICT = re.compile(r"^(reproduced|differs: .+)$")
+
+
+def test_registry_lists_every_entry_with_unique_ids() -> None:
+    entries = all_entries()
+    assert EXPECTED <= set(entries)
+    assert len({e.id for e in entries.values()}) == len(entries)
+    for key, e in entries.items():
+        assert key == e.id and re.fullmatch(r"\d{3}-[\w.-]+", e.id)
+        assert e.columns and e.title and e.shows and e.paper
+
+
+def test_list_shows_the_catalogue() -> None:
+    res = CliRunner().invoke(cli, ["reproduce", "--list"])
+    assert res.exit_code == 0, res.output
+    for i in EXPECTED:
+        assert i in res.output
+
+
+def test_unknown_id_exits_2_naming_the_known_ones() -> None:
+    res = CliRunner().invoke(cli, ["reproduce", "no-such-fig", "--list"])
+    assert res.exit_code == 2
+    assert "no-such-fig" in res.output and "000-fig2" in res.output
+
+
+def test_one_entry_end_to_end_quick(tmp_path) -> None:
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(cli, ["reproduce", "001-fig3.6", "--quick", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    d = out / "001-fig3.6"
+    doc = json.loads((d / "outcome.json").read_text())
+    assert doc["id"] == "001-fig3.6" and VERDICT.match(doc["verdict"])
+    assert doc["verdict"] == verdict_of([Claim(c["text"], c["paper"], c["ours"], c["ok"])
+                                         for c in doc["claims"]])
+    with open(d / "table.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [float(r["deadline_s"]) for r in rows] == [7.5, 15.0, 30.0]  # quick: 0.5, 1, 2 x 15 s
+    assert rows[0]["paper_csa_truancy_pct"] == "63.0" and rows[1]["paper_csa_truancy_pct"] == ""
+    assert (d / "claims.csv").exists()
+    assert (d / "figure.png").exists() == have_matplotlib()
+    report = (out / "report.md").read_text()
+    assert "## 001-fig3.6" in report and doc["verdict"] in report
+
+
+def test_verdict_text() -> None:
+    ok = Claim("a", "1", "1", True)
+    bad = Claim("trend", "falls", "rises 3 -> 5", False)
+    assert verdict_of([ok]) == REPRODUCED
+    assert verdict_of([ok, bad]) == "differs: trend (paper falls, ours rises 3 -> 5)"
+    assert verdict_of([]).startswith("differs: ")
+
+
+def _deadline_rows(dab: list[float], csa: list[float]) -> list[dict]:
+    return [{"deadline_s": d, "dab_truancy_pct": a, "csa_truancy_pct": c}
+            for d, a, c in zip((10.0, 20.0, 30.0), dab, csa, strict=True)]
+
+
+def test_deadline_verdict_on_hand_made_rows() -> None:
+    good = thesis001_ch3.judge_deadline(_deadline_rows([-1.0, -0.5, 0.0], [63.0, 10.0, 1.0]))
+    assert verdict_of(good) == REPRODUCED
+    # DAB 8% past the deadline (> 7%) and CSA only 10 points worse at the lowest deadline
+    bad = thesis001_ch3.judge_deadline(_deadline_rows([8.0, 0.0, 0.0], [18.0, 5.0, 1.0]))
+    assert [c.ok for c in bad] == [False, False, True]
+    text = verdict_of(bad)
+    assert text.startswith("differs: ") and "8%" in text and "CSA 18% vs DAB 8%" in text
+
+
+def _staleness_rows(opt_max: float, opt_avg: float) -> list[dict]:
+    rows = []
+    for T in (7.5, 15.0):
+        for K in (5, 10, 20):
+            eta = (None, 2.0 + K / 10) if K == 5 else (K / 5, 1.5 * K / 20)
+            for m, (mx, av) in (("exact", (opt_max, opt_avg)), ("kkt-sai", (opt_max, opt_avg)),
+                                ("eta", eta)):
+                rows.append({"T_s": T, "K": K, "method": m, "max_staleness": mx,
+                             "avg_staleness": av})
+    return rows
+
+
+def test_staleness_verdict_on_hand_made_rows() -> None:
+    assert verdict_of(paper000.judge(_staleness_rows(1.0, 0.5))) == REPRODUCED
+    claims = paper000.judge(_staleness_rows(0.0, 0.0))
+    failed = [c.text for c in claims if not c.ok]
+    assert failed == ["optimised average staleness at T = 7.5 s is 0.4-0.6 as K grows",
+                      "optimiser at K = 20, T = 7.5 s"]
+
+
+def test_med_gaps_worked_by_hand() -> None:
+    rows = [{"learners": n, "scheme": s, "time_s": t, "satisfaction_pct": sat}
+            for n, s, t, sat in ((4, "med", 18.0, 80.0), (4, "mmtt-uncertain", 20.0, 75.0),
+                                 (10, "med", 9.0, 90.0), (10, "mmtt-uncertain", 10.0, 88.0))]
+    t = thesis001_ch4.Table(rows, "learners")
+    # time: relative to the worse scheme, (20 - 18) / 20 = 10%; satisfaction: points
+    assert t.advantage("time_s", "med", "mmtt-uncertain") == [(4, pytest.approx(10.0)),
+                                                              (10, pytest.approx(10.0))]
+    assert t.advantage("satisfaction_pct", "med", "mmtt-uncertain") == [(4, 5.0), (10, 2.0)]
+    claim = thesis001_ch4.up_to(t, "time_s", "med", "mmtt-uncertain", 11, "test")
+    assert claim.ok  # 10% is within [5.5, 22]
+    assert not thesis001_ch4.up_to(t, "satisfaction_pct", "med", "mmtt-uncertain", 20,
+                                   "test").ok  # 5 points < 20 / 2
+
+
+def test_bound_factors_follow_the_generator() -> None:
+    from mel_opt.errors import UsageError
+    from mel_opt.problems.mel_async.generate import generate
+
+    params, notes = paper000.bound_params()
+    try:
+        generate("mohammad2020", learners=5, params=dict(paper000.BOUND_FACTORS))
+        accepted = True
+    except UsageError:
+        accepted = False
+    assert (params == paper000.BOUND_FACTORS) == accepted and len(notes) == 1
+
+
+def test_missing_needs_are_reported() -> None:
+    e = Entry("999-x", "p", "t", "s", ("a",), lambda ctx: ([], []), lambda rows: [],
+              needs=("no_such_module_for_mel_opt",))
+    assert missing_needs(e) == ["no_such_module_for_mel_opt"]
+
+
+def test_trend_rule_allows_a_saturated_scheme_only() -> None:
+    def rows(ideal: tuple[float, float]) -> list[dict]:
+        vals = {"mmtt-ideal": ideal, "med": (85.0, 93.0), "mmtt-uncertain": (70.0, 80.0)}
+        return [{"learners": n, "scheme": s, "satisfaction_pct": v[i]}
+                for s, v in vals.items() for i, n in enumerate((4, 10))]
+
+    t = thesis001_ch4.trend
+    assert t(thesis001_ch4.Table(rows((100.0, 100.0)), "learners"), "satisfaction_pct",
+             True, "p").ok
+    assert not t(thesis001_ch4.Table(rows((97.0, 97.0)), "learners"), "satisfaction_pct",
+                 True, "p").ok
