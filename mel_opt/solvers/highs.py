@@ -67,14 +67,36 @@ def termination_map() -> dict[Any, TerminationCondition]:
     }
 
 
-def solution_status(termination: TerminationCondition, has_incumbent: bool) -> SolutionStatus:
-    """What HiGHS handed back: APPSI returns an incumbent only when HiGHS reports a valid
-    primal solution, i.e. one feasible within HiGHS's primal feasibility tolerance."""
+def solution_status(
+    termination: TerminationCondition, has_incumbent: bool, primal_feasible: bool
+) -> SolutionStatus:
+    """What HiGHS handed back.
+
+    ``has_incumbent``: APPSI returned values (it does so only when HiGHS has valid ones);
+    ``primal_feasible``: HiGHS's own verdict on them (within its primal feasibility tolerance).
+    """
     if not has_incumbent:
         return SolutionStatus.NONE
+    if not primal_feasible:
+        return SolutionStatus.INFEASIBLE
     if termination is TerminationCondition.CONVERGED:
         return SolutionStatus.OPTIMAL
     return SolutionStatus.FEASIBLE
+
+
+def _primal_feasible(opt: Any) -> bool:
+    """HiGHS's ``primal_solution_status`` of the last solve is "feasible".
+
+    APPSI exposes no public accessor for it; without the underlying highspy object, APPSI's
+    own rule (values only for a valid solution) is taken as the verdict.
+    """
+    model = getattr(opt, "_solver_model", None)
+    if model is None:  # pragma: no cover - other APPSI versions
+        return True
+    import highspy
+
+    feasible = highspy.SolutionStatus.kSolutionStatusFeasible
+    return bool(model.getInfo().primal_solution_status == feasible)
 
 
 def solve_milp(
@@ -129,7 +151,7 @@ def solve_milp(
             res.solution_loader.load_vars()
     return SolverResult(
         termination=term,
-        solution_status=solution_status(term, objective is not None),
+        solution_status=solution_status(term, objective is not None, _primal_feasible(opt)),
         objective=None if objective is None else float(objective),
         bound=None if bound is None else float(bound),
         values=values,
