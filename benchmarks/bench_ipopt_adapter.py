@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from mel_opt.solvers.ipopt import available, compile_nlp, solve_nlp, version
+from mel_opt.nlp import compile_nlp
+from mel_opt.solvers.ipopt import available, solve_nlp, version
 
 
 @dataclass(frozen=True)

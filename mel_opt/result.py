@@ -17,7 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.solvers.base import Termination
+from mel_opt.solvers.base import (
+    SolutionStatus,
+    Termination,
+    TerminationCondition,
+    usable_point,
+)
 
 
 class Status(enum.Enum):
@@ -28,6 +33,7 @@ class Status(enum.Enum):
     FEASIBLE = "feasible"
     INFEASIBLE = "infeasible"
     TIME_LIMIT = "time_limit"
+    ITERATION_LIMIT = "iteration_limit"
     ERROR = "error"
 
     @property
@@ -36,24 +42,49 @@ class Status(enum.Enum):
 
     @property
     def exit_code(self) -> int:
-        """0 when an answer came back, 1 otherwise (design brief, "Command line")."""
+        """0 when an answer came back, 1 otherwise (design brief, "Command line").
+
+        The one place exit codes of results come from (bad input, 2, is an exception's).
+        """
         return 0 if self.has_solution else 1
 
 
-# Termination -> Status when the returned point is usable; dict with a default, not elif.
-_TERMINATION_STATUS = {
-    Termination.OPTIMAL: Status.OPTIMAL,
-    Termination.LOCALLY_OPTIMAL: Status.LOCALLY_OPTIMAL,
-    Termination.FEASIBLE: Status.FEASIBLE,
-    Termination.INFEASIBLE: Status.INFEASIBLE,
-    Termination.TIME_LIMIT: Status.TIME_LIMIT,
-    Termination.ITERATION_LIMIT: Status.TIME_LIMIT,
+_TC, _SS = TerminationCondition, SolutionStatus
+
+# (why the solver stopped, what came back) -> Status; dict with a default (``error``), not elif.
+# The solution status is first reduced to NONE when the point is not usable, so the rule of
+# solvers.base decides alone which pairs carry a solution.
+_STATUS: dict[tuple[TerminationCondition, SolutionStatus], Status] = {
+    (_TC.CONVERGED, _SS.OPTIMAL): Status.OPTIMAL,
+    (_TC.CONVERGED, _SS.FEASIBLE): Status.FEASIBLE,
+    (_TC.LOCALLY_OPTIMAL, _SS.OPTIMAL): Status.LOCALLY_OPTIMAL,
+    (_TC.LOCALLY_OPTIMAL, _SS.FEASIBLE): Status.FEASIBLE,
+    # A limit's feasible point is an answer without an optimality claim.
+    (_TC.TIME_LIMIT, _SS.OPTIMAL): Status.FEASIBLE,
+    (_TC.TIME_LIMIT, _SS.FEASIBLE): Status.FEASIBLE,
+    (_TC.ITERATION_LIMIT, _SS.OPTIMAL): Status.FEASIBLE,
+    (_TC.ITERATION_LIMIT, _SS.FEASIBLE): Status.FEASIBLE,
+    (_TC.OBJECTIVE_LIMIT, _SS.OPTIMAL): Status.FEASIBLE,
+    (_TC.OBJECTIVE_LIMIT, _SS.FEASIBLE): Status.FEASIBLE,
+    (_TC.INTERRUPTED, _SS.OPTIMAL): Status.FEASIBLE,
+    (_TC.INTERRUPTED, _SS.FEASIBLE): Status.FEASIBLE,
+    # No usable point.
+    (_TC.INFEASIBLE, _SS.NONE): Status.INFEASIBLE,
+    (_TC.TIME_LIMIT, _SS.NONE): Status.TIME_LIMIT,
+    (_TC.ITERATION_LIMIT, _SS.NONE): Status.ITERATION_LIMIT,
 }
 
 
+def status_of(termination: TerminationCondition, solution: SolutionStatus) -> Status:
+    """Map a (termination condition, solution status) pair to the user-facing status."""
+    if not usable_point(termination, solution):
+        solution = SolutionStatus.NONE
+    return _STATUS.get((termination, solution), Status.ERROR)
+
+
 def status_from_termination(term: Termination) -> Status:
-    """Map a solver termination to the user-facing status (default ``error``)."""
-    return _TERMINATION_STATUS.get(term, Status.ERROR)
+    """Map a method's outcome (:class:`~mel_opt.solvers.base.Termination`) to its status."""
+    return status_of(term.condition, term.solution_status)
 
 
 @dataclass(frozen=True)
@@ -125,6 +156,13 @@ class Result:
     solve_time_s: float
     solver: SolverInfo
     message: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """Exit code of the command line: the status's, or ``error``'s when the verifier
+        rejected the answer."""
+        rejected = self.verification is not None and not self.verification.feasible
+        return (Status.ERROR if rejected else self.status).exit_code
 
     @property
     def ok(self) -> bool:

@@ -39,11 +39,7 @@ def instance_files(paths: tuple[str, ...]) -> list[Path]:
 
 
 def exit_code_of(res: Result) -> int:
-    if not res.status.has_solution:
-        return 1
-    if res.verification is not None and not res.verification.feasible:
-        return 1
-    return 0
+    return res.exit_code
 
 
 @cli.command("solve")

@@ -2,28 +2,29 @@
 
 Three phases, as in cvxpy's backends: hand the Pyomo model to HiGHS, solve, map the answer back
 (termination through a dict with a default, values without touching the model unless asked).
+The result is the contract's :class:`~mel_opt.solvers.base.SolverResult`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mel_opt.errors import SolverUnavailableError
-from mel_opt.solvers.base import Termination
+from mel_opt.solvers.base import (
+    Availability,
+    SolutionStatus,
+    SolverResult,
+    TerminationCondition,
+)
 
-
-@dataclass(frozen=True)
-class Availability:
-    ok: bool
-    reason: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
+__all__ = ["available", "solution_status", "solve_milp", "termination_map", "version"]
 
 
 def available() -> Availability:
+    """Report whether Pyomo's APPSI HiGHS interface and highspy are usable here."""
     try:
         from pyomo.contrib.appsi.solvers.highs import Highs
     except Exception as exc:  # pragma: no cover - depends on the installation
@@ -37,6 +38,7 @@ def available() -> Availability:
 
 
 def version() -> str:
+    """HiGHS version, e.g. ``"1.7.2"`` (empty when unavailable)."""
     try:
         from pyomo.contrib.appsi.solvers.highs import Highs
 
@@ -45,46 +47,56 @@ def version() -> str:
         return ""
 
 
-@dataclass(frozen=True)
-class MILPResult:
-    """Outcome of a HiGHS solve.
-
-    ``objective`` is the best feasible objective (None without an incumbent), ``bound`` the
-    proven dual bound; ``gap`` the relative gap between them (0 when proven optimal).
-    """
-
-    termination: Termination
-    objective: float | None
-    bound: float | None
-    values: dict[str, float] = field(default_factory=dict)
-    solve_time_s: float = 0.0
-    message: str = ""
-
-    @property
-    def has_solution(self) -> bool:
-        return self.objective is not None
-
-    @property
-    def gap(self) -> float | None:
-        if self.objective is None or self.bound is None:
-            return None
-        return abs(self.objective - self.bound) / max(1e-10, abs(self.objective))
-
-
-def _termination_map() -> dict[Any, Termination]:
+def termination_map() -> dict[Any, TerminationCondition]:
+    """APPSI ``TerminationCondition`` -> the contract's; every member is mapped."""
     from pyomo.contrib.appsi.base import TerminationCondition as T
 
     return {
-        T.optimal: Termination.OPTIMAL,
-        T.infeasible: Termination.INFEASIBLE,
-        T.infeasibleOrUnbounded: Termination.INFEASIBLE,
-        T.unbounded: Termination.UNBOUNDED,
-        T.maxTimeLimit: Termination.TIME_LIMIT,
-        T.maxIterations: Termination.ITERATION_LIMIT,
-        T.objectiveLimit: Termination.FEASIBLE,
-        T.interrupted: Termination.TIME_LIMIT,
-        T.error: Termination.ERROR,
+        T.unknown: TerminationCondition.UNKNOWN,
+        T.maxTimeLimit: TerminationCondition.TIME_LIMIT,
+        T.maxIterations: TerminationCondition.ITERATION_LIMIT,
+        T.objectiveLimit: TerminationCondition.OBJECTIVE_LIMIT,
+        T.minStepLength: TerminationCondition.NUMERICAL,
+        T.optimal: TerminationCondition.CONVERGED,
+        T.unbounded: TerminationCondition.UNBOUNDED,
+        T.infeasible: TerminationCondition.INFEASIBLE,
+        T.infeasibleOrUnbounded: TerminationCondition.INFEASIBLE,
+        T.error: TerminationCondition.ERROR,
+        T.interrupted: TerminationCondition.INTERRUPTED,
+        T.licensingProblems: TerminationCondition.ERROR,
     }
+
+
+def solution_status(
+    termination: TerminationCondition, has_incumbent: bool, primal_feasible: bool
+) -> SolutionStatus:
+    """What HiGHS handed back.
+
+    ``has_incumbent``: APPSI returned values (it does so only when HiGHS has valid ones);
+    ``primal_feasible``: HiGHS's own verdict on them (within its primal feasibility tolerance).
+    """
+    if not has_incumbent:
+        return SolutionStatus.NONE
+    if not primal_feasible:
+        return SolutionStatus.INFEASIBLE
+    if termination is TerminationCondition.CONVERGED:
+        return SolutionStatus.OPTIMAL
+    return SolutionStatus.FEASIBLE
+
+
+def _primal_feasible(opt: Any) -> bool:
+    """HiGHS's ``primal_solution_status`` of the last solve is "feasible".
+
+    APPSI exposes no public accessor for it; without the underlying highspy object, APPSI's
+    own rule (values only for a valid solution) is taken as the verdict.
+    """
+    model = getattr(opt, "_solver_model", None)
+    if model is None:  # pragma: no cover - other APPSI versions
+        return True
+    import highspy
+
+    feasible = highspy.SolutionStatus.kSolutionStatusFeasible
+    return bool(model.getInfo().primal_solution_status == feasible)
 
 
 def solve_milp(
@@ -95,7 +107,7 @@ def solve_milp(
     threads: int | None = 1,
     load_solutions: bool = True,
     options: dict[str, Any] | None = None,
-) -> MILPResult:
+) -> SolverResult:
     """Solve a Pyomo LP/MILP with HiGHS.
 
     Parameters
@@ -128,7 +140,7 @@ def solve_milp(
     start = time.perf_counter()
     res = opt.solve(model)
     elapsed = time.perf_counter() - start
-    term = _termination_map().get(res.termination_condition, Termination.UNKNOWN)
+    term = termination_map().get(res.termination_condition, TerminationCondition.UNKNOWN)
     objective = res.best_feasible_objective
     bound = res.best_objective_bound
     values: dict[str, float] = {}
@@ -137,13 +149,13 @@ def solve_milp(
         values = {var.name: float(val) for var, val in primals.items()}
         if load_solutions:
             res.solution_loader.load_vars()
-        if term in (Termination.UNKNOWN, Termination.ERROR):
-            term = Termination.FEASIBLE
-    return MILPResult(
+    return SolverResult(
         termination=term,
+        solution_status=solution_status(term, objective is not None, _primal_feasible(opt)),
         objective=None if objective is None else float(objective),
         bound=None if bound is None else float(bound),
         values=values,
+        x=np.array(list(values.values()), dtype=float),
         solve_time_s=elapsed,
         message=str(res.termination_condition.name),
     )

@@ -39,7 +39,7 @@ def test_result_json_contract_and_numpy_values():
         (Termination.LOCALLY_OPTIMAL, Status.LOCALLY_OPTIMAL, 0),
         (Termination.FEASIBLE, Status.FEASIBLE, 0),
         (Termination.INFEASIBLE, Status.INFEASIBLE, 1),
-        (Termination.ITERATION_LIMIT, Status.TIME_LIMIT, 1),
+        (Termination.ITERATION_LIMIT, Status.ITERATION_LIMIT, 1),
         (Termination.NUMERICAL, Status.ERROR, 1),
         (Termination.UNKNOWN, Status.ERROR, 1),
     ],

@@ -71,6 +71,7 @@ _STATUS_TERMINATION = {
     Status.FEASIBLE: Termination.FEASIBLE,
     Status.INFEASIBLE: Termination.INFEASIBLE,
     Status.TIME_LIMIT: Termination.TIME_LIMIT,
+    Status.ITERATION_LIMIT: Termination.ITERATION_LIMIT,
 }
 
 

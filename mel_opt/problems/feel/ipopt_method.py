@@ -90,11 +90,9 @@ def solve_ipopt(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
         eff = point_efficiency(co, batch, up, dn) if ok else float("nan")
         runs.append({"termination": res.termination.value, "iterations": res.iterations,
                      "efficiency": eff, "time_s": res.solve_time_s + res.build_time_s})
-        usable = res.termination in (Termination.LOCALLY_OPTIMAL, Termination.FEASIBLE,
-                                     Termination.ITERATION_LIMIT, Termination.TIME_LIMIT)
-        if ok and usable and (best is None or eff > best[0]):
+        if ok and res.is_usable and (best is None or eff > best[0]):
             best = (eff, batch, up, dn)
-            term_best = res.termination
+            term_best = res.outcome
     solver = SolverInfo("ipopt (cyipopt)", ipopt.version())
     if best is None:
         return MethodOutput(Termination.ERROR, None, solver, {"ipopt_runs": runs},
@@ -129,9 +127,7 @@ def solve_ipopt(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
         "ipopt_iterations": int(sum(r["iterations"] for r in runs)),
         "exchange_gap": chosen.exchange_gap,
     }
-    term = term_best if term_best != Termination.ITERATION_LIMIT else Termination.FEASIBLE
-    if term == Termination.TIME_LIMIT:
-        term = Termination.FEASIBLE
+    term = term_best
     msg = (f"best of {len(runs)} IPOPT start(s) ({'P4+P5' if fixed else 'P1'}), rounded to whole "
            "batches and repaired")
     return MethodOutput(term, solution_dict(chosen.batch, final.slots, down.slots), solver, extras,

@@ -18,16 +18,22 @@ from mel_opt.problems.med import exact, formulation
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.result import SolverInfo
 from mel_opt.solvers import highs
-from mel_opt.solvers.base import Termination
+from mel_opt.solvers.base import SolutionStatus, Termination, TerminationCondition, usable_point
 
 EXACT_INFO = SolverInfo("mel_opt med type programme / Lagrangian search", "1")
 MIP_GAP = 1e-7
 
 
 def _status(term: Termination, has_solution: bool) -> Termination:
-    """A limit reached with an allocation in hand is ``feasible`` (no optimality claim)."""
-    limits = (Termination.TIME_LIMIT, Termination.ITERATION_LIMIT)
-    return Termination.FEASIBLE if has_solution and term in limits else term
+    """The search's outcome under the one usable-point rule of ``solvers.base``.
+
+    The search's incumbent is feasible by construction, so a limit reached with one in hand
+    gives ``feasible`` (no optimality claim).
+    """
+    found = SolutionStatus.FEASIBLE if has_solution else SolutionStatus.NONE
+    if term.solution_status is SolutionStatus.NONE and usable_point(term.condition, found):
+        return Termination.FEASIBLE
+    return term
 
 
 def _solution(assignment: np.ndarray, d: np.ndarray) -> dict[str, Any]:
@@ -61,12 +67,12 @@ def solve_highs(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
     res = highs.solve_milp(model, time_limit=opts.time_limit, mip_gap=MIP_GAP)
     info = SolverInfo("highs", highs.version())
     extras: dict[str, Any] = {"bound": res.bound, "gap": res.gap}
-    if not res.has_solution:
-        why = {Termination.INFEASIBLE: "HiGHS proved (4.4) infeasible"}.get(
+    if not res.is_usable:
+        why = {TerminationCondition.INFEASIBLE: "HiGHS proved (4.4) infeasible"}.get(
             res.termination, f"HiGHS stopped without a solution ({res.message})")
-        return MethodOutput(res.termination, None, info, extras, why)
+        return MethodOutput(res.outcome, None, info, extras, why)
     assignment, d = formulation.read_solution(model, res.values, inst)
-    return MethodOutput(_status(res.termination, True), _solution(assignment, d), info, extras,
+    return MethodOutput(res.outcome, _solution(assignment, d), info, extras,
                         res.message)
 
 

@@ -277,9 +277,8 @@ def solve_ipopt(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
         "relaxed_objective": res.objective,
         "ipopt_iterations": res.iterations,
     }
-    if res.termination not in (Termination.LOCALLY_OPTIMAL, Termination.FEASIBLE,
-                               Termination.OPTIMAL):
-        return MethodOutput(res.termination, None, solver, extras,
+    if not res.is_usable:
+        return MethodOutput(res.outcome, None, solver, extras,
                             f"IPOPT stopped without a solution: {res.message}")
     d_cont = np.array([res.values[f"d[{k}]"] for k in range(inst.K)])
     d_int = suggest(inst, d_cont)

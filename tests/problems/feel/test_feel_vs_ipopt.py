@@ -14,7 +14,7 @@ from mel_opt.problems.feel.generate import generate
 from mel_opt.problems.feel.ipopt_method import point_efficiency
 from mel_opt.problems.feel.model import coefficients
 from mel_opt.solvers import ipopt
-from mel_opt.solvers.base import Termination
+from mel_opt.solvers.base import TerminationCondition
 
 
 def instance(K: int, seed: int, processor: str = "cpu", bits: str = "32",
@@ -29,7 +29,7 @@ def instance(K: int, seed: int, processor: str = "cpu", bits: str = "32",
 def ipopt_p4(inst, B: float):
     m = formulation.p4_model(inst, B)
     res = ipopt.solve_nlp(m, tol=1e-11)
-    assert res.termination == Termination.LOCALLY_OPTIMAL, res.message
+    assert res.termination == TerminationCondition.LOCALLY_OPTIMAL, res.message
     batch, up, dn = formulation.unscale(inst, m)
     sc = formulation.scale_of(inst)
     return res, m, batch, up, dn, sc
