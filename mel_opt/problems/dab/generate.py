@@ -28,7 +28,7 @@ import numpy as np
 
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import param_value
-from mel_opt.problems.dab.model import shard_bound
+from mel_opt.problems.dab.latency import shard_bound
 
 PRESETS = ("random", "worked-example")
 

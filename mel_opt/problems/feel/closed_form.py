@@ -3,7 +3,7 @@
 Notation: L = Delta L E^U is the uplink-phase latency max_k (t_k^L + t_k^U) [s] and
 D = Delta L E^D the downlink-phase latency max_k (t_k^D + t_k^M) [s], with Delta L = xi sqrt(B)
 (Eq. (8)); the efficiency is E = Delta L / (L + D) (Eq. (16)). Coefficients as in
-:mod:`mel_opt.problems.feel.model` (t_k^L = e_k + c_k B_k on [lo_k, hi_k], t_k^U = a_k / tau_k).
+:mod:`mel_opt.problems.feel.latency` (t_k^L = e_k + c_k B_k on [lo_k, hi_k], t_k^U = a_k / tau_k).
 
 Theorem 1, written with theta = sqrt(Delta L mu sum_k V_k) and V_k = 1 / c_k (so that
 rho_k = V_k / sum V, the paper's training priority ratio):
@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.problems.feel.model import Coeffs
+from mel_opt.problems.feel.latency import Coeffs
 from mel_opt.problems.feel.roots import EPS, bracketed_root, clipped_sum_root, equalise
 
 

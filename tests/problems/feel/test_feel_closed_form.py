@@ -20,9 +20,9 @@ from mel_opt.problems.feel.closed_form import (
     uplink_for_batches,
 )
 from mel_opt.problems.feel.generate import generate
-from mel_opt.problems.feel.integer import best_split, round_to_sum
-from mel_opt.problems.feel.model import coefficients
+from mel_opt.problems.feel.latency import coefficients
 from mel_opt.problems.feel.roots import clipped_sum_root, equalise
+from mel_opt.problems.feel.rounding import best_split, round_to_sum
 
 
 def cpu_doc(cpu_hz, up_bps, down_bps, *, cycles=1e8, update=0.0, bits=1e6, frame=0.01,
