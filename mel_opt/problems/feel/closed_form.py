@@ -46,6 +46,7 @@ It does not depend on B (Delta L only rescales E^D), so it is computed once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -207,6 +208,44 @@ def _inner_theta(co: Coeffs, L: float, B: float, theta0: float | None) -> tuple[
     return theta, True
 
 
+def _decreasing_convex_root(F: Callable[[float], tuple[float, float]], zl: float, zr: float,
+                            tol: float) -> tuple[float, int]:
+    """Root of a convex decreasing F on the bracket [zl, zr]; returns (root, evaluations).
+
+    ``F(z)`` returns (value, derivative), and (inf, -inf) where it is not defined (left of its
+    domain). Newton steps: for a convex decreasing F a step from either side lands at or left
+    of the root, so the best of the two steps is a new left end; the bisection fallback covers
+    a left end where F is still infinite. Stops at ``|F| <= tol`` or a bracket of a few ulps.
+    """
+    fl, dfl = F(zl)
+    fr, dfr = F(zr)
+    its = 2
+    if np.isfinite(fl) and fl <= tol:
+        return zl, its
+    if fr >= -tol:
+        return zr, its
+    z, fz = zr, fr
+    while its < 200:
+        cands = [zr - fr / dfr]
+        if np.isfinite(fl):
+            cands.append(zl - fl / dfl)
+        zn = max(cands)
+        if not (zl < zn < zr):
+            zn = 0.5 * (zl + zr)
+        z = zn
+        fz, dfz = F(z)
+        its += 1
+        if fz >= 0:
+            zl, fl, dfl = z, fz, dfz
+        else:
+            zr, fr, dfr = z, fz, dfz
+        if abs(fz) <= tol or zr - zl <= 4 * EPS * zr:
+            break
+    if not np.isfinite(fz):  # pragma: no cover - the bracket keeps a finite right end
+        z = zr
+    return z, its
+
+
 def uplink_fixed(co: Coeffs, B: float) -> Phase:
     """Solve P4 for a fixed global batch B by Algorithm 1 (exact 2-D search over (E^U, mu)).
 
@@ -251,39 +290,10 @@ def uplink_fixed(co: Coeffs, B: float) -> Phase:
         tau = co.a / slack
         return float(tau.sum()) - co.frame_up, -float((tau * tau / co.a).sum())
 
-    # Newton on the convex decreasing F, bracket from Corollary 1. For such an F a Newton step
-    # from either side lands at or left of the root, so the best of the two steps is a new
-    # left end; the bisection fallback covers a left end where F is still infinite.
+    # F(L) = sum of slots at latency L minus the frame: convex, decreasing; bracket from
+    # Corollary 1.
     zl = max(L_l, float(np.max(co.t_floor)))
-    zr = L_h
-    fl, dfl = F(zl)
-    fr, dfr = F(zr)
-    its = 2
-    tol = 1e-14 * co.frame_up
-    if np.isfinite(fl) and fl <= tol:
-        z, fz = zl, fl
-    elif fr >= -tol:
-        z, fz = zr, fr
-    else:
-        z, fz = zr, fr
-        while its < 200:
-            cands = [zr - fr / dfr]
-            if np.isfinite(fl):
-                cands.append(zl - fl / dfl)
-            zn = max(cands)
-            if not (zl < zn < zr):
-                zn = 0.5 * (zl + zr)
-            z = zn
-            fz, dfz = F(z)
-            its += 1
-            if fz >= 0:
-                zl, fl, dfl = z, fz, dfz
-            else:
-                zr, fr, dfr = z, fz, dfz
-            if abs(fz) <= tol or zr - zl <= 4 * EPS * zr:
-                break
-        if not np.isfinite(fz):  # pragma: no cover - the bracket keeps a finite right end
-            z, fz = zr, fr
+    z, its = _decreasing_convex_root(F, zl, L_h, 1e-14 * co.frame_up)
     F(z)  # leave the inner state (theta) at z
     L = z
     theta = state["theta"]
