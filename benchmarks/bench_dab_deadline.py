@@ -1,6 +1,6 @@
 """DAB against CSA over the deadline (thesis Fig. 3.6-3.7), in the time model of Eq. (3.4).
 
-Instance: instances/dab/mnist_ffn_testbed.json (the reference's mnist_ffn task and measured
+Instance: instances/dab/mnist_ffn_testbed.json (the thesis author's mnist_ffn task and measured
 rates: 5 learners, mu = 2, total_shards = 60), deadline swept. For each deadline:
 
 - ``dab``: shards per cycle, the largest predicted eta_k and the truancy (max eta - D) / D;
@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent.parent
 
 
 def author_csa(inst: DabInstance) -> dict[str, list[int]]:
-    """The CSA of the thesis author's code (med-testbed.md, DAB section), for comparison."""
+    """The CSA of the thesis author's published code, for comparison."""
     b = inst.bandwidth / inst.shard_bytes  # shards/s
     om = inst.model_bytes / inst.shard_bytes  # shards
     c = inst.train_rate

@@ -176,7 +176,7 @@ def corollary2(co: Coeffs, L: float, B: float) -> tuple[float, float]:
     Returns (mu_l, mu_h) in the paper's normalisation mu = theta^2 / (Delta L sum_k V_k).
     mu_h (every device at its least batch beyond it) is valid; mu_l is the paper's formula,
     which squares (L - e_k)/c_k - B^max even when it is negative and so is not a bound in
-    general (see ../shared/reference/feel-notes.md); it is reported, not used.
+    general; it is reported, not used.
     """
     dl = co.xi * np.sqrt(B)
     alpha = (L - co.e) / co.c

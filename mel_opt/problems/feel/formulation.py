@@ -11,7 +11,7 @@ t_k^D + t_k^M <= D. The GPU training function (27) is piecewise; it is written e
 epigraph variable tc_k >= t_k^l, tc_k >= t_k^l + c_k (B_k - B_k^th) (the latency only wants tc
 small), on the paper's whole range 1 <= B_k <= B^max, so these models do not rely on Lemma 2.
 
-Scaling (times span 1e-4 to 10 s and batches 1 to 1e4, see the reference notes): batches are
+Scaling (times span 1e-4 to 10 s and batches 1 to 1e4 in the paper's set-up): batches are
 divided by B^max, slots by the frame, latencies by a reference latency ``L_ref``; IPOPT then sees
 numbers of order one. :func:`unscale` maps a solution back to SI units.
 """

@@ -281,7 +281,7 @@ def test_corollary1_holds_and_corollary2_upper_holds() -> None:
             lower_failures += not up.info["corollary2_lower_holds"]
             assert up.global_batch == pytest.approx(B, rel=1e-12)
             assert up.slots.sum() <= co.frame_up * (1 + 1e-15)
-    # The paper's lower bound on mu fails in practice (reference notes): it does here too.
+    # The paper's lower bound on mu is not a bound in general: it fails here.
     assert checked > 60 and lower_failures > 0
 
 
