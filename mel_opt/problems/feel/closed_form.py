@@ -436,6 +436,13 @@ class FreeBatchSearch:
             self._phi = 1.0 / r.theta
         return r
 
+    def _rises_before(self, a: float) -> bool:
+        """True when the efficiency at latency ``a`` beats that of the least batches (by more
+        than rounding), though both ends lie within a hair of L_min."""
+        co, D = self.co, self.D
+        at_min = co.xi * np.sqrt(float(co.lo.sum())) / (self.L_min + D)
+        return bool(co.xi * np.sqrt(self.at(a).B) / (a + D) > at_min * (1.0 + 1e-9))
+
     def solve(self) -> Continuous:
         """Maximise the continuous efficiency over B (quasiconcave, one-dimensional)."""
         co = self.co
@@ -468,7 +475,12 @@ class FreeBatchSearch:
         a = self.L_min + 1e-12 * span
         b = self.L_full - 1e-12 * span
         ha, hb = h(a), h(b)
-        if ha >= 0:  # efficiency decreasing from the least batches on
+        if ha >= 0 and self._rises_before(a):
+            # B_up(L) can climb steeply just above L_min (devices with slack take samples for a
+            # vanishing slot), so the efficiency may still rise on [L_min, a]: its peak is there.
+            L = bracketed_root(h, self.L_min, a, h(self.L_min), ha)
+            case = "interior optimum"
+        elif ha >= 0:  # efficiency decreasing from the least batches on
             L = self.L_min
             case = "optimum at the least global batch"
         elif hb <= 0:  # still increasing at the full batch
