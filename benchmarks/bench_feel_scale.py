@@ -27,8 +27,8 @@ from mel_opt.problems.base import SolveOptions
 from mel_opt.problems.feel import verify
 from mel_opt.problems.feel.closed_form import solve_continuous
 from mel_opt.problems.feel.generate import generate
+from mel_opt.problems.feel.latency import coefficients
 from mel_opt.problems.feel.methods import solve_closed_form
-from mel_opt.problems.feel.model import coefficients
 
 
 def main() -> None:

@@ -28,8 +28,8 @@ from mel_opt.api import parse_instance, solve
 from mel_opt.problems.feel import formulation
 from mel_opt.problems.feel.closed_form import solve_continuous
 from mel_opt.problems.feel.generate import generate
-from mel_opt.problems.feel.ipopt_method import point_efficiency
-from mel_opt.problems.feel.model import coefficients
+from mel_opt.problems.feel.latency import coefficients
+from mel_opt.problems.feel.nlp import point_efficiency
 from mel_opt.solvers import ipopt
 
 
@@ -81,10 +81,10 @@ def main() -> None:
                 return point_efficiency(co, b, up, dn)
 
             t0 = time.perf_counter()
-            e4 = run(formulation.p4_model(inst, B))
+            e4 = run(formulation.build_p4_model(inst, B))
             t_ip4 = time.perf_counter() - t0
             t0 = time.perf_counter()
-            e1 = run(formulation.p1_model(inst))
+            e1 = run(formulation.build_p1_model(inst))
             t_ip1 = time.perf_counter() - t0
             t4.add_row(str(K), str(seed), f"{cont.global_batch:.1f}", f"{t_cf4 * 1e3:.2f}",
                        f"{t_ip4 * 1e3:.0f}", f"{(c4.efficiency - e4) / c4.efficiency:+.1e}",

@@ -2,9 +2,9 @@
 
 TwoNN's matrix products (32 x 784 by 784 x 50) are too small to gain from several BLAS threads,
 and on a machine whose other cores are busy a multithreaded OpenBLAS waits for its starved
-threads: measured here, the same 8-shard run took 0.02 s alone and 3.9 s next to one busy
-process. Measurements therefore run with one BLAS thread by default (both SB and the FLOPS
-baseline, so they stay comparable). This talks to the OpenBLAS that numpy loaded, through its
+threads, which can make the same run many times slower next to one busy process. Measurements
+therefore run with one BLAS thread by default (both SB and the FLOPS baseline, so they stay
+comparable). This talks to the OpenBLAS that numpy loaded, through its
 exported ``*_set_num_threads`` functions; where none is found it does nothing and says so.
 """
 

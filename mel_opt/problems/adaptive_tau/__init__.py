@@ -1,7 +1,7 @@
 """Problem ``adaptive-tau``: local updates between aggregations under a resource budget.
 
-The control rule behind the demo of paper 003 (Wang et al., INFOCOM 2018 / JSAC 2019), as in
-../shared/reference/adaptive-tau.md: tau* minimises the convergence-bound objective G(tau) over
+The control rule behind the demo of paper 003 (Wang et al., INFOCOM 2018 / JSAC 2019), as the
+authors' published code implements it: tau* minimises the convergence-bound objective G(tau) over
 a range, is capped at tau_max and shortened near the end of the budget. ``melopt tau-scan``
 shows G over the range (terminal chart or ``--plot`` PNG).
 """

@@ -1,12 +1,12 @@
 """The adaptive-tau control rule, vectorised over the scanned range of tau.
 
 Paper 003 demonstrates the control algorithm of S. Wang et al. (INFOCOM 2018 / IEEE JSAC 2019);
-the formulas below are those of ../shared/reference/adaptive-tau.md (read from the authors'
-code), for M resource types:
+the formulas below are those of the authors' published code (as we read it), for M resource
+types:
 
     h(tau)  = max(0, (delta / beta) ((eta beta + 1)^tau - 1) - eta delta tau)
     T(tau)  = tau min_m R'_m / (c_m tau + b_m),  R'_m = R_m - c_m - b_m with use_min_loss,
-              R'_m = R_m otherwise (M = 1: the reference's T(tau))
+              R'_m = R_m otherwise (M = 1: the authors' T(tau))
     G(tau)  = (1 + sqrt(1 + 4 T^2 phi rho eta h / tau)) / (2 T eta phi) + rho h
 
 tau* is the first minimiser of G over tau = 1 .. search_factor * tau_current (the strict "<"

@@ -1,10 +1,10 @@
 """Instance generator for adaptive-tau (``melopt generate adaptive-tau --preset P``).
 
-Defaults from the authors' config.py (../shared/reference/adaptive-tau.md): eta = 0.01,
+Defaults from the authors' published configuration: eta = 0.01,
 tau_max = 100, R = 15 s, local update time mean 0.013015156 s (sd 0.006946299), aggregation
 time mean 0.131604348 s (sd 0.053873234); phi = 0.025 (SVM) or 0.00005 (CNN).
 Our documented choices: beta, delta and rho are drawn log-uniformly from [0.1, 10], [0.01, 1]
-and [0.1, 10] (the reference gives no typical estimates); c and b are drawn from normals with
+and [0.1, 10] (the authors' code gives no typical values); c and b are drawn from normals with
 the config's mean and sd, clipped at 10% of the mean; tau_current = 10 (a run past its start,
 the authors begin at 1).
 

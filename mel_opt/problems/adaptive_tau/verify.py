@@ -1,6 +1,7 @@
 """Independent re-check of an adaptive-tau solution: G(tau) recomputed in scalar arithmetic.
 
-Written from ../shared/reference/adaptive-tau.md only; it shares no code with the scan.
+Written from the control rule's formulas only (the authors' G, T and h, restated in
+:mod:`~mel_opt.problems.adaptive_tau.control`); it shares no code with the scan.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ TOL = 1e-9
 
 
 def control_objective(tau: float, inst: AdaptiveTauInstance) -> tuple[float, float, float]:
-    """(G(tau), T(tau), h(tau)) by the reference formulas, one tau at a time."""
+    """(G(tau), T(tau), h(tau)) by the authors' formulas, one tau at a time."""
     beta = max(inst.beta, 1e-5)
     eta, phi, rho, delta = inst.step_size, inst.phi, inst.rho, inst.delta
     try:

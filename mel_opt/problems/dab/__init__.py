@@ -13,7 +13,7 @@ from mel_opt.problems.base import MethodSpec, ProblemSpec
 from mel_opt.problems.dab import methods
 from mel_opt.problems.dab.generate import PRESETS, generate
 from mel_opt.problems.dab.instance import DabInstance, parse
-from mel_opt.problems.dab.model import eta, shard_bound
+from mel_opt.problems.dab.latency import eta, shard_bound
 from mel_opt.problems.dab.verify import verify
 
 PROBLEM = ProblemSpec(

@@ -10,9 +10,9 @@ Presets
     bandwidths log-uniform in [1, 10] shards/s (WiFi to Ethernet). ``total_shards`` (for csa)
     is the number of shards DAB itself allocates, so both schemes place the same data.
 ``worked-example``
-    The single learner of the reference worked example (../shared/reference/med-testbed.md,
-    DAB section): Omega_m = 6.156 shards, b = 9.25 shards/s, c = 25.08 shards/s, mu = 1,
-    D = 15 s, which gives a_k = 92 shards.
+    The single learner of the worked example in the thesis author's published DAB code:
+    Omega_m = 6.156 shards, b = 9.25 shards/s, c = 25.08 shards/s, mu = 1, D = 15 s, which
+    gives a_k = 92 shards.
 
 Any top-level number can be overridden with ``--param KEY=VALUE`` (``deadline_s``,
 ``iterations``, ``model_bytes``, ``shard_bytes``, ``total_shards``, ``min_shards``,
@@ -28,7 +28,7 @@ import numpy as np
 
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import param_value
-from mel_opt.problems.dab.model import shard_bound
+from mel_opt.problems.dab.latency import shard_bound
 
 PRESETS = ("random", "worked-example")
 
@@ -77,36 +77,45 @@ def generate(
     preset = preset or "random"
     params = dict(params or {})
     if preset == "worked-example":
-        if learners not in (None, 1):
-            raise UsageError("the worked-example preset has exactly one learner")
-        doc: dict[str, Any] = {
-            "problem": "dab",
-            "schema_version": 1,
-            "name": "dab-worked-example",
-            "description": (
-                "Worked example of the DAB section of ../shared/reference/med-testbed.md: "
-                "Omega_m = 6.156 shards, b = 9.25 shards/s, c = 25.08 shards/s, mu = 1, "
-                "D = 15 s -> a_k = 92 shards. Shard = 500 x 784 float32 = 1,568,000 bytes, so "
-                "model_bytes = 6.156 shards and bandwidth_Bps = 9.25 shards/s in bytes. "
-                "total_shards = 92 (our choice, so csa places the same data)."
-            ),
-            "deadline_s": 15.0,
-            "iterations": 1,
-            "model_bytes": 6.156 * SHARD_BYTES,
-            "shard_bytes": SHARD_BYTES,
-            "total_shards": 92,
-            "learners": [{"name": "learner", "train_rate": 25.08,
-                          "bandwidth_Bps": 9.25 * SHARD_BYTES}],
-        }
-        _override(doc, params)
-        return doc
+        return _worked_example(learners, params)
     if preset != "random":
         raise UsageError(f"unknown preset {preset!r} for dab; choose one of {', '.join(PRESETS)}")
-    K = 5 if learners is None else int(learners)
+    return _random(5 if learners is None else int(learners), seed, params)
+
+
+def _worked_example(learners: int | None, params: Mapping[str, str]) -> dict[str, Any]:
+    """Preset ``worked-example``: one learner with a_k = 92 shards (module docstring)."""
+    if learners not in (None, 1):
+        raise UsageError("the worked-example preset has exactly one learner")
+    doc: dict[str, Any] = {
+        "problem": "dab",
+        "schema_version": 1,
+        "name": "dab-worked-example",
+        "description": (
+            "Worked example of the thesis author's published DAB code: "
+            "Omega_m = 6.156 shards, b = 9.25 shards/s, c = 25.08 shards/s, mu = 1, "
+            "D = 15 s -> a_k = 92 shards. Shard = 500 x 784 float32 = 1,568,000 bytes, so "
+            "model_bytes = 6.156 shards and bandwidth_Bps = 9.25 shards/s in bytes. "
+            "total_shards = 92 (our choice, so csa places the same data)."
+        ),
+        "deadline_s": 15.0,
+        "iterations": 1,
+        "model_bytes": 6.156 * SHARD_BYTES,
+        "shard_bytes": SHARD_BYTES,
+        "total_shards": 92,
+        "learners": [{"name": "learner", "train_rate": 25.08,
+                      "bandwidth_Bps": 9.25 * SHARD_BYTES}],
+    }
+    _override(doc, params)
+    return doc
+
+
+def _random(K: int, seed: int, params: Mapping[str, str]) -> dict[str, Any]:
+    """Preset ``random``: K learners of the thesis set-up with log-uniform rates (docstring)."""
     rng = np.random.default_rng(seed)
     rate = np.exp(rng.uniform(np.log(1.0), np.log(30.0), K))
     bw = np.exp(rng.uniform(np.log(1.0), np.log(10.0), K)) * SHARD_BYTES
-    doc = {
+    doc: dict[str, Any] = {
         "problem": "dab",
         "schema_version": 1,
         "name": f"dab-random-k{K}-s{seed}",

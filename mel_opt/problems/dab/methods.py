@@ -19,7 +19,7 @@ import numpy as np
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.dab.instance import DabInstance
-from mel_opt.problems.dab.model import eta, one_shard_time, shard_bound
+from mel_opt.problems.dab.latency import eta, one_shard_time, shard_bound
 from mel_opt.result import SolverInfo, Status
 from mel_opt.solvers.base import Termination
 

@@ -41,6 +41,30 @@ def _mean_pairwise_gap(x: np.ndarray) -> float:
     return total / (n * (n - 1) / 2)
 
 
+def _checks(inst: DabInstance, a: np.ndarray, tau: np.ndarray, eta_k: np.ndarray,
+            has_tau: bool) -> dict[str, float]:
+    """The violations listed in :func:`verify` (0 when satisfied) for shards ``a``, passes
+    ``tau`` and times ``eta_k`` [s]; the centralised ones only when ``has_tau``."""
+    used = a > 0
+    D = inst.deadline
+    total_shards = inst.total_shards
+    checks: dict[str, float] = {
+        "integrality": float(max(np.abs(a - np.round(a)).max(),
+                                 np.abs(tau - np.round(tau)).max())),
+        "nonnegativity": float(max(0.0, (-a).max(), (-tau).max())),
+        "deadline eta_k <= D (3.4)": float(max(0.0, ((eta_k - D) / D).max())),
+    }
+    if has_tau and total_shards is not None:
+        total = float(total_shards)
+        du = float(inst.max_shards if inst.max_shards is not None else total_shards)
+        lo_gap = np.where(used, inst.min_shards - a, 0.0)
+        hi_gap = np.where(used, a - du, 0.0)
+        checks["total_shards"] = abs(float(a.sum()) - total) / total
+        checks["shard_bounds"] = float(max(0.0, lo_gap.max(), hi_gap.max())) / du
+        checks["at_least_one_pass"] = float(max(0.0, np.where(used, 1.0 - tau, 0.0).max()))
+    return checks
+
+
 def verify(inst: DabInstance, solution: Mapping[str, Any]) -> Checked:
     """Check a dab solution and recompute its metrics.
 
@@ -84,20 +108,7 @@ def verify(inst: DabInstance, solution: Mapping[str, Any]) -> Checked:
     upload = om / b
     eta_k = np.where(used, download + train + upload, 0.0)
 
-    checks: dict[str, float] = {
-        "integrality": float(max(np.abs(a - np.round(a)).max(),
-                                 np.abs(tau - np.round(tau)).max())),
-        "nonnegativity": float(max(0.0, (-a).max(), (-tau).max())),
-        "deadline eta_k <= D (3.4)": float(max(0.0, ((eta_k - D) / D).max())),
-    }
-    if has_tau and total_shards is not None:
-        total = float(total_shards)
-        du = float(inst.max_shards if inst.max_shards is not None else total_shards)
-        lo_gap = np.where(used, inst.min_shards - a, 0.0)
-        hi_gap = np.where(used, a - du, 0.0)
-        checks["total_shards"] = abs(float(a.sum()) - total) / total
-        checks["shard_bounds"] = float(max(0.0, lo_gap.max(), hi_gap.max())) / du
-        checks["at_least_one_pass"] = float(max(0.0, np.where(used, 1.0 - tau, 0.0).max()))
+    checks = _checks(inst, a, tau, eta_k, has_tau)
     worst = max(checks.values())
     feasible = worst <= TOL
     notes: list[str] = []

@@ -2,9 +2,11 @@
 
 Maximise xi sqrt(B) / T over whole per-device batches B_k, uplink and downlink TDMA slots and
 the global batch B, for CPU (Section III-IV) or GPU (Section V) devices. See ``instance`` for
-the latency model, ``closed_form`` for Theorems 1-2 and Algorithm 1, ``integer`` for the
-rounding-and-repair step every method ends with, ``formulation`` and ``ipopt_method`` for the
-NLPs, ``methods`` for the closed-form method and the baselines of Section VI.
+the instance, ``latency`` for the latency model in coefficient form, ``closed_form`` for
+Theorems 1-2 and Algorithm 1, ``rounding`` for the rounding-and-repair step every method ends
+with, ``formulation`` for the Pyomo models of P1 and P4 + P5, ``nlp`` for IPOPT on them with
+multi-start, ``methods`` for the entry point of every method (the closed form, IPOPT and the
+baselines of Section VI).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from mel_opt.problems.feel import methods
 from mel_opt.problems.feel.formulation import build_model
 from mel_opt.problems.feel.generate import PRESETS, generate
 from mel_opt.problems.feel.instance import FeelInstance, parse
-from mel_opt.problems.feel.ipopt_method import solve_ipopt
 from mel_opt.problems.feel.verify import verify
 
 PROBLEM = ProblemSpec(
@@ -28,7 +29,7 @@ PROBLEM = ProblemSpec(
             "Theorems 1-2, Algorithm 1, search over B; whole batches, certified", "analytical",
             proves_optimality=True),
         "ipopt": MethodSpec(
-            "ipopt", solve_ipopt,
+            "ipopt", methods.solve_ipopt,
             "P4+P5 (fixed B) or P1 multi-start by IPOPT, rounded and repaired", "numerical",
             backends=("ipopt",)),
         "online": MethodSpec("online", methods.solve_online,

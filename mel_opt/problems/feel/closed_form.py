@@ -3,7 +3,7 @@
 Notation: L = Delta L E^U is the uplink-phase latency max_k (t_k^L + t_k^U) [s] and
 D = Delta L E^D the downlink-phase latency max_k (t_k^D + t_k^M) [s], with Delta L = xi sqrt(B)
 (Eq. (8)); the efficiency is E = Delta L / (L + D) (Eq. (16)). Coefficients as in
-:mod:`mel_opt.problems.feel.model` (t_k^L = e_k + c_k B_k on [lo_k, hi_k], t_k^U = a_k / tau_k).
+:mod:`mel_opt.problems.feel.latency` (t_k^L = e_k + c_k B_k on [lo_k, hi_k], t_k^U = a_k / tau_k).
 
 Theorem 1, written with theta = sqrt(Delta L mu sum_k V_k) and V_k = 1 / c_k (so that
 rho_k = V_k / sum V, the paper's training priority ratio):
@@ -46,13 +46,14 @@ It does not depend on B (Delta L only rescales E^D), so it is computed once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from mel_opt.problems.feel.model import Coeffs
+from mel_opt.problems.feel.latency import Coeffs
 from mel_opt.problems.feel.roots import EPS, bracketed_root, clipped_sum_root, equalise
 
 
@@ -175,7 +176,7 @@ def corollary2(co: Coeffs, L: float, B: float) -> tuple[float, float]:
     Returns (mu_l, mu_h) in the paper's normalisation mu = theta^2 / (Delta L sum_k V_k).
     mu_h (every device at its least batch beyond it) is valid; mu_l is the paper's formula,
     which squares (L - e_k)/c_k - B^max even when it is negative and so is not a bound in
-    general (see ../shared/reference/feel-notes.md); it is reported, not used.
+    general; it is reported, not used.
     """
     dl = co.xi * np.sqrt(B)
     alpha = (L - co.e) / co.c
@@ -205,6 +206,44 @@ def _inner_theta(co: Coeffs, L: float, B: float, theta0: float | None) -> tuple[
     theta_h = float(np.max((alpha - co.lo) / g))  # Corollary 2, upper bound (in theta)
     theta = clipped_sum_root(alpha, g, co.lo, co.hi, B, 0.0, theta_h, theta0)
     return theta, True
+
+
+def _decreasing_convex_root(F: Callable[[float], tuple[float, float]], zl: float, zr: float,
+                            tol: float) -> tuple[float, int]:
+    """Root of a convex decreasing F on the bracket [zl, zr]; returns (root, evaluations).
+
+    ``F(z)`` returns (value, derivative), and (inf, -inf) where it is not defined (left of its
+    domain). Newton steps: for a convex decreasing F a step from either side lands at or left
+    of the root, so the best of the two steps is a new left end; the bisection fallback covers
+    a left end where F is still infinite. Stops at ``|F| <= tol`` or a bracket of a few ulps.
+    """
+    fl, dfl = F(zl)
+    fr, dfr = F(zr)
+    its = 2
+    if np.isfinite(fl) and fl <= tol:
+        return zl, its
+    if fr >= -tol:
+        return zr, its
+    z, fz = zr, fr
+    while its < 200:
+        cands = [zr - fr / dfr]
+        if np.isfinite(fl):
+            cands.append(zl - fl / dfl)
+        zn = max(cands)
+        if not (zl < zn < zr):
+            zn = 0.5 * (zl + zr)
+        z = zn
+        fz, dfz = F(z)
+        its += 1
+        if fz >= 0:
+            zl, fl, dfl = z, fz, dfz
+        else:
+            zr, fr, dfr = z, fz, dfz
+        if abs(fz) <= tol or zr - zl <= 4 * EPS * zr:
+            break
+    if not np.isfinite(fz):  # pragma: no cover - the bracket keeps a finite right end
+        z = zr
+    return z, its
 
 
 def uplink_fixed(co: Coeffs, B: float) -> Phase:
@@ -251,39 +290,10 @@ def uplink_fixed(co: Coeffs, B: float) -> Phase:
         tau = co.a / slack
         return float(tau.sum()) - co.frame_up, -float((tau * tau / co.a).sum())
 
-    # Newton on the convex decreasing F, bracket from Corollary 1. For such an F a Newton step
-    # from either side lands at or left of the root, so the best of the two steps is a new
-    # left end; the bisection fallback covers a left end where F is still infinite.
+    # F(L) = sum of slots at latency L minus the frame: convex, decreasing; bracket from
+    # Corollary 1.
     zl = max(L_l, float(np.max(co.t_floor)))
-    zr = L_h
-    fl, dfl = F(zl)
-    fr, dfr = F(zr)
-    its = 2
-    tol = 1e-14 * co.frame_up
-    if np.isfinite(fl) and fl <= tol:
-        z, fz = zl, fl
-    elif fr >= -tol:
-        z, fz = zr, fr
-    else:
-        z, fz = zr, fr
-        while its < 200:
-            cands = [zr - fr / dfr]
-            if np.isfinite(fl):
-                cands.append(zl - fl / dfl)
-            zn = max(cands)
-            if not (zl < zn < zr):
-                zn = 0.5 * (zl + zr)
-            z = zn
-            fz, dfz = F(z)
-            its += 1
-            if fz >= 0:
-                zl, fl, dfl = z, fz, dfz
-            else:
-                zr, fr, dfr = z, fz, dfz
-            if abs(fz) <= tol or zr - zl <= 4 * EPS * zr:
-                break
-        if not np.isfinite(fz):  # pragma: no cover - the bracket keeps a finite right end
-            z, fz = zr, fr
+    z, its = _decreasing_convex_root(F, zl, L_h, 1e-14 * co.frame_up)
     F(z)  # leave the inner state (theta) at z
     L = z
     theta = state["theta"]
@@ -426,6 +436,13 @@ class FreeBatchSearch:
             self._phi = 1.0 / r.theta
         return r
 
+    def _rises_before(self, a: float) -> bool:
+        """True when the efficiency at latency ``a`` beats that of the least batches (by more
+        than rounding), though both ends lie within a hair of L_min."""
+        co, D = self.co, self.D
+        at_min = co.xi * np.sqrt(float(co.lo.sum())) / (self.L_min + D)
+        return bool(co.xi * np.sqrt(self.at(a).B) / (a + D) > at_min * (1.0 + 1e-9))
+
     def solve(self) -> Continuous:
         """Maximise the continuous efficiency over B (quasiconcave, one-dimensional)."""
         co = self.co
@@ -458,7 +475,12 @@ class FreeBatchSearch:
         a = self.L_min + 1e-12 * span
         b = self.L_full - 1e-12 * span
         ha, hb = h(a), h(b)
-        if ha >= 0:  # efficiency decreasing from the least batches on
+        if ha >= 0 and self._rises_before(a):
+            # B_up(L) can climb steeply just above L_min (devices with slack take samples for a
+            # vanishing slot), so the efficiency may still rise on [L_min, a]: its peak is there.
+            L = bracketed_root(h, self.L_min, a, h(self.L_min), ha)
+            case = "interior optimum"
+        elif ha >= 0:  # efficiency decreasing from the least batches on
             L = self.L_min
             case = "optimum at the least global batch"
         elif hb <= 0:  # still increasing at the full batch

@@ -1,9 +1,9 @@
 """Pyomo formulations of feel (formulations never solve).
 
-- :func:`p1_model`: P1 (17) in full (P6 (30) for GPU devices): the batches, both slot vectors
+- :func:`build_p1_model`: P1 (17) in full (P6 (30) for GPU devices): the batches, both slot vectors
   and the global batch, maximising xi sqrt(B) / (L + D). Non-convex (a ratio); IPOPT finds
   local optima, hence the multi-start of the ``ipopt`` method.
-- :func:`p4_model`: P4 (21) for a fixed global batch, convex (Lemma 1), together with P5 (25)
+- :func:`build_p4_model`: P4 (21) for a fixed global batch, convex (Lemma 1), together with P5 (25)
   for the downlink, which is separate: minimising L + D for a fixed B minimises each.
 
 The max in (15) is written with epigraph variables: t_k^L + t_k^U <= L and
@@ -11,7 +11,7 @@ t_k^D + t_k^M <= D. The GPU training function (27) is piecewise; it is written e
 epigraph variable tc_k >= t_k^l, tc_k >= t_k^l + c_k (B_k - B_k^th) (the latency only wants tc
 small), on the paper's whole range 1 <= B_k <= B^max, so these models do not rely on Lemma 2.
 
-Scaling (times span 1e-4 to 10 s and batches 1 to 1e4, see the reference notes): batches are
+Scaling (times span 1e-4 to 10 s and batches 1 to 1e4 in the paper's set-up): batches are
 divided by B^max, slots by the frame, latencies by a reference latency ``L_ref``; IPOPT then sees
 numbers of order one. :func:`unscale` maps a solution back to SI units.
 """
@@ -115,7 +115,7 @@ def _base_model(inst: FeelInstance, name: str, batch0: np.ndarray, up0: np.ndarr
     return m, sc
 
 
-def p4_model(inst: FeelInstance, B: float, batch0: np.ndarray | None = None,
+def build_p4_model(inst: FeelInstance, B: float, batch0: np.ndarray | None = None,
              up0: np.ndarray | None = None, dn0: np.ndarray | None = None) -> pyo.ConcreteModel:
     """P4 (21) + P5 (25) for the fixed global batch B: min (L + D) / L_ref, convex.
 
@@ -131,7 +131,7 @@ def p4_model(inst: FeelInstance, B: float, batch0: np.ndarray | None = None,
     return m
 
 
-def p1_model(inst: FeelInstance, batch0: np.ndarray | None = None,
+def build_p1_model(inst: FeelInstance, batch0: np.ndarray | None = None,
              up0: np.ndarray | None = None, dn0: np.ndarray | None = None) -> pyo.ConcreteModel:
     """P1 (17) / P6 (30): min (L + D) / (L_ref sqrt(B / B^max)), i.e. max efficiency.
 
@@ -153,8 +153,8 @@ def p1_model(inst: FeelInstance, batch0: np.ndarray | None = None,
 def build_model(inst: FeelInstance, method: str) -> pyo.ConcreteModel:
     """The model behind ``method`` for export: P4 + P5 when B is fixed, P1 otherwise."""
     if inst.global_batch is not None:
-        return p4_model(inst, float(inst.global_batch))
-    return p1_model(inst)
+        return build_p4_model(inst, float(inst.global_batch))
+    return build_p1_model(inst)
 
 
 def unscale(inst: FeelInstance, m: pyo.ConcreteModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -35,6 +35,7 @@ Not given by the paper; our documented choices:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -119,8 +120,6 @@ def average_rate(distance_m: np.ndarray, power_dbm: float = POWER_DBM,
     return bandwidth_hz * exp_e1(1.0 / snr) / math.log(2.0)
 
 
-
-
 KNOWN_PARAMS = ("processor", "model", "bits_per_element", "max_batch", "global_batch",
                 "radius_m", "loss_decay_coeff")
 
@@ -137,6 +136,90 @@ def _name(processor: str, model: str, K: int, seed: int, bits: float, bmax: int,
         parts.append(f"B{global_batch}")
     parts.append(f"s{seed}")
     return "_".join(parts)
+
+
+@dataclass(frozen=True)
+class _Choices:
+    """The ``--param`` values of one generated instance, validated."""
+
+    processor: str
+    model: str
+    bits: float
+    bmax: int
+    radius: float
+    xi: float
+
+
+def _choices(params: dict[str, str]) -> _Choices:
+    """Read and check the ``--param`` overrides (defaults: Table I); UsageError on bad ones."""
+    processor = param_value(params, "processor", "cpu", str)
+    if processor not in ("cpu", "gpu"):
+        raise UsageError(f"--param processor must be cpu or gpu, got {processor!r}")
+    model = param_value(params, "model", "densenet121", str)
+    if model not in MODELS:
+        raise UsageError(f"--param model must be one of {', '.join(MODELS)}, got {model!r}")
+    bits = param_value(params, "bits_per_element", BITS_PER_ELEMENT, float)
+    bmax = param_value(params, "max_batch", MAX_BATCH, int)
+    radius = param_value(params, "radius_m", CELL_RADIUS_M, float)
+    xi = param_value(params, "loss_decay_coeff", XI, float)
+    if not bits > 0 or bmax < 1 or not radius > MIN_DISTANCE_M or not xi > 0:
+        raise UsageError("--param bits_per_element must be > 0 (an average, compression "
+                         "allowed), max_batch >= 1, radius_m > "
+                         f"{MIN_DISTANCE_M:g} and loss_decay_coeff > 0")
+    return _Choices(processor, model, bits, bmax, radius, xi)
+
+
+def _devices(doc: dict[str, Any], ch: _Choices, dist: np.ndarray,
+             rate: np.ndarray) -> list[dict[str, Any]]:
+    """The device entries; for CPU devices also the shared cycle counts, written into ``doc``.
+
+    CPU: clocks 0.7 / 1.4 / 2.1 GHz in equal thirds, C = 3 x forward MACs cycles per sample,
+    M^C = 4 cycles per parameter. GPU: the slope, threshold, t^l and update of the module
+    docstring.
+    """
+    n_params, macs, threshold = MODELS[ch.model]
+    K = len(dist)
+    devices: list[dict[str, Any]] = []
+    if ch.processor == "cpu":
+        doc["cycles_per_sample"] = 3.0 * macs
+        doc["update_cycles"] = 4.0 * n_params
+        for k in range(K):
+            ghz = CPU_GHZ[(3 * k) // K]
+            devices.append({"name": f"dev{k}", "cpu_hz": ghz * 1e9, "distance_m": float(dist[k]),
+                            "uplink_bps": float(rate[k]), "downlink_bps": float(rate[k])})
+    else:
+        slope = 6.0 * macs / GPU_FLOPS
+        t_low = GPU_OVERHEAD_S + slope * threshold
+        update = GPU_UPDATE_OVERHEAD_S + 12.0 * n_params / GPU_MEMORY_BPS
+        for k in range(K):
+            devices.append({"name": f"dev{k}", "distance_m": float(dist[k]),
+                            "uplink_bps": float(rate[k]), "downlink_bps": float(rate[k]),
+                            "t_low_s": t_low, "slope_s_per_sample": slope,
+                            "batch_threshold": threshold, "update_s": update})
+    return devices
+
+
+def _description(ch: _Choices, K: int, seed: int, global_batch: int | None) -> str:
+    """The instance's ``description``: what comes from the paper and what is our choice."""
+    n_params = MODELS[ch.model][0]
+    return (
+        f"Paper 004 (Ren, Yu, Ding), Table I and Section VI: {K} {ch.processor.upper()} devices "
+        f"training {ch.model} ({n_params:,} parameters, the paper's count) with b = {ch.bits:g} "
+        f"bits per gradient element, B^max = {ch.bmax}, T_f = 10 ms, 28 dBm, W = 10 MHz, "
+        "N0 = -174 dBm/Hz, path loss 128.1 + 37.6 log10(d[km]) dB, Rayleigh average rate of "
+        f"Eq. (5) in closed form; devices uniform in a {ch.radius:g} m cell (seed {seed}), no "
+        "closer than 10 m (our choice). "
+        + ("CPU clocks 0.7/1.4/2.1 GHz in equal thirds (paper). Our choices: C = 3 x forward "
+           "MACs per 32x32 image (2 FLOPs per cycle), M^C = 4 cycles per parameter"
+           if ch.processor == "cpu" else
+           "Every device a GTX 1080 Ti (paper). Our choices: 4.5e12 FLOP/s sustained, slope = 6 x "
+           "forward MACs / 4.5e12 s per sample, B^th = 32 (64 for MobileNetV2), t^l = slope B^th "
+           "+ 10 ms, update 1 ms + 12 bytes per parameter at 300 GB/s")
+        + f", xi = {ch.xi:g} (scales efficiency only)"
+        + (f"; global batch fixed at {global_batch} (our choice)"
+           if global_batch is not None else "")
+        + ". See mel_opt/problems/feel/generate.py."
+    )
 
 
 def generate(
@@ -176,74 +259,29 @@ def generate(
         raise UsageError("feel has a single learning task: --tasks does not apply")
     check_params(params, KNOWN_PARAMS, "feel")
     K = 12 if learners is None else int(learners)
-    processor = param_value(params, "processor", "cpu", str)
-    if processor not in ("cpu", "gpu"):
-        raise UsageError(f"--param processor must be cpu or gpu, got {processor!r}")
-    model = param_value(params, "model", "densenet121", str)
-    if model not in MODELS:
-        raise UsageError(f"--param model must be one of {', '.join(MODELS)}, got {model!r}")
-    bits = param_value(params, "bits_per_element", BITS_PER_ELEMENT, float)
-    bmax = param_value(params, "max_batch", MAX_BATCH, int)
-    radius = param_value(params, "radius_m", CELL_RADIUS_M, float)
-    xi = param_value(params, "loss_decay_coeff", XI, float)
-    if not bits > 0 or bmax < 1 or not radius > MIN_DISTANCE_M or not xi > 0:
-        raise UsageError("--param bits_per_element must be > 0 (an average, compression "
-                         "allowed), max_batch >= 1, radius_m > "
-                         f"{MIN_DISTANCE_M:g} and loss_decay_coeff > 0")
+    ch = _choices(params)
 
-    n_params, macs, threshold = MODELS[model]
+    n_params = MODELS[ch.model][0]
     rng = np.random.default_rng(seed)
     # Uniform in area on the annulus MIN_DISTANCE_M <= d <= radius.
     u = rng.uniform(0.0, 1.0, K)
-    dist = np.sqrt(MIN_DISTANCE_M**2 + u * (radius**2 - MIN_DISTANCE_M**2))
+    dist = np.sqrt(MIN_DISTANCE_M**2 + u * (ch.radius**2 - MIN_DISTANCE_M**2))
     rate = average_rate(dist)
 
     doc: dict[str, Any] = {
         "problem": "feel",
         "schema_version": 1,
-        "name": _name(processor, model, K, seed, bits, bmax, params.get("global_batch")),
+        "name": _name(ch.processor, ch.model, K, seed, ch.bits, ch.bmax,
+                      params.get("global_batch")),
         "description": "",
-        "processor": processor,
+        "processor": ch.processor,
         "frame_s": {"uplink": FRAME_S, "downlink": FRAME_S},
-        "gradient_bits": float(bits * n_params),
-        "loss_decay_coeff": xi,
-        "max_batch": bmax,
+        "gradient_bits": float(ch.bits * n_params),
+        "loss_decay_coeff": ch.xi,
+        "max_batch": ch.bmax,
     }
     if "global_batch" in params:
         doc["global_batch"] = param_value(params, "global_batch", None, int)
-    devices: list[dict[str, Any]] = []
-    if processor == "cpu":
-        doc["cycles_per_sample"] = 3.0 * macs
-        doc["update_cycles"] = 4.0 * n_params
-        for k in range(K):
-            ghz = CPU_GHZ[(3 * k) // K]
-            devices.append({"name": f"dev{k}", "cpu_hz": ghz * 1e9, "distance_m": float(dist[k]),
-                            "uplink_bps": float(rate[k]), "downlink_bps": float(rate[k])})
-    else:
-        slope = 6.0 * macs / GPU_FLOPS
-        t_low = GPU_OVERHEAD_S + slope * threshold
-        update = GPU_UPDATE_OVERHEAD_S + 12.0 * n_params / GPU_MEMORY_BPS
-        for k in range(K):
-            devices.append({"name": f"dev{k}", "distance_m": float(dist[k]),
-                            "uplink_bps": float(rate[k]), "downlink_bps": float(rate[k]),
-                            "t_low_s": t_low, "slope_s_per_sample": slope,
-                            "batch_threshold": threshold, "update_s": update})
-    doc["devices"] = devices
-    doc["description"] = (
-        f"Paper 004 (Ren, Yu, Ding), Table I and Section VI: {K} {processor.upper()} devices "
-        f"training {model} ({n_params:,} parameters, the paper's count) with b = {bits:g} bits per "
-        f"gradient element, B^max = {bmax}, T_f = 10 ms, 28 dBm, W = 10 MHz, N0 = -174 dBm/Hz, "
-        "path loss 128.1 + 37.6 log10(d[km]) dB, Rayleigh average rate of Eq. (5) in closed form; "
-        f"devices uniform in a {radius:g} m cell (seed {seed}), no closer than 10 m (our choice). "
-        + ("CPU clocks 0.7/1.4/2.1 GHz in equal thirds (paper). Our choices: C = 3 x forward "
-           "MACs per 32x32 image (2 FLOPs per cycle), M^C = 4 cycles per parameter"
-           if processor == "cpu" else
-           "Every device a GTX 1080 Ti (paper). Our choices: 4.5e12 FLOP/s sustained, slope = 6 x "
-           "forward MACs / 4.5e12 s per sample, B^th = 32 (64 for MobileNetV2), t^l = slope B^th "
-           "+ 10 ms, update 1 ms + 12 bytes per parameter at 300 GB/s")
-        + f", xi = {xi:g} (scales efficiency only)"
-        + (f"; global batch fixed at {doc['global_batch']} (our choice)"
-           if "global_batch" in doc else "")
-        + ". See mel_opt/problems/feel/generate.py."
-    )
+    doc["devices"] = _devices(doc, ch, dist, rate)
+    doc["description"] = _description(ch, K, seed, doc.get("global_batch"))
     return doc

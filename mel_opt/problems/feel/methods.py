@@ -1,7 +1,7 @@
-"""Methods of the feel problem: the closed form and the baselines of Section VI.
+"""Methods of the feel problem: the closed form, IPOPT and the baselines of Section VI.
 
 Every method ends with whole batches that add up to the global batch and respect their bounds,
-with slots recomputed for those batches (:mod:`mel_opt.problems.feel.integer`); the continuous
+with slots recomputed for those batches (:mod:`mel_opt.problems.feel.rounding`); the continuous
 optimum, where a method has one, is reported beside it with the efficiency lost to rounding.
 
 Options (``SolveOptions.extra``):
@@ -30,8 +30,8 @@ from mel_opt.problems.feel.closed_form import (
     uplink_for_batches,
 )
 from mel_opt.problems.feel.instance import FeelInstance
-from mel_opt.problems.feel.integer import IntegerSplit, best_split, exchange_gap, round_to_sum
-from mel_opt.problems.feel.model import Coeffs, coefficients
+from mel_opt.problems.feel.latency import Coeffs, coefficients
+from mel_opt.problems.feel.rounding import IntegerSplit, best_split, exchange_gap, round_to_sum
 from mel_opt.result import SolverInfo
 from mel_opt.solvers.base import Termination
 
@@ -240,6 +240,22 @@ def solve_closed_form(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
 
 
 # --------------------------------------------------------------------------------------------
+# ipopt
+# --------------------------------------------------------------------------------------------
+
+
+def solve_ipopt(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
+    """P4 + P5 (fixed ``global_batch``) or P1 with multi-start by IPOPT, then whole batches.
+
+    See :func:`mel_opt.problems.feel.nlp.ipopt_multistart` for the options and the steps.
+    """
+    # Imported here, not at the top: nlp imports efficiency() and solution_dict() from here.
+    from mel_opt.problems.feel.nlp import ipopt_multistart
+
+    return ipopt_multistart(inst, opts)
+
+
+# --------------------------------------------------------------------------------------------
 # Baselines (Section VI-D, and equal slots)
 # --------------------------------------------------------------------------------------------
 
@@ -352,6 +368,7 @@ __all__ = [
     "solve_closed_form",
     "solve_equal_slots",
     "solve_full_batch",
+    "solve_ipopt",
     "solve_online",
     "solve_random_batch",
 ]

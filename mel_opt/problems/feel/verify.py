@@ -35,6 +35,54 @@ def _vector(solution: Mapping[str, Any], key: str, K: int) -> np.ndarray | None:
     return arr
 
 
+def _checks(inst: FeelInstance, batch: np.ndarray, up: np.ndarray, dn: np.ndarray,
+            B: float) -> tuple[dict[str, float], list[str]]:
+    """The scaled violations listed in :func:`verify`, and a note for a zero slot."""
+    bmax = float(inst.max_batch)
+    Tu, Td = inst.frame_up, inst.frame_down
+    checks: dict[str, float] = {
+        "whole batches": float(max(np.abs(batch - np.round(batch)).max(), abs(B - round(B)))),
+        "batch bounds (17e)": float(max(0.0, (1.0 - batch).max(), (batch - bmax).max())) / bmax,
+        "batch sum (17d)": abs(float(batch.sum()) - B) / B,
+        "uplink budget (17b)": max(0.0, float(up.sum()) - Tu) / Tu,
+        "downlink budget (17c)": max(0.0, float(dn.sum()) - Td) / Td,
+        "slots positive (17f)": float(max(0.0, (-up).max() / Tu, (-dn).max() / Td)),
+    }
+    if inst.global_batch is not None:
+        checks["fixed global batch"] = abs(B - inst.global_batch) / inst.global_batch
+    notes: list[str] = []
+    zero = bool(np.any(up <= 0) or np.any(dn <= 0))
+    if zero:
+        checks["slots positive (17f)"] = max(checks["slots positive (17f)"], float("inf"))
+        notes.append("a zero slot: that device's gradient never arrives (infinite latency)")
+    return checks, notes
+
+
+def _device_times(inst: FeelInstance, batch: np.ndarray, up: np.ndarray,
+                  dn: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per device: compute (9)/(27), upload (10), download (11) and update (12)/(28) [s].
+
+    A zero slot gives an infinite upload or download time.
+    """
+    s = inst.gradient_bits
+    Tu, Td = inst.frame_up, inst.frame_down
+    with np.errstate(divide="ignore"):
+        upload = np.where(up > 0, s * Tu / (np.where(up > 0, up, 1.0) * inst.uplink_bps), np.inf)
+        download = np.where(dn > 0, s * Td / (np.where(dn > 0, dn, 1.0) * inst.downlink_bps),
+                            np.inf)  # Eq. (10), (11)
+    if inst.is_gpu:
+        assert inst.t_low is not None and inst.slope is not None
+        assert inst.batch_threshold is not None and inst.update_s is not None
+        compute = inst.t_low + inst.slope * np.maximum(batch - inst.batch_threshold, 0.0)  # (27)
+        update = np.asarray(inst.update_s, dtype=float)  # (28)
+    else:
+        assert inst.cpu_hz is not None and inst.cycles_per_sample is not None
+        assert inst.update_cycles is not None
+        compute = batch * inst.cycles_per_sample / inst.cpu_hz  # (9)
+        update = inst.update_cycles / inst.cpu_hz  # (12)
+    return compute, upload, download, update
+
+
 def verify(inst: FeelInstance, solution: Mapping[str, Any]) -> Checked:
     """Check (17b)-(17f), whole batches and the fixed global batch; compute the metrics.
 
@@ -64,39 +112,8 @@ def verify(inst: FeelInstance, solution: Mapping[str, Any]) -> Checked:
     if not math.isfinite(B) or B <= 0:
         return _bad(f"global_batch must be a positive number, got {B}")
 
-    bmax = float(inst.max_batch)
-    Tu, Td = inst.frame_up, inst.frame_down
-    checks: dict[str, float] = {
-        "whole batches": float(max(np.abs(batch - np.round(batch)).max(), abs(B - round(B)))),
-        "batch bounds (17e)": float(max(0.0, (1.0 - batch).max(), (batch - bmax).max())) / bmax,
-        "batch sum (17d)": abs(float(batch.sum()) - B) / B,
-        "uplink budget (17b)": max(0.0, float(up.sum()) - Tu) / Tu,
-        "downlink budget (17c)": max(0.0, float(dn.sum()) - Td) / Td,
-        "slots positive (17f)": float(max(0.0, (-up).max() / Tu, (-dn).max() / Td)),
-    }
-    if inst.global_batch is not None:
-        checks["fixed global batch"] = abs(B - inst.global_batch) / inst.global_batch
-    notes: list[str] = []
-    zero = bool(np.any(up <= 0) or np.any(dn <= 0))
-    if zero:
-        checks["slots positive (17f)"] = max(checks["slots positive (17f)"], float("inf"))
-        notes.append("a zero slot: that device's gradient never arrives (infinite latency)")
-
-    s = inst.gradient_bits
-    with np.errstate(divide="ignore"):
-        upload = np.where(up > 0, s * Tu / (np.where(up > 0, up, 1.0) * inst.uplink_bps), np.inf)
-        download = np.where(dn > 0, s * Td / (np.where(dn > 0, dn, 1.0) * inst.downlink_bps),
-                            np.inf)  # Eq. (10), (11)
-    if inst.is_gpu:
-        assert inst.t_low is not None and inst.slope is not None
-        assert inst.batch_threshold is not None and inst.update_s is not None
-        compute = inst.t_low + inst.slope * np.maximum(batch - inst.batch_threshold, 0.0)  # (27)
-        update = np.asarray(inst.update_s, dtype=float)  # (28)
-    else:
-        assert inst.cpu_hz is not None and inst.cycles_per_sample is not None
-        assert inst.update_cycles is not None
-        compute = batch * inst.cycles_per_sample / inst.cpu_hz  # (9)
-        update = inst.update_cycles / inst.cpu_hz  # (12)
+    checks, notes = _checks(inst, batch, up, dn, B)
+    compute, upload, download, update = _device_times(inst, batch, up, dn)
     t_up = float(np.max(compute + upload))
     t_dn = float(np.max(download + update))
     T = t_up + t_dn  # (15), (29)

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from mel_opt.problems.base import MethodSpec, ProblemSpec
-from mel_opt.problems.mel_async import formulation, methods
+from mel_opt.problems.mel_async import methods
+from mel_opt.problems.mel_async.formulation import build_model
 from mel_opt.problems.mel_async.generate import PRESETS, generate
 from mel_opt.problems.mel_async.instance import MelAsyncInstance, parse
 from mel_opt.problems.mel_async.verify import verify
-
-
-def build_model(inst: MelAsyncInstance, method: str) -> Any:
-    """Pyomo model behind ``method`` for export: (7) for ``exact``, (8) otherwise."""
-    if method == "exact":
-        return formulation.integer_model(inst)
-    return formulation.relaxed_model(inst, form=formulation.default_form(inst))
-
 
 PROBLEM = ProblemSpec(
     name="mel-async",

@@ -1,10 +1,11 @@
 """Pyomo formulations of mel-async (formulations never solve).
 
-- :func:`relaxed_model`: the relaxed QCLP (8) of paper 000, either with the pairwise staleness
-  constraints (8b) exactly as the paper states them (2 * K(K-1)/2 rows), or in the equivalent
-  O(K) form tau_min <= tau_k <= tau_max with z = tau_max - tau_min.
-- :func:`integer_model`: the integer program (7) with t_k <= T and "busy for the whole cycle"
-  written as "one more update would not fit", for export to MINLP solvers.
+- :func:`build_relaxed_model`: the relaxed QCLP (8) of paper 000, either with the pairwise
+  staleness constraints (8b) exactly as the paper states them (2 * K(K-1)/2 rows), or in the
+  equivalent O(K) form tau_min <= tau_k <= tau_max with z = tau_max - tau_min.
+- :func:`build_integer_model`: the integer program (7) with t_k <= T and "busy for the whole
+  cycle" written as "one more update would not fit", for export to MINLP solvers.
+- :func:`build_model`: the model behind a method, for ``melopt export``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def default_form(inst: MelAsyncInstance) -> str:
     return "pairwise" if inst.K <= PAIRWISE_MAX_K else "minmax"
 
 
-def relaxed_model(
+def build_relaxed_model(
     inst: MelAsyncInstance,
     form: str = "minmax",
     start_d: np.ndarray | None = None,
@@ -71,7 +72,7 @@ def relaxed_model(
     return m
 
 
-def integer_model(inst: MelAsyncInstance, busy_margin: float = 1e-6) -> pyo.ConcreteModel:
+def build_integer_model(inst: MelAsyncInstance, busy_margin: float = 1e-6) -> pyo.ConcreteModel:
     """The integer problem (7) as a MINLP: integer d_k, tau_k >= 1 and a window [lo, hi].
 
     (7b) "busy for the whole cycle" is written for whole updates: t_k <= T and
@@ -98,3 +99,10 @@ def integer_model(inst: MelAsyncInstance, busy_margin: float = 1e-6) -> pyo.Conc
     m.in_lo = pyo.Constraint(m.K, rule=lambda m, k: m.tau[k] >= m.lo)
     m.obj = pyo.Objective(expr=m.hi - m.lo, sense=pyo.minimize)
     return m
+
+
+def build_model(inst: MelAsyncInstance, method: str) -> pyo.ConcreteModel:
+    """The Pyomo model behind ``method`` for export: (7) for ``exact``, (8) otherwise."""
+    if method == "exact":
+        return build_integer_model(inst)
+    return build_relaxed_model(inst, form=default_form(inst))

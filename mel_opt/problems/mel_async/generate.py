@@ -33,7 +33,6 @@ FEATURES = 784
 TOTAL_SAMPLES = 60_000
 
 
-
 def _shannon_rate(rng: np.random.Generator, n: int, bandwidth: float = 20e6) -> np.ndarray:
     r = 50.0 * np.sqrt(rng.uniform(0.0, 1.0, n))
     r = np.maximum(r, 2.0)
@@ -66,25 +65,37 @@ def generate(
     rng = np.random.default_rng(seed)
     T = param_value(params, "cycle_time_s", 15.0)
     if preset == "random":
-        check_params(params, ("cycle_time_s", "total_samples"), "mel-async preset random")
-        d = param_value(params, "total_samples", 1000 * K, int)
-        c2 = 10 ** rng.uniform(-4.5, -3.0, K)
-        c1 = 10 ** rng.uniform(-5.0, -3.5, K)
-        c0 = rng.uniform(0.05, 0.5, K)
-        return {
-            "problem": "mel-async",
-            "schema_version": 1,
-            "name": f"random_k{K}_s{seed}",
-            "description": f"random coefficient-form instance (seed {seed})",
-            "cycle_time_s": T,
-            "total_samples": d,
-            "min_samples": max(1, d // (20 * K)),
-            "max_samples": d,
-            "learners": [
-                {"name": f"n{k}", "c2": float(c2[k]), "c1": float(c1[k]), "c0": float(c0[k])}
-                for k in range(K)
-            ],
-        }
+        return _random(params, K, seed, rng, T)
+    return _mohammad2020(params, K, seed, rng, T)
+
+
+def _random(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
+            T: float) -> dict[str, Any]:
+    """Preset ``random``: log-uniform C2, C1 and uniform C0 per learner (coefficient form)."""
+    check_params(params, ("cycle_time_s", "total_samples"), "mel-async preset random")
+    d = param_value(params, "total_samples", 1000 * K, int)
+    c2 = 10 ** rng.uniform(-4.5, -3.0, K)
+    c1 = 10 ** rng.uniform(-5.0, -3.5, K)
+    c0 = rng.uniform(0.05, 0.5, K)
+    return {
+        "problem": "mel-async",
+        "schema_version": 1,
+        "name": f"random_k{K}_s{seed}",
+        "description": f"random coefficient-form instance (seed {seed})",
+        "cycle_time_s": T,
+        "total_samples": d,
+        "min_samples": max(1, d // (20 * K)),
+        "max_samples": d,
+        "learners": [
+            {"name": f"n{k}", "c2": float(c2[k]), "c1": float(c1[k]), "c0": float(c0[k])}
+            for k in range(K)
+        ],
+    }
+
+
+def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
+                  T: float) -> dict[str, Any]:
+    """Preset ``mohammad2020``: the physical set-up of the module docstring."""
     check_params(params, ("cycle_time_s", "mode", "min_samples", "max_samples"),
                  "mel-async preset mohammad2020")
     d_l = param_value(params, "min_samples", 500, int)

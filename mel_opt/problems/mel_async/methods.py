@@ -13,7 +13,7 @@ import numpy as np
 
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.mel_async import windows as W
-from mel_opt.problems.mel_async.formulation import default_form, relaxed_model
+from mel_opt.problems.mel_async.formulation import build_relaxed_model, default_form
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 from mel_opt.result import SolverInfo
 from mel_opt.solvers.base import Termination
@@ -268,7 +268,7 @@ def solve_ipopt(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
     from mel_opt.solvers import ipopt
 
     form = str(opts.extra.get("form") or default_form(inst))
-    model = relaxed_model(inst, form=form)
+    model = build_relaxed_model(inst, form=form)
     res = ipopt.solve_nlp(model, time_limit=opts.time_limit)
     solver = SolverInfo("ipopt (cyipopt)", ipopt.version())
     extras: dict[str, Any] = {

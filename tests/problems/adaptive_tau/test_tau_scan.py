@@ -1,4 +1,4 @@
-"""adaptive-tau: the vectorised scan against a direct evaluation of the reference formula."""
+"""adaptive-tau: the vectorised scan against a direct evaluation of the authors' formula."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def doc(**kw: object) -> dict:
 
 def direct_tau(beta: float, delta: float, rho: float, eta: float, phi: float, c: float,
                b: float, R: float, tau_current: int, tau_max: int, use_min_loss: bool) -> int:
-    """The reference (adaptive-tau.md) read literally: a Python loop with math.pow and strict <."""
+    """The authors' rule read literally: a Python loop with math.pow and strict <."""
     beta = max(beta, 1e-5)
     best_tau, best = 1, math.inf
     for tau in range(1, 10 * tau_current + 1):

@@ -31,7 +31,7 @@ def doc(learners: list[dict], **top: float) -> dict:
 
 
 def test_worked_example_gives_92_shards() -> None:
-    # Reference (med-testbed.md, DAB): Omega_m = 6.156 shards, b = 9.25 shards/s,
+    # The worked example of the thesis author's DAB code: Omega_m = 6.156 shards, b = 9.25 shards/s,
     # c = 25.08 shards/s, mu = 1, D = 15 s.
     #   2 Omega_m / b = 12.312 / 9.25          = 1.331027 s
     #   mu / c + Omega_d / b = 1/25.08 + 1/9.25 = 0.039872 + 0.108108 = 0.147980 s/shard

@@ -15,7 +15,7 @@ from mel_opt.cli import cli
 from mel_opt.errors import InstanceError, UsageError
 from mel_opt.problems.feel.generate import average_rate, exp_e1, generate
 from mel_opt.problems.feel.instance import parse
-from mel_opt.problems.feel.model import coefficients
+from mel_opt.problems.feel.latency import coefficients
 
 CPU_DOC = {
     "problem": "feel",

@@ -11,8 +11,8 @@ from mel_opt.api import parse_instance, solve
 from mel_opt.problems.feel import formulation
 from mel_opt.problems.feel.closed_form import downlink, solve_continuous
 from mel_opt.problems.feel.generate import generate
-from mel_opt.problems.feel.ipopt_method import point_efficiency
-from mel_opt.problems.feel.model import coefficients
+from mel_opt.problems.feel.latency import coefficients
+from mel_opt.problems.feel.nlp import point_efficiency
 from mel_opt.solvers import ipopt
 from mel_opt.solvers.base import TerminationCondition
 
@@ -27,7 +27,7 @@ def instance(K: int, seed: int, processor: str = "cpu", bits: str = "32",
 
 
 def ipopt_p4(inst, B: float):
-    m = formulation.p4_model(inst, B)
+    m = formulation.build_p4_model(inst, B)
     res = ipopt.solve_nlp(m, tol=1e-11)
     assert res.termination == TerminationCondition.LOCALLY_OPTIMAL, res.message
     batch, up, dn = formulation.unscale(inst, m)

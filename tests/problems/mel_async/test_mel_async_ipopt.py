@@ -51,13 +51,13 @@ def test_ipopt_finds_zero_staleness_when_relaxation_allows():
 
 
 def test_pairwise_form_has_quadratic_many_rows():
-    from mel_opt.problems.mel_async.formulation import relaxed_model
+    from mel_opt.problems.mel_async.formulation import build_relaxed_model
 
     inst = mel_opt.parse_instance(generate("random", learners=10, seed=0))
     import pyomo.environ as pyo
 
-    pw = relaxed_model(inst, "pairwise")
-    mm = relaxed_model(inst, "minmax")
+    pw = build_relaxed_model(inst, "pairwise")
+    mm = build_relaxed_model(inst, "minmax")
     n_pw = sum(1 for _ in pw.component_data_objects(pyo.Constraint))
     n_mm = sum(1 for _ in mm.component_data_objects(pyo.Constraint))
     assert n_pw == 10 + 1 + 2 * 45  # (8c), (8d), two rows per pair for (8b)

@@ -1,4 +1,4 @@
-"""The ``ipopt`` method: P4 + P5 (fixed B, convex) or P1 (multi-start) by IPOPT, then whole batches.
+"""IPOPT on P4 + P5 (fixed B, convex) or on P1 (multi-start), then whole batches (``ipopt``).
 
 Options (``SolveOptions.extra``): ``starts`` (IPOPT runs for P1, default 8; the first starts
 from half-full batches with equal slots, the others from seeded random batches and slots),
@@ -16,11 +16,11 @@ import numpy as np
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.feel import formulation
-from mel_opt.problems.feel.closed_form import downlink
+from mel_opt.problems.feel.closed_form import Phase, downlink
 from mel_opt.problems.feel.instance import FeelInstance
-from mel_opt.problems.feel.integer import IntegerSplit, best_split
+from mel_opt.problems.feel.latency import Coeffs, coefficients
 from mel_opt.problems.feel.methods import efficiency, solution_dict
-from mel_opt.problems.feel.model import Coeffs, coefficients
+from mel_opt.problems.feel.rounding import IntegerSplit, best_split
 from mel_opt.result import SolverInfo
 from mel_opt.solvers.base import Termination
 
@@ -47,7 +47,33 @@ def _option(opts: SolveOptions, key: str, default: Any, kind: type, minimum: flo
     return kind(value)
 
 
-def solve_ipopt(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
+def whole_batches(inst: FeelInstance, co: Coeffs, batch_c: np.ndarray,
+                  down: Phase) -> tuple[IntegerSplit, float]:
+    """Whole batches for the continuous batches ``batch_c``, and their efficiency [loss/s].
+
+    The global batch is the fixed one, or the better of floor and ceil of ``batch_c.sum()``
+    (within the global bounds); for each, ``batch_c`` scaled to it is rounded and repaired
+    (:func:`~mel_opt.problems.feel.rounding.best_split`); ``down`` is the downlink phase.
+    """
+    Bc = float(batch_c.sum())
+    if inst.global_batch is not None:
+        candidates = [inst.global_batch]
+    else:
+        lo_B, hi_B = co.min_global, co.max_global
+        candidates = sorted({min(max(int(math.floor(Bc)), lo_B), hi_B),
+                             min(max(int(math.ceil(Bc)), lo_B), hi_B)})
+    chosen: IntegerSplit | None = None
+    chosen_eff = -math.inf
+    for B in candidates:
+        split = best_split(co, B, suggestion=batch_c * (B / Bc))
+        e = efficiency(co, B, split.uplink.latency, down.latency)
+        if e > chosen_eff:
+            chosen, chosen_eff = split, e
+    assert chosen is not None
+    return chosen, chosen_eff
+
+
+def ipopt_multistart(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
     """Solve P4 + P5 (fixed ``global_batch``) or P1 with IPOPT, then round and repair.
 
     The best start (by the efficiency recomputed from the latency model) is kept as the
@@ -76,9 +102,9 @@ def solve_ipopt(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
             up0 = rng.dirichlet(np.ones(K)) * inst.frame_up
             dn0 = rng.dirichlet(np.ones(K)) * inst.frame_down
         if inst.global_batch is not None:
-            model = formulation.p4_model(inst, float(inst.global_batch), batch0, up0, dn0)
+            model = formulation.build_p4_model(inst, float(inst.global_batch), batch0, up0, dn0)
         else:
-            model = formulation.p1_model(inst, batch0, up0, dn0)
+            model = formulation.build_p1_model(inst, batch0, up0, dn0)
         limit = None
         if opts.time_limit is not None:
             limit = opts.time_limit - (time.perf_counter() - began)
@@ -99,21 +125,8 @@ def solve_ipopt(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
                             "no IPOPT run returned a usable point")
     eff_c, batch_c, up_c, dn_c = best
     Bc = float(batch_c.sum())
-    if inst.global_batch is not None:
-        candidates = [inst.global_batch]
-    else:
-        lo_B, hi_B = co.min_global, co.max_global
-        candidates = sorted({min(max(int(math.floor(Bc)), lo_B), hi_B),
-                             min(max(int(math.ceil(Bc)), lo_B), hi_B)})
     down = downlink(co)
-    chosen: IntegerSplit | None = None
-    chosen_eff = -math.inf
-    for B in candidates:
-        split = best_split(co, B, suggestion=batch_c * (B / Bc))
-        e = efficiency(co, B, split.uplink.latency, down.latency)
-        if e > chosen_eff:
-            chosen, chosen_eff = split, e
-    assert chosen is not None
+    chosen, chosen_eff = whole_batches(inst, co, batch_c, down)
     final = chosen.uplink
     extras: dict[str, Any] = {
         "continuous_efficiency": eff_c,

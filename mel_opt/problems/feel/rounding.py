@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mel_opt.problems.feel.closed_form import Phase, uplink_for_batches
-from mel_opt.problems.feel.model import Coeffs
+from mel_opt.problems.feel.latency import Coeffs
 
 
 def round_to_sum(x: np.ndarray, B: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
