@@ -23,7 +23,7 @@ from rich.table import Table
 
 from mel_opt.api import parse_instance, solve
 from mel_opt.problems.med.generate import generate
-from mel_opt.problems.med.model import coefficients
+from mel_opt.problems.med.latency import coefficients
 
 console = Console()
 
