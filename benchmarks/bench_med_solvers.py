@@ -2,9 +2,10 @@
 
 Part 1, the thesis preset (``mays2023``, both experiments) for N = 4..10 learners and M = 1..4
 tasks; part 2, random heterogeneous learners (``hetero``, every learner different, budget
-binding or not) up to N = 50, M = 5, with a time limit; part 3, where gurobipy is installed,
-Gurobi on the author's formulation (integer ceiling per task, indicator constraints) as the
-anchor the issue quotes.
+binding or not) up to N = 50, M = 5, with a time limit (for ``exact`` also how far above the
+final bound its incumbent was after the local search and after the iterated local search);
+part 3, where gurobipy is installed, Gurobi on the author's formulation (integer ceiling per
+task, indicator constraints) as the anchor the issue quotes.
 
     python benchmarks/bench_med_solvers.py                 # everything (about 20-30 min)
     python benchmarks/bench_med_solvers.py --part preset --seeds 3
@@ -23,9 +24,9 @@ from rich.table import Table
 
 from mel_opt.api import parse_instance, solve
 from mel_opt.problems.med.generate import generate
-from mel_opt.problems.med.model import coefficients
+from mel_opt.problems.med.latency import coefficients
 
-console = Console()
+console = Console(width=max(Console().width, 120))  # the hetero table needs ~110 columns
 
 
 def _run(inst, method: str, limit: float):
@@ -67,12 +68,21 @@ def part_preset(seeds: int, limit: float) -> None:
                       f"highs {statistics.median(all_highs):.3f} s (max {max(all_highs):.2f})")
 
 
+def _stage_gap(res, key: str, bound) -> str:
+    """How far above the final bound the branch and bound's incumbent was after a stage
+    (local search; iterated local search), from its search statistics ("-" when absent)."""
+    value = res.metrics.get(f"search_{key}")
+    if value is None or bound is None or not math.isfinite(bound) or not math.isfinite(value):
+        return "-"
+    return f"{100 * max(0.0, value - bound) / value:.2f}%"
+
+
 def part_hetero(sizes: list[tuple[int, int]], seeds: int, limit: float) -> None:
     for label, params in (("budget binding (budget_factor 1.0)", {}),
                           ("budget slack (budget_factor 10)", {"budget_factor": "10"})):
         table = Table(title=f"hetero, {label}: time limit {limit:g} s")
         for col in ("N", "M", "seed", "method", "status", "objective", "bound", "gap",
-                    "time (s)"):
+                    "LS gap", "ILS gap", "time (s)"):
             table.add_column(col, justify="right")
         for n, m in sizes:
             for seed in range(seeds):
@@ -87,7 +97,10 @@ def part_hetero(sizes: list[tuple[int, int]], seeds: int, limit: float) -> None:
                     table.add_row(str(n), str(m), str(seed), method, res.status.value,
                                   "-" if obj is None else f"{obj:.4f}",
                                   "-" if bound is None else f"{bound:.4f}",
-                                  "-" if gap is None else f"{100 * gap:.2f}%", f"{t:.2f}")
+                                  "-" if gap is None else f"{100 * gap:.2f}%",
+                                  _stage_gap(res, "incumbent_after_local_search", bound),
+                                  _stage_gap(res, "incumbent_before_branching", bound),
+                                  f"{t:.2f}")
         console.print(table)
 
 

@@ -41,7 +41,7 @@ def evaluate(inst: MedInstance, seed: int, options: Mapping[str, Any]) -> list[d
 
 def build_model(inst: MedInstance, method: str) -> Any:
     """The Pyomo model (4.4) behind ``highs`` (strengthened, with symmetry breaking)."""
-    return formulation.build(inst)
+    return formulation.build_milp_model(inst)
 
 
 PROBLEM = ProblemSpec(

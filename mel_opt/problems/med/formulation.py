@@ -36,7 +36,12 @@ import pyomo.environ as pyo
 
 from mel_opt.problems.med import split
 from mel_opt.problems.med.instance import MedInstance
-from mel_opt.problems.med.model import Coefficients, budget_can_bind, coefficients, learner_types
+from mel_opt.problems.med.latency import (
+    Coefficients,
+    budget_can_bind,
+    coefficients,
+    learner_types,
+)
 
 
 def best_case_levels(inst: MedInstance, coef: Coefficients) -> np.ndarray:
@@ -51,7 +56,7 @@ def best_case_levels(inst: MedInstance, coef: Coefficients) -> np.ndarray:
                      for i in range(inst.n_tasks)])
 
 
-def build(inst: MedInstance, *, symmetry: bool = True) -> pyo.ConcreteModel:
+def build_milp_model(inst: MedInstance, *, symmetry: bool = True) -> pyo.ConcreteModel:
     """The strengthened (4.4) model; ``symmetry=False`` leaves out the symmetry breaking.
 
     Variable names: ``x[i,j]``, ``d[i,j]`` for allowed pairs only, ``H[i]``.

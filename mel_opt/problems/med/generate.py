@@ -1,12 +1,12 @@
 """med instances: the thesis set-up (``mays2023``) and random heterogeneous learners (``hetero``).
 
-``mays2023`` follows thesis 001 Section 4.3.1 and the facts read from its author's code
-(``../shared/reference/med-testbed.md``):
+``mays2023`` follows thesis 001 Section 4.3.1 and the thesis author's code and testbed
+measurements (task table, Jetson Nano training rates, state model):
 
 - tasks in the order mnist_ffn, mnist_cnn, fashion, fashion_2 (the first m are used): parameters
   573,910 / 102,250 / 2,079,310 / 2,079,310 float32 (x 4 bytes), iterations 2/1/1/1, deadlines
   60/45/45/45 s, shards 60/60/20/20; a shard is 500 x 784 float32 = 1,568,000 bytes. (Thesis
-  Table 4.1 prints deadlines 55/40/40; the author's code used the reference values.)
+  Table 4.1 prints deadlines 55/40/40; the author's code used 60/45/45.)
 - states idle, training, downloading; a learner's probabilities are softmax(one_hot(k) / heat),
   heat 0.5, k uniform: [0.787, 0.107, 0.107] peaked on k.
 - training rates [shards/s] of the Jetson Nano learners the thesis ran on: idle 5.6 / 4.1 / 2.7
@@ -143,8 +143,8 @@ def _mays2023(n: int, m: int, seed: int, rng: np.random.Generator,
         "name": f"mays2023_{experiment}_n{n}_m{m}_s{seed}",
         "description": (
             "Thesis 001 Section 4.3.1 set-up (number-of-" + experiment + " experiment) with the "
-            "task table, Jetson Nano training rates and state model of "
-            "../shared/reference/med-testbed.md: tasks " + ", ".join(r[0] for r in rows)
+            "task table, Jetson Nano training rates and state model of the thesis author's "
+            "testbed measurements: tasks " + ", ".join(r[0] for r in rows)
             + f"; deadlines {', '.join(f'{r[3] + offset:g}' for r in rows)} s; budget "
             f"{budget:g}; states idle/training/downloading, softmax(one_hot / {heat:g}); "
             "bandwidth alpha / mean(S) of the idle and training rows (11.894 MB/s), halved in "

@@ -14,8 +14,9 @@ import numpy as np
 
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
-from mel_opt.problems.med import exact, formulation
+from mel_opt.problems.med import formulation
 from mel_opt.problems.med.instance import MedInstance
+from mel_opt.problems.med.search import dispatch
 from mel_opt.result import SolverInfo
 from mel_opt.solvers import highs
 from mel_opt.solvers.base import SolutionStatus, Termination, TerminationCondition, usable_point
@@ -41,11 +42,11 @@ def _solution(assignment: np.ndarray, d: np.ndarray) -> dict[str, Any]:
 
 
 def solve_exact(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
-    """Proven optimum of (4.4) by the type programme (module ``exact``).
+    """Proven optimum of (4.4) by the type programme (package ``search``).
 
     Extras: ``bound`` (proven lower bound), ``gap`` (relative), and the search statistics.
     """
-    out = exact.solve(inst, time_limit=opts.time_limit)
+    out = dispatch.solve(inst, time_limit=opts.time_limit)
     extras: dict[str, Any] = {"bound": out.bound}
     if out.objective is not None and out.bound is not None:
         extras["gap"] = max(0.0, out.objective - out.bound) / max(1e-12, abs(out.objective))
@@ -63,7 +64,7 @@ def solve_highs(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
     Option ``symmetry`` (default true) keeps the symmetry-breaking rows.
     """
     symmetry = bool(opts.extra.get("symmetry", True))
-    model = formulation.build(inst, symmetry=symmetry)
+    model = formulation.build_milp_model(inst, symmetry=symmetry)
     res = highs.solve_milp(model, time_limit=opts.time_limit, mip_gap=MIP_GAP)
     info = SolverInfo("highs", highs.version())
     extras: dict[str, Any] = {"bound": res.bound, "gap": res.gap}

@@ -50,7 +50,7 @@ from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.med import methods
 from mel_opt.problems.med.instance import MedInstance
-from mel_opt.problems.med.model import state_times
+from mel_opt.problems.med.latency import state_times
 
 SCHEMES = ("med", "mmtt-uncertain", "mmtt-ideal")
 METRICS = ("training_time_s", "satisfaction", "fulfilment", "drop_rate", "occupancy",

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from mel_opt.problems.med.model import shards_within
+from mel_opt.problems.med.latency import shards_within
 
 
 def min_max_level(A: np.ndarray, C: np.ndarray, count: np.ndarray, L: int, D: int) -> float:

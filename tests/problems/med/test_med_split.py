@@ -1,4 +1,4 @@
-"""The per-task oracles (min-max split, least-cost steps, budget knapsack) against brute force."""
+"""The per-task oracles (min-max split, least-cost steps) against brute force."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mel_opt.problems.med import budget, split
+from mel_opt.problems.med import split
 
 
 def brute_level(A, C, L, D):
@@ -88,30 +88,6 @@ def test_cost_frontier_gives_the_least_cost_at_every_level(seed):
     for h, c in zip(levels, costs, strict=True):  # and every step is attained by a split
         assert any(abs(c - c2) < 1e-9 and h2 <= h + 1e-9 for h2, c2 in pts)
     assert np.all(np.diff(levels) > 0) and np.all(np.diff(costs) < 0)
-
-
-def test_best_levels_is_the_knapsack_optimum():
-    rng = np.random.default_rng(7)
-    for _ in range(30):
-        fronts = []
-        for _ in range(int(rng.integers(1, 4))):
-            k = int(rng.integers(1, 5))
-            lev = np.sort(rng.uniform(0, 10, k))
-            cost = np.sort(rng.uniform(0, 10, k))[::-1]
-            fronts.append((lev, cost))
-        B = float(rng.uniform(5, 25))
-        want, pick = math.inf, None
-        for combo in itertools.product(*[range(f[0].size) for f in fronts]):
-            c = sum(f[1][i] for f, i in zip(fronts, combo, strict=True))
-            h = sum(f[0][i] for f, i in zip(fronts, combo, strict=True))
-            if c <= B and h < want:
-                want, pick = h, combo
-        got = budget.best_levels(fronts, B)
-        if pick is None:
-            assert got is None
-        else:
-            assert got[0] == pytest.approx(want)
-            assert sum(f[1][i] for f, i in zip(fronts, got[1], strict=True)) <= B + 1e-9
 
 
 def test_best_case_level_lets_slow_learners_stay_out():

@@ -1,0 +1,14 @@
+"""med's exact search (thesis Eq. 4.4): a proven optimum, or an allocation and a bound.
+
+Modules, each importing only those listed before it (no cycles; this file imports nothing):
+
+- ``types``: the tolerance, ``Outcome`` and small helpers every module shares.
+- ``budget``: the budget subproblem of a fixed assignment (multiple-choice knapsack).
+- ``type_box``: learner types as cells of a box and the dynamic programmes over it.
+- ``type_search``: the type-programme search (budget search, Lagrangian multiplier on B).
+- ``evaluate``: the exact value of one assignment (many-types path).
+- ``local``: greedy start, local search and iterated local search.
+- ``lagrangian``: the Lagrangian bound and its subgradient optimisation.
+- ``branch_and_bound``: the Lagrangian branch and bound for many learner types.
+- ``dispatch``: the entry point ``solve``, which picks one of the searches.
+"""

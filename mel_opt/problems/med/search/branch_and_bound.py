@@ -1,0 +1,246 @@
+"""The exact method for instances with many learner types: Lagrangian branch and bound.
+
+When learners are all different (random heterogeneous instances) the type programme has too
+many states. This module proves optimality (or reports a gap at the time limit) with three
+parts.
+
+Primal (``local``). A greedy assignment repaired and improved by local search, each candidate
+valued exactly (``evaluate``). After the root bound, an iterated local search improves the
+incumbent; the subproblems' covers seed more polishing during branching.
+
+Bound (``lagrangian``). The Lagrangian relaxation of "each learner serves exactly one task" and
+of the budget, maximised by a deflected subgradient method from each node's parent multipliers.
+
+Branching. Best bound first (the global bound at a time limit is the least open bound) on the
+learner whose subproblem answers disagree most (it appears in no task or in several), fixed to
+the task the answers favour in one child and barred from it in the other; each node
+re-optimises the multipliers from its parent's. A node is cut when its bound reaches the
+incumbent. Without a time limit the search runs to the end (proof); with one, the root bound
+gets up to ``ROOT_SHARE`` of it, the iterated local search up to ``ILS_SHARE``, branching the
+rest, and the best allocation and the best bound at the limit are returned.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mel_opt.problems.med import split
+from mel_opt.problems.med.instance import MedInstance
+from mel_opt.problems.med.latency import Coefficients, budget_can_bind
+from mel_opt.problems.med.search.evaluate import Evaluator
+from mel_opt.problems.med.search.lagrangian import Lagrangian, Node
+from mel_opt.problems.med.search.local import greedy, iterated_local_search, local_search
+from mel_opt.problems.med.search.types import REL_GAP, TOL, Outcome, better, parts_of
+from mel_opt.solvers.base import Termination
+
+ROOT_SHARE = 0.35  # with a time limit: the root bound stops at this share of it
+ILS_SHARE = 0.7  # ... and the iterated local search at this share (branching gets the rest)
+CHILD_ITERS = 15  # subgradient steps per child node (from the parent's multipliers)
+ROOT_ITERS = 300  # subgradient steps at the root
+FIRST_SEARCH_CAP = 30.0  # s, the first local search's cap
+COVER_SEARCH_CAP = 5.0  # s, the cap of one polish of a subproblem cover
+ILS_PATIENCE = 30  # kicks in a row without a gain that end the iterated local search (no limit)
+ILS_PATIENCE_TIMED = 100  # the same with a time limit (its share of the time ends it first)
+
+HeapEntry = tuple[float, int, int, Node, np.ndarray]  # bound, -depth, order, node, cover
+
+
+def _children(node: Node, cover: np.ndarray, coef: Coefficients, must_work: bool
+              ) -> list[Node]:
+    """Branch on the free learner whose subproblem answers disagree most: fixed to the task
+    they favour (fastest such task), then barred from it."""
+    free = (node.fixed < 0) & (~node.barred & coef.allowed).any(axis=0)
+    if not free.any():
+        return []
+    counts = cover.sum(axis=0)
+    score = np.where(free, np.abs(counts - 1) + 1e-3 * (1.0 / coef.C).sum(axis=0), -1.0)
+    j = int(np.argmax(score))
+    open_tasks = ~node.barred[:, j] & coef.allowed[:, j]
+    likely = np.nonzero(cover[:, j] & open_tasks)[0]
+    options = likely if likely.size else np.nonzero(open_tasks)[0]
+    if options.size == 0:
+        return []
+    i = int(options[np.argmin(coef.C[options, j])])
+    fixed = node.fixed.copy()
+    fixed[j] = i
+    barred = node.barred.copy()
+    barred[:, j] = True
+    barred[i, j] = False
+    fix_child = Node(fixed, barred, node.mu.copy(), node.lam, node.depth + 1)
+    barred2 = node.barred.copy()
+    barred2[i, j] = True
+    kids = [fix_child]
+    if not must_work or (~barred2[:, j] & coef.allowed[:, j]).any():
+        kids.append(Node(node.fixed.copy(), barred2, node.mu.copy(), node.lam, node.depth + 1))
+    return kids
+
+@dataclass
+class _Incumbent:
+    value: float
+    assign: np.ndarray | None
+
+    def offer(self, value: float, assign: np.ndarray) -> None:
+        if better(value, self.value):
+            self.value, self.assign = value, assign.copy()
+
+
+def _floor_levels(inst: MedInstance, coef: Coefficients) -> np.ndarray:
+    """Per task, the least level any subset of the learners reaches within the deadline [s]."""
+    return np.array([split.best_case_level(coef.A[i], coef.C[i], coef.L, int(inst.shards[i]),
+                                           float(inst.deadline[i]) * (1 + TOL))
+                     for i in range(inst.n_tasks)])
+
+
+class _Search:
+    """One run of the branch and bound: the incumbent, the bound and the time shares."""
+
+    def __init__(self, inst: MedInstance, coef: Coefficients, time_limit: float | None
+                 ) -> None:
+        self.start = time.perf_counter()
+        self.time_limit = time_limit
+        self.deadline = self.start + (time_limit if time_limit is not None else math.inf)
+        self.inst, self.coef = inst, coef
+        self.ev = Evaluator(inst, coef, budget_can_bind(inst))
+        self.m, self.n = inst.n_tasks, inst.n_learners
+        self.stats: dict[str, Any] = {"method": "lagrangian branch and bound", "nodes": 0}
+        self.best = _Incumbent(math.inf, None)
+
+    def _share_end(self, share: float) -> float:
+        """The end of a phase that may use ``share`` of the time limit (deadline if none)."""
+        return self.deadline if self.time_limit is None else self.start + share * self.time_limit
+
+    def proven(self, bound: float) -> bool:
+        return bound >= self.best.value - REL_GAP * max(1.0, abs(self.best.value))
+
+    def improve_from(self, cover: np.ndarray) -> None:
+        """Turn a subproblem cover into an assignment and polish it."""
+        inst, coef = self.inst, self.coef
+        cand = np.full(self.n, -1, dtype=np.int64)
+        for j in range(self.n):
+            tasks = np.nonzero(cover[:, j])[0]
+            if tasks.size:
+                cand[j] = int(tasks[np.argmin(coef.C[tasks, j])])
+            elif inst.min_shards == 0:
+                cand[j] = -1
+            else:
+                ok = np.nonzero(coef.allowed[:, j])[0]
+                cand[j] = int(ok[np.argmin(coef.C[ok, j])]) if ok.size else 0
+        got, val = local_search(self.ev, cand,
+                                min(self.deadline, time.perf_counter() + COVER_SEARCH_CAP))
+        self.best.offer(val, got)
+
+    def iterate(self, fallback: np.ndarray, root_bound: float) -> None:
+        """The iterated local search before branching: a good incumbent is what prunes."""
+        start_assign = self.best.assign if self.best.assign is not None else fallback
+        got, val, kicks = iterated_local_search(
+            self.ev, start_assign, self.best.value,
+            min(self.deadline, self._share_end(ILS_SHARE)),
+            patience=ILS_PATIENCE if self.time_limit is None else ILS_PATIENCE_TIMED,
+            target=root_bound + REL_GAP * max(1.0, abs(root_bound)))
+        self.stats["ils_kicks"] = kicks
+        self.best.offer(val, got)
+
+    def branch(self, lag: Lagrangian, root: Node, root_bound: float, cover: np.ndarray
+               ) -> tuple[bool, list[float]]:
+        """Best bound first (ties: deeper first): the global bound at a time limit is the least
+        open bound, so expanding that node is what raises it.
+
+        Returns whether the time limit stopped it and the bounds of the nodes still open.
+        """
+        heap: list[HeapEntry] = []
+        counter = itertools.count()
+        if not self.proven(root_bound):
+            heapq.heappush(heap, (root_bound, 0, next(counter), root, cover))
+        while heap:
+            if time.perf_counter() > self.deadline:
+                return True, [b for b, *_ in heap]
+            bound, _, _, node, cover = heapq.heappop(heap)
+            self.stats["nodes"] += 1
+            if self.proven(bound):
+                continue
+            kids = _children(node, cover, self.coef, self.inst.min_shards > 0)
+            if not kids:  # every learner fixed (or barred everywhere: unused): a leaf
+                leaf = node.fixed.copy()
+                excess, leaf_value, _ = self.ev.value(parts_of(leaf, self.m))
+                if excess == 0:
+                    self.best.offer(leaf_value, leaf)
+                continue
+            for child in kids:
+                b, cov = lag.optimise(child, self.best.value, CHILD_ITERS, self.deadline)
+                b = max(b, bound)
+                if self.stats["nodes"] % 10 == 1:
+                    self.improve_from(cov)
+                if not self.proven(b):
+                    heapq.heappush(heap, (b, -child.depth, next(counter), child, cov))
+        return False, []
+
+    def allocation(self, assignment: np.ndarray) -> tuple[float, np.ndarray]:
+        """The value of a feasible assignment and its whole shards d (m, n) at its levels."""
+        inst, coef = self.inst, self.coef
+        parts = parts_of(assignment, self.m)
+        _, val, levels = self.ev.value(parts)
+        assert levels is not None  # the incumbent was feasible when it was stored
+        d = np.zeros((self.m, self.n), dtype=np.int64)
+        for i, p in enumerate(parts):
+            W = np.array(p, dtype=np.int64)
+            part = split.split_at(coef.A[i, W], coef.C[i, W], inst.price[W], coef.L,
+                                  int(inst.shards[i]), levels[i])
+            assert part is not None  # the level was computed from these learners
+            d[i, W] = part
+        return val, d
+
+    def outcome(self, timed_out: bool, open_bounds: list[float], root_bound: float
+                ) -> Outcome:
+        stats = self.stats
+        final_bound = min([self.best.value, *open_bounds]) if timed_out else self.best.value
+        if self.best.assign is None:
+            if timed_out:
+                return Outcome(Termination.TIME_LIMIT, bound=root_bound, stats=stats,
+                               message="time limit without a feasible allocation")
+            return Outcome(Termination.INFEASIBLE, bound=math.inf, stats=stats,
+                           message="no feasible allocation (search exhausted)")
+        assignment = self.best.assign
+        val, d = self.allocation(assignment)
+        stats["bound"] = final_bound
+        if timed_out:
+            return Outcome(Termination.TIME_LIMIT, assignment, d, val, final_bound, stats=stats,
+                           message="time limit: best allocation found and a Lagrangian bound")
+        return Outcome(Termination.OPTIMAL, assignment, d, val, val, stats=stats,
+                       message="proven optimal (Lagrangian branch and bound)")
+
+    def run(self) -> Outcome:
+        inst, coef, stats = self.inst, self.coef, self.stats
+        assign, value = local_search(self.ev, greedy(self.ev),
+                                     min(self.deadline, self.start + FIRST_SEARCH_CAP))
+        stats["incumbent_after_local_search"] = value
+        floor_levels = _floor_levels(inst, coef)
+        if not np.all(np.isfinite(floor_levels)):
+            return Outcome(Termination.INFEASIBLE, message="a task cannot meet its deadline "
+                           "even with every learner", stats=stats)
+        lag = Lagrangian(inst, coef, self.ev.binds, floor_levels, value)
+        root = Node(np.full(self.n, -1, dtype=np.int64), np.zeros((self.m, self.n), dtype=bool),
+                    np.zeros(self.n), 0.0)
+        self.best.offer(value, assign)
+        root_bound, cover = lag.optimise(root, value, ROOT_ITERS,
+                                         min(self.deadline, self._share_end(ROOT_SHARE)))
+        stats["root_bound"] = root_bound
+        self.improve_from(cover)
+        if not self.proven(root_bound):
+            self.iterate(assign, root_bound)
+        stats["incumbent_before_branching"] = self.best.value
+        timed_out, open_bounds = self.branch(lag, root, root_bound, cover)
+        return self.outcome(timed_out, open_bounds, root_bound)
+
+
+def solve(inst: MedInstance, coef: Coefficients, *, time_limit: float | None = None
+          ) -> Outcome:
+    """Lagrangian branch and bound (module docstring) within ``time_limit`` seconds (None: to
+    the end, a proof)."""
+    return _Search(inst, coef, time_limit).run()

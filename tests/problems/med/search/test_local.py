@@ -1,0 +1,54 @@
+"""The primal side of the branch and bound: the evaluator's cutoff and the local searches."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mel_opt.api import parse_instance
+from mel_opt.problems.med.generate import generate
+from mel_opt.problems.med.latency import coefficients
+from mel_opt.problems.med.search import branch_and_bound
+from mel_opt.problems.med.search.evaluate import Evaluator
+from mel_opt.problems.med.search.local import greedy, iterated_local_search, local_search
+from mel_opt.problems.med.search.types import parts_of
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_evaluator_cutoff_only_prunes_values_it_cannot_beat(seed):
+    # the cutoff is a shortcut of the local search: below it the value is the plain one,
+    # at or above it a feasible assignment reads (0, inf)
+    inst = parse_instance(generate("hetero", learners=12, tasks=3, seed=seed))
+    coef = coefficients(inst)
+    rng = np.random.default_rng(seed)
+    ev, checked = Evaluator(inst, coef, True), 0
+    base, _ = local_search(ev, greedy(ev), math.inf)
+    for _ in range(60):  # neighbours of a good assignment: mostly feasible
+        assign = base.copy()
+        for j in rng.choice(12, 1):
+            assign[j] = rng.choice(np.nonzero(coef.allowed[:, j])[0])
+        parts = parts_of(assign, 3)
+        excess, value, _ = ev.value(parts)
+        if excess > 0:
+            continue
+        checked += 1
+        for cut in (value * 0.99, value, value * 1.01):
+            got = ev.value(parts, cut)[:2]
+            assert got == ((0.0, value) if value < cut else (0.0, math.inf))
+    assert checked >= 5
+
+
+def test_iterated_local_search_improves_and_reports_true_values():
+    inst = parse_instance(generate("hetero", learners=16, tasks=3, seed=3))
+    coef = coefficients(inst)
+    ev = Evaluator(inst, coef, True)
+    start, value = local_search(ev, greedy(ev), math.inf)
+    got, best, kicks = iterated_local_search(ev, start, value, math.inf, patience=15)
+    assert kicks >= 15 and best <= value
+    assert ev.value(parts_of(got, 3))[:2] == (0.0, pytest.approx(best, rel=1e-12))
+    # the proven optimum is a floor for it (and local search alone is not always there)
+    proof = branch_and_bound.solve(inst, coef, time_limit=60)
+    assert proof.termination.value == "optimal"
+    assert best >= proof.objective * (1 - 1e-9)
