@@ -131,8 +131,8 @@ def compare_cmd(path: str, methods: str | None, as_json: bool, time_limit: float
                 seed: int, options: tuple[str, ...]) -> None:
     """Every method of the instance's problem side by side, with gaps to the best proven answer.
 
-    A method that answers a different question shows "not comparable: <reason>" in place of a
-    gap."""
+    A method that answers a different question shows "not comparable" in place of a gap, and
+    its reason under the table."""
     from mel_opt.compare import compare
 
     with guarded():
@@ -158,11 +158,13 @@ def compare_cmd(path: str, methods: str | None, as_json: bool, time_limit: float
             apart = cmp.not_comparable.get(r.method)
             t.add_row(r.method + best, spec.methods[r.method].kind,
                       f"[{style}]{r.status.value}[/]", fmt(r.objective),
-                      f"not comparable: {apart}" if apart else fmt(g),
+                      "not comparable" if apart else fmt(g),
                       "-" if rel is None else f"{100 * rel:.3g}",
                       *(fmt(r.metrics.get(k)) for k in spec.key_metrics),
                       verification_text(r), f"{r.solve_time_s:.4g}")
         out.print(t)
+        for name, why in cmp.not_comparable.items():
+            out.print(f"{name}: not comparable: {why}", markup=False)
 
 
 # CLI name -> (file suffix, Pyomo ProblemFormat name)
