@@ -32,7 +32,8 @@ from mel_opt.problems.mel_async import windows as W
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 from mel_opt.solvers.base import Termination
 
-MAX_BINARIES = 60_000  # over all optimal windows; beyond it the second stage is not attempted
+MAX_BINARIES = 10_000  # over all optimal windows; beyond it the second stage is not attempted
+# (the linearised concave objective has a weak LP bound: HiGHS needs seconds at K = 2,000)
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,17 @@ def _window_model(inst: MelAsyncInstance, lo: int, hi: int,
     m.TH = pyo.RangeSet(0, hi - lo - 1)
     m.J = pyo.RangeSet(0, K)
     m.y = pyo.Var(m.TH, m.J, domain=pyo.Binary)
-    m.one = pyo.Constraint(range(K), rule=lambda m, k: sum(m.x[k, i] for (kk, i) in reach
-                                                           if kk == k) == 1)
+    values: list[list[int]] = [[] for _ in range(K)]
+    for k, i in reach:
+        values[k].append(i)
+    m.one = pyo.Constraint(range(K), rule=lambda m, k: sum(m.x[k, i] for i in values[k]) == 1)
     d_tot = inst.total_samples
     m.low = pyo.Constraint(expr=sum(float(a[k, i]) * m.x[k, i] for k, i in reach) <= d_tot)
     m.high = pyo.Constraint(expr=sum(float(b[k, i]) * m.x[k, i] for k, i in reach) >= d_tot)
     m.pick = pyo.Constraint(m.TH, rule=lambda m, th: sum(m.y[th, j] for j in m.J) == 1)
     m.count = pyo.Constraint(m.TH, rule=lambda m, th: sum(m.x[k, i] for k, i in reach
                                                           if i <= th)
-                             == sum(j * m.y[th, j] for j in m.J))
+                             == sum(j * m.y[th, j] for j in m.J))  # m_theta
     m.obj = pyo.Objective(expr=sum(j * (K - j) * m.y[th, j] for th in m.TH for j in m.J),
                           sense=pyo.minimize)
     m.reach = reach

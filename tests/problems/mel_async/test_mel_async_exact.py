@@ -141,6 +141,10 @@ def test_exact_large_k_is_fast_and_feasible():
     res = mel_opt.solve(inst, "exact")
     assert res.status.value == "optimal" and res.verification.feasible
     assert res.solve_time_s < 5.0
+    # s* = 1 here: the average-staleness stage is too large and says so
+    assert res.metrics["max_staleness"] == 1
+    assert res.metrics["proven_levels"] == ["max_staleness"]
+    assert "not optimised" in res.message
 
 
 pyscipopt = pytest.importorskip  # keep the name for readability below
