@@ -2,13 +2,17 @@
 
 Usage::
 
+    python benchmarks/bench_mel_async.py fig2 [--seeds 5]
     python benchmarks/bench_mel_async.py staleness [--seeds 5]
     python benchmarks/bench_mel_async.py timing [--max-k 10000] [--ipopt-budget 60]
 
-(a) generates the paper's Section V set-up (preset ``mohammad2020``) for K = 5..20 at
-T = 7.5 s and 15 s, solves with every method and prints the mean max / average staleness over
-seeds beside the paper's statements. (b) times ``exact`` (and ``kkt-sai``) on K up to 10,000 and
-``ipopt`` (O(K) form) on growing K until one solve exceeds the budget.
+``fig2`` generates the paper's Section V set-up (preset ``mohammad2020``, default bounds) for
+K = 5..20 at T = 7.5 s and 15 s and prints the mean maximum (6) / average (13) staleness over
+seeds for exact, kkt-sai and ipopt (our repair and the paper's rounding), eta and sync, each
+row beside what the paper states for Fig. 2; then the zero-staleness regime under the old wide
+bounds (d_l = 500, d_u = 30,000). ``staleness`` is the same table for the default roundings
+only. ``timing`` times ``exact`` (and ``kkt-sai``) on K up to 10,000 and ``ipopt`` (O(K) form)
+on growing K until one solve exceeds the budget.
 """
 
 from __future__ import annotations
@@ -25,7 +29,83 @@ from mel_opt.problems.mel_async.experiments import staleness_vs_k
 from mel_opt.problems.mel_async.generate import generate
 
 METHODS = ("exact", "ipopt", "kkt-sai", "eta", "sync")
+# (label, method, options) of the fig2 table
+FIG2 = (("exact", "exact", {}), ("kkt-sai", "kkt-sai", {}),
+        ("kkt-sai paper", "kkt-sai", {"rounding": "paper"}), ("ipopt", "ipopt", {}),
+        ("ipopt paper", "ipopt", {"rounding": "paper"}), ("eta", "eta", {}),
+        ("sync", "sync", {}))
+OLD_BOUNDS = {"min_samples": "500", "max_samples": "30000"}
 console = Console()
+
+
+def paper_fig2(T: float, K: int) -> str:
+    """What paper 000 (Section V-B, Fig. 2) states for the optimised schemes at (T, K)."""
+    if T == 7.5 and K == 18:
+        return "0 / 0 (zero staleness at K = 18)"
+    if T == 15.0 and K == 14:
+        return "0 / 0 (zero staleness at K = 14)"
+    if T == 7.5 and K == 20:
+        return "1 / 0.5; ETA 4 / 1.5"
+    if T == 7.5:
+        return "max <= ~1, avg 0.4-0.6"
+    return "above the T = 7.5 s levels"
+
+
+def _cell(K: int, T: float, method: str, options: dict[str, str], seeds: int,
+          params: dict[str, str] | None = None) -> tuple[str, list[float], list[float]]:
+    mx, av, infeasible = [], [], 0
+    for s in range(seeds):
+        inst = mel_opt.parse_instance(generate(
+            "mohammad2020", learners=K, seed=s,
+            params={"cycle_time_s": str(T), **(params or {})}))
+        r = mel_opt.solve(inst, method, options=options)
+        if r.ok:
+            mx.append(r.metrics["max_staleness"])
+            av.append(r.metrics["avg_staleness"])
+        else:
+            infeasible += 1
+    cell = f"{statistics.mean(mx):.2f} / {statistics.mean(av):.2f}" if mx else "-"
+    return cell + (f" ({infeasible} inf.)" if infeasible else ""), mx, av
+
+
+def fig2(seeds: int) -> None:
+    for T in (7.5, 15.0):
+        table = Table(title=f"Fig. 2, T = {T} s: max / average staleness (mean over {seeds} "
+                            "seeds), preset mohammad2020 with default bounds")
+        table.add_column("K", justify="right")
+        for label, _, _ in FIG2:
+            table.add_column(label, justify="right")
+        table.add_column("paper 000 Fig. 2 (optimised)")
+        summary: dict[str, list[float]] = {"max": [], "avg": []}
+        for K in range(5, 21):
+            row = [str(K)]
+            for label, method, options in FIG2:
+                cell, mx, av = _cell(K, T, method, options, seeds)
+                row.append(cell)
+                if label == "exact":
+                    summary["max"] += mx
+                    summary["avg"] += av
+            table.add_row(*row, paper_fig2(T, K))
+        console.print(table)
+        console.print(f"T = {T} s, exact over K = 5..20: mean max staleness "
+                      f"{statistics.mean(summary['max']):.2f}, mean average staleness "
+                      f"{statistics.mean(summary['avg']):.2f}")
+    table = Table(title="Old wide bounds d_l = 500, d_u = 30,000: the zero-staleness regime "
+                        f"(exact vs sync, {seeds} seeds)")
+    for col in ("T", "K", "exact max / avg", "exact tau = sync tau"):
+        table.add_column(col, justify="right")
+    for T in (7.5, 15.0):
+        for K in (5, 10, 15, 20):
+            same = 0
+            for s in range(seeds):
+                inst = mel_opt.parse_instance(generate(
+                    "mohammad2020", learners=K, seed=s,
+                    params={"cycle_time_s": str(T), **OLD_BOUNDS}))
+                ex, sy = mel_opt.solve(inst, "exact"), mel_opt.solve(inst, "sync")
+                same += int(ex.ok and sy.ok and ex.solution["tau"] == sy.solution["tau"])
+            cell, _, _ = _cell(K, T, "exact", {}, seeds, OLD_BOUNDS)
+            table.add_row(f"{T}", str(K), cell, f"{same} of {seeds}")
+    console.print(table)
 
 
 def staleness(seeds: int) -> None:
@@ -84,12 +164,16 @@ def main() -> None:
     sub = ap.add_subparsers(dest="what")
     a = sub.add_parser("staleness")
     a.add_argument("--seeds", type=int, default=5)
+    f = sub.add_parser("fig2")
+    f.add_argument("--seeds", type=int, default=5)
     b = sub.add_parser("timing")
     b.add_argument("--max-k", type=int, default=10000)
     b.add_argument("--ipopt-budget", type=float, default=60.0)
     args = ap.parse_args()
     if args.what == "timing":
         timing(args.max_k, args.ipopt_budget)
+    elif args.what == "fig2":
+        fig2(args.seeds)
     else:
         staleness(getattr(args, "seeds", 5))
 

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from mel_opt.api import load_instance
 from mel_opt.cli.app import STATUS_STYLE, cli, fmt, guarded, method_list, out, verification_text
+from mel_opt.cli.solve import OPTION, method_options
 from mel_opt.problems import get_problem
 
 
@@ -18,14 +19,19 @@ from mel_opt.problems import get_problem
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--seed", type=int, default=0, show_default=True)
+@OPTION
 def compare_cmd(path: str, methods: str | None, as_json: bool, time_limit: float | None,
-                seed: int) -> None:
-    """Every method of the instance's problem side by side, with gaps to the best proven answer."""
+                seed: int, options: tuple[str, ...]) -> None:
+    """Every method of the instance's problem side by side, with gaps to the best proven answer.
+
+    A method that answers a different question shows "not comparable" in place of a gap, and
+    its reason under the table."""
     from mel_opt.compare import compare
 
     with guarded():
         inst = load_instance(path)
-        cmp = compare(inst, method_list(methods), time_limit=time_limit, seed=seed)
+        cmp = compare(inst, method_list(methods), time_limit=time_limit, seed=seed,
+                      options=method_options(options))
         if as_json:
             click.echo(json.dumps(cmp.to_dict(), indent=2, allow_nan=False))
             return
@@ -42,9 +48,13 @@ def compare_cmd(path: str, methods: str | None, as_json: bool, time_limit: float
             g, rel = cmp.gaps[r.method]
             style = STATUS_STYLE.get(r.status.value, "white")
             best = " [bold](best)[/]" if ref is not None and r is ref else ""
+            apart = cmp.not_comparable.get(r.method)
             t.add_row(r.method + best, spec.methods[r.method].kind,
-                      f"[{style}]{r.status.value}[/]", fmt(r.objective), fmt(g),
+                      f"[{style}]{r.status.value}[/]", fmt(r.objective),
+                      "not comparable" if apart else fmt(g),
                       "-" if rel is None else f"{100 * rel:.3g}",
                       *(fmt(r.metrics.get(k)) for k in spec.key_metrics),
                       verification_text(r), f"{r.solve_time_s:.4g}")
         out.print(t)
+        for name, why in cmp.not_comparable.items():
+            out.print(f"{name}: not comparable: {why}", markup=False)

@@ -38,6 +38,26 @@ def instance_files(paths: tuple[str, ...]) -> list[Path]:
     return files
 
 
+def method_options(items: tuple[str, ...]) -> dict[str, Any]:
+    """``--option KEY=VALUE`` items as a dict; VALUE is read as JSON when it parses (numbers,
+    true/false), else kept as a string. Bad items raise ``UsageError`` (exit code 2)."""
+    opts: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option expects KEY=VALUE, got {item!r}")
+        try:
+            opts[key] = json.loads(raw)
+        except ValueError:
+            opts[key] = raw
+    return opts
+
+
+OPTION = click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+                      help="Method option (repeatable), e.g. rounding=paper; see the "
+                           "method's documentation.")
+
+
 def exit_code_of(res: Result) -> int:
     return res.exit_code
 
@@ -52,20 +72,22 @@ def exit_code_of(res: Result) -> int:
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Wall-clock limit per solve, seconds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for randomised methods.")
+@OPTION
 def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output: str | None,
-              time_limit: float | None, seed: int) -> None:
+              time_limit: float | None, seed: int, options: tuple[str, ...]) -> None:
     """Solve instance FILE(s); directories are searched for *.json.
 
     One file prints a result table (or JSON); several print one summary row each and carry on
     past invalid files.
     """
     with guarded():
+        opts = method_options(options)
         files = instance_files(paths)
         if not files:
             raise UsageError("no instance files found")
         if len(files) == 1:
             inst = load_instance(files[0])
-            res = solve(inst, method, time_limit=time_limit, seed=seed)
+            res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
             spec = get_problem(res.problem)
             if output:
                 atomic_write(output, res.to_json() + "\n")
@@ -74,11 +96,11 @@ def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output:
             else:
                 out.print(result_panel(res, spec.key_metrics))
             raise SystemExit(exit_code_of(res))
-        _solve_many(files, method, as_json, output, time_limit, seed)
+        _solve_many(files, method, as_json, output, time_limit, seed, opts)
 
 
 def _solve_many(files: list[Path], method: str | None, as_json: bool, output: str | None,
-                time_limit: float | None, seed: int) -> None:
+                time_limit: float | None, seed: int, opts: dict[str, Any]) -> None:
     table = Table(title=f"{len(files)} instances")
     for col in ("instance", "problem", "method", "status", "objective", "key metrics",
                 "verified", "time (s)"):
@@ -88,7 +110,7 @@ def _solve_many(files: list[Path], method: str | None, as_json: bool, output: st
     for f in files:
         try:
             inst = load_instance(f)
-            res = solve(inst, method, time_limit=time_limit, seed=seed)
+            res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
         except MelOptError as exc:
             code = max(code, exc.exit_code)
             err.print(f"error: {exc}", markup=False)

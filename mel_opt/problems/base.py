@@ -119,6 +119,9 @@ class MethodSpec:
         pick the reference answer).
     backends : tuple of str
         Solver backends the method needs (``ipopt``, ``highs``); used to report availability.
+    not_comparable : str
+        Non-empty when the method answers a different question than the problem's objective
+        (the reason); ``compare`` then shows it instead of a gap to the reference.
     """
 
     name: str
@@ -127,6 +130,7 @@ class MethodSpec:
     kind: str
     proves_optimality: bool = False
     backends: tuple[str, ...] = ()
+    not_comparable: str = ""
 
 
 @dataclass(frozen=True)

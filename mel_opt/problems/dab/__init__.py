@@ -27,7 +27,7 @@ PROBLEM = ProblemSpec(
                           "analytical", proves_optimality=True),
         "csa": MethodSpec("csa", methods.solve_csa,
                           "centralised staleness-aware split of total_shards (mel-async exact)",
-                          "baseline"),
+                          "baseline", not_comparable="minimises staleness of a fixed total"),
     },
     default_method="dab",
     sense="max",

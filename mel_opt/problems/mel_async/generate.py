@@ -11,8 +11,15 @@ T = 7.5 s or 15 s. Not given (the paper defers to Table 1 of its reference [9]);
 - 802.11n, 20 MHz at 2.4 GHz, 20 dBm transmit power, noise -174 dBm/Hz + 7 dB noise figure,
   indoor log-distance path loss 40 + 35 log10(r / 1 m) dB, nodes uniform over a 50 m disc
   (at least 2 m away), Shannon rate W log2(1 + SNR) as in Eq. (1);
-- d_l = 500 samples (a floor against under-fitting, as the paper motivates (7f)),
-  d_u = 30,000 samples.
+- the bounds (7f), not given either: d_l = floor(f_l d / K) and d_u = ceil(f_u d / K) with
+  f_l = 0.6 and f_u = 1.25 (params ``min_samples_factor``, ``max_samples_factor``; absolute
+  ``min_samples`` / ``max_samples`` win when given). The staleness levels depend on them: the
+  laptops' balanced share is about 1.35 d/K and the Pis' about 0.65 d/K, so f_u = 1.25 makes the
+  fast learners hit d_u and the optimum has a small positive staleness (the regime of the
+  paper's Fig. 2); f_l = 0.6 keeps K = 5 at T = 7.5 s feasible (0.8 d/K is more than a
+  1.2 GHz Pi can process once in 7.5 s). Wide bounds (the earlier d_l = 500, d_u = 30,000) let
+  every learner take its balanced share: the optimum then has zero staleness and coincides with
+  the synchronous scheme.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ MODEL_BITS = 8_974_080  # Section V-A
 OPS_PER_SAMPLE = 1_123_736  # Section V-A
 FEATURES = 784
 TOTAL_SAMPLES = 60_000
+MIN_SAMPLES_FACTOR = 0.6  # d_l = floor(f_l d / K)
+MAX_SAMPLES_FACTOR = 1.25  # d_u = ceil(f_u d / K)
 
 
 def _shannon_rate(rng: np.random.Generator, n: int, bandwidth: float = 20e6) -> np.ndarray:
@@ -53,9 +62,10 @@ def generate(
     """A mel-async instance document.
 
     Presets: ``mohammad2020`` (paper 000 Section V; params ``cycle_time_s`` (default 15),
-    ``mode``, ``min_samples``, ``max_samples``) and ``random`` (coefficient form with
-    spread-out learners, for tests and scaling studies; params ``cycle_time_s``,
-    ``total_samples``).
+    ``mode``, ``min_samples_factor`` (default 0.6), ``max_samples_factor`` (default 1.25),
+    or absolute ``min_samples``, ``max_samples``, which win over the factors) and ``random``
+    (coefficient form with spread-out learners, for tests and scaling studies; params
+    ``cycle_time_s``, ``total_samples``).
     """
     params = dict(params or {})
     preset = preset or "mohammad2020"
@@ -96,10 +106,16 @@ def _random(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
 def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
                   T: float) -> dict[str, Any]:
     """Preset ``mohammad2020``: the physical set-up of the module docstring."""
-    check_params(params, ("cycle_time_s", "mode", "min_samples", "max_samples"),
+    check_params(params, ("cycle_time_s", "mode", "min_samples", "max_samples",
+                          "min_samples_factor", "max_samples_factor"),
                  "mel-async preset mohammad2020")
-    d_l = param_value(params, "min_samples", 500, int)
-    d_u = param_value(params, "max_samples", 30_000, int)
+    f_l = param_value(params, "min_samples_factor", MIN_SAMPLES_FACTOR)
+    f_u = param_value(params, "max_samples_factor", MAX_SAMPLES_FACTOR)
+    if not 0 < f_l <= 1 <= f_u:
+        raise UsageError(f"--param min_samples_factor = {f_l:g} and max_samples_factor = "
+                         f"{f_u:g} must satisfy 0 < min <= 1 <= max")
+    d_l = param_value(params, "min_samples", max(1, math.floor(f_l * TOTAL_SAMPLES / K)), int)
+    d_u = param_value(params, "max_samples", math.ceil(f_u * TOTAL_SAMPLES / K), int)
     mode = params.get("mode", "task-parallel")
     n_laptops = (K + 1) // 2
     kinds = ["laptop"] * n_laptops + ["pi"] * (K - n_laptops)
@@ -108,6 +124,8 @@ def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Gene
                    rng.uniform(1.2e9, 1.5e9, K))
     rate = _shannon_rate(rng, K)
     T_txt = f"{T:g}".replace(".", "p")
+    bounds_txt = (f" ({f_l:g} d/K and {f_u:g} d/K)"
+                  if "min_samples" not in params and "max_samples" not in params else "")
     return {
         "problem": "mel-async",
         "schema_version": 1,
@@ -119,7 +137,7 @@ def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Gene
             "silent: laptops 2.4-3.2 GHz, Pis 1.2-1.5 GHz, one operation per cycle, 8-bit "
             "pixels (6,272 bits/sample), 802.11n 20 MHz / 20 dBm / -174 dBm/Hz + 7 dB NF, "
             "path loss 40 + 35 log10(r) dB, Shannon rate, "
-            f"d_l = {d_l}, d_u = {d_u}. "
+            f"d_l = {d_l}, d_u = {d_u}{bounds_txt}. "
             f"Generated with seed {seed}."
         ),
         "cycle_time_s": T,

@@ -11,14 +11,19 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
+from mel_opt.problems.mel_async import kkt
 from mel_opt.problems.mel_async import windows as W
-from mel_opt.problems.mel_async.formulation import build_relaxed_model, default_form
+from mel_opt.problems.mel_async.formulation import FORMS, build_relaxed_model, default_form
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
+from mel_opt.problems.mel_async.lexicographic import least_average
+from mel_opt.problems.mel_async.rounding import paper_round
 from mel_opt.result import SolverInfo
 from mel_opt.solvers.base import Termination
 
-_EXACT = SolverInfo("mel_opt window algorithm", "1")
+_EXACT = SolverInfo("mel_opt window algorithm + HiGHS (average staleness)", "2")
+ROUNDINGS = ("repair", "paper")
 
 
 def _solution(inst: MelAsyncInstance, d: np.ndarray) -> dict[str, Any]:
@@ -35,11 +40,17 @@ def _infeasible(solver: SolverInfo, why: str, **extras: Any) -> MethodOutput:
 # exact
 # --------------------------------------------------------------------------------------------
 def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
-    """Proven optimum of the integer problem by the window algorithm (see ``windows``).
+    """Lexicographic proven optimum: maximum staleness (6), then average staleness (13).
 
-    Among allocations with the optimal maximum staleness it returns one with the largest
-    minimum tau (the most updates for the slowest learner). It also reports the certified
-    global optimum of the relaxation (8) as ``relaxed_optimum``, the yardstick for IPOPT.
+    Stage 1, the window algorithm (:func:`windows.exact_integer`), proves the least maximum
+    staleness s* and lists every optimal window [lo, lo + s*]. Stage 2
+    (:func:`lexicographic.least_average`) minimises (13) over all of them by an exact MILP per
+    window (HiGHS); among equal averages the window with the larger lo (more updates) wins.
+    ``proven_levels`` names the objectives proven optimal: both when every MILP finished
+    optimal (or s* = 0, where every optimum has (13) = 0), only ``max_staleness`` when stage 2
+    was too large (``lexicographic.MAX_BINARIES``) or hit the time limit. It also reports the
+    certified global optimum of the relaxation (8) as ``relaxed_optimum``, the yardstick for
+    IPOPT.
     """
     relaxed = W.relaxed_optimum(inst)
     extras: dict[str, Any] = {
@@ -51,14 +62,55 @@ def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
         return _infeasible(_EXACT, why, **extras)
     win = W.exact_integer(inst)
     assert win is not None
-    extras.update(window=[win.lo, win.hi], lo_values_scanned=win.lo_candidates)
+    s_star = win.hi - win.lo
+    d, tau, levels = win.d, win.tau, ["max_staleness"]
+    lex = least_average(inst, s_star, win.optimal_los, opts.time_limit)
+    if s_star == 0:
+        levels.append("avg_staleness")
+        how = "average staleness 0 (zero maximum)"
+    elif lex is None:
+        how = "average staleness not optimised (second stage too large)"
+    else:
+        d, tau = lex.d, lex.tau
+        if lex.proven:
+            levels.append("avg_staleness")
+            how = f"then proven least average staleness over {lex.windows} optimal window(s)"
+        else:
+            how = f"average staleness best found, not proven ({lex.note})"
+    extras.update(window=[int(tau.min()), int(tau.max())], lo_values_scanned=win.lo_candidates,
+                  optimal_windows=len(win.optimal_los), proven_levels=levels)
     return MethodOutput(
         Termination.OPTIMAL,
-        {"d": win.d.tolist(), "tau": win.tau.tolist()},
+        {"d": d.tolist(), "tau": tau.tolist()},
         _EXACT,
         extras,
-        "proven optimal maximum staleness; ties broken by the largest minimum tau",
+        f"proven optimal maximum staleness; {how}",
     )
+
+
+def _rounding(opts: SolveOptions) -> str:
+    """The ``rounding`` option: ``repair`` (ours, default) or ``paper`` (:mod:`rounding`)."""
+    value = str(opts.extra.get("rounding") or "repair")
+    if value not in ROUNDINGS:
+        raise UsageError(f"option rounding: expected one of {', '.join(ROUNDINGS)}, "
+                         f"got {value!r}")
+    return value
+
+
+def _round(inst: MelAsyncInstance, tau_c: np.ndarray, d_c: np.ndarray, how: str,
+           improve_after: bool, extras: dict[str, Any]) -> dict[str, Any] | None:
+    """Integer solution from a continuous point of (8) by the chosen rounding (None: none)."""
+    extras["rounding"] = how
+    if how == "paper":
+        paper = paper_round(inst, tau_c, d_c)
+        extras["paper_rounding_fallback"] = paper is None
+        if paper is not None:
+            return {"d": paper[1].tolist(), "tau": paper[0].tolist()}
+    d0 = suggest(inst, d_c)
+    if d0 is None:
+        return None
+    extras["suggested_max_staleness"] = float(np.ptp(W.max_updates(inst, d0.astype(float))))
+    return _solution(inst, improve(inst, d0) if improve_after else d0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,26 +283,27 @@ def solve_kkt_sai(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
 
     1. KKT point (:func:`kkt_point`): Theorem 1 with the staleness constraints active gives a
        common tau_bar and d_k from (8c); bound multipliers clip d_k to [d_l, d_u]. Its
-       allocation is the upper-bound suggestion for each learner.
-    2. Suggest (:func:`suggest`): floor d_k, clip to the range where one update still fits,
-       and spread the missing samples so that sum d_k = d.
-    3. Improve (:func:`improve`): move samples from low-tau to high-tau learners (and back)
-       while the maximum staleness falls, each learner doing the most whole updates that fit.
+       multipliers of (9) and its residuals of the KKT conditions and of (11)-(12) are computed
+       by :func:`kkt.analyse` and reported under ``kkt`` (``kkt_stationarity`` beside it).
+    2. Rounding, option ``rounding``: ``repair`` (default) floors d_k, clips it to the range
+       where one update still fits, spreads the missing samples so that sum d_k = d
+       (:func:`suggest`) and then improves (:func:`improve`: sample moves while the maximum
+       staleness falls, each learner doing the most whole updates that fit); ``paper`` floors
+       tau_k and d_k independently, then suggest-and-improve as in :mod:`rounding`.
     """
+    how = _rounding(opts)
     t_bar, d_cont = kkt_point(inst)
-    d0 = suggest(inst, d_cont)
-    if d0 is None:
+    tau_cont = np.maximum(W.relaxed_tau(inst, d_cont), 0.0)
+    report = kkt.analyse(inst, tau_cont, d_cont)
+    extras: dict[str, Any] = {"kkt_tau": t_bar, "kkt": report,
+                              "kkt_stationarity": report.get("stationarity")}
+    sol = _round(inst, tau_cont, d_cont, how, True, extras)
+    if sol is None:
         _, why = W.integer_feasible(inst)
-        return _infeasible(_KKT, why, kkt_tau=t_bar)
-    stale0 = float(np.ptp(W.max_updates(inst, d0.astype(float))))
-    d1 = improve(inst, d0)
-    return MethodOutput(
-        Termination.FEASIBLE,
-        _solution(inst, d1),
-        _KKT,
-        {"kkt_tau": t_bar, "suggested_max_staleness": stale0},
-        "KKT point, floored and repaired (suggest), then improved by sample moves",
-    )
+        return _infeasible(_KKT, why, **extras)
+    return MethodOutput(Termination.FEASIBLE, sol, _KKT, extras,
+                        f"KKT point of (8) ({'a' if report.get('is_kkt_point') else 'not a'} "
+                        f"KKT point by its multipliers), rounded: {how}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,14 +313,21 @@ def solve_ipopt(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
     """The relaxed QCLP (8) solved by IPOPT, floored and repaired to integers.
 
     Options (``opts.extra``): ``form`` = ``pairwise`` (8b as stated; default for K <= 30) or
-    ``minmax`` (the O(K) equivalent; default above); ``improve`` = True also runs SAI's improve
-    step after the repair (off by default, to show the paper's numerical route as it is).
+    ``minmax`` (the O(K) equivalent; default above); ``rounding`` = ``repair`` (default: floor
+    d, recompute every tau, repair the sum) or ``paper`` (floor tau and d independently, then
+    suggest-and-improve, :mod:`rounding`); ``improve`` = True also runs SAI's improve step after
+    our repair (off by default, to show the numerical route as it is). IPOPT's multipliers of
+    (8c) and (8d) are reported as ``ipopt_lambda`` and ``ipopt_omega`` (the sign convention of
+    (9)).
     IPOPT starts from the equal split; it is a local solver, and its relaxed objective is
     reported as ``relaxed_objective`` beside the certified optimum of (8) from ``exact``.
     """
     from mel_opt.solvers import ipopt
 
+    how = _rounding(opts)
     form = str(opts.extra.get("form") or default_form(inst))
+    if form not in FORMS:
+        raise UsageError(f"option form: expected one of {', '.join(FORMS)}, got {form!r}")
     model = build_relaxed_model(inst, form=form)
     res = ipopt.solve_nlp(model, time_limit=opts.time_limit)
     solver = SolverInfo("ipopt (cyipopt)", ipopt.version())
@@ -281,14 +341,16 @@ def solve_ipopt(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
         return MethodOutput(res.outcome, None, solver, extras,
                             f"IPOPT stopped without a solution: {res.message}")
     d_cont = np.array([res.values[f"d[{k}]"] for k in range(inst.K)])
-    d_int = suggest(inst, d_cont)
-    if d_int is None:
+    tau_cont = np.array([res.values[f"tau[{k}]"] for k in range(inst.K)])
+    extras["ipopt_lambda"] = [res.multipliers.get(f"time[{k}]") for k in range(inst.K)]
+    extras["ipopt_omega"] = res.multipliers.get("total")
+    extras["kkt"] = kkt.analyse(inst, tau_cont, d_cont)
+    sol = _round(inst, tau_cont, d_cont, how, bool(opts.extra.get("improve")), extras)
+    if sol is None:
         _, why = W.integer_feasible(inst)
         return _infeasible(solver, f"relaxation solved but no integer repair: {why}", **extras)
-    if opts.extra.get("improve"):
-        d_int = improve(inst, d_int)
-    return MethodOutput(Termination.FEASIBLE, _solution(inst, d_int), solver, extras,
-                        f"IPOPT on (8), {form} form; floored and repaired to integers")
+    return MethodOutput(Termination.FEASIBLE, sol, solver, extras,
+                        f"IPOPT on (8), {form} form; rounded: {how}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -119,6 +119,7 @@ class IntegerWindow:
     d: np.ndarray
     tau: np.ndarray
     lo_candidates: int  # how many lo values the scan looked at (for the record)
+    optimal_los: tuple[int, ...] = ()  # every lo whose window [lo, lo + s*] is optimal, descending
 
 
 def _bisect_last_true(pred: Callable[[int], bool], lo: int, hi: int) -> int:
@@ -160,7 +161,9 @@ def exact_integer(inst: MelAsyncInstance) -> IntegerWindow | None:
     with sum_k b_k(lo) >= d), hi >= H (smallest hi with sum_k a_k(hi) <= d) and hi >= M(lo).
     Hence the optimum is min over 1 <= lo <= L of s(lo) = max(M(lo), H) - lo, and since
     s(lo) >= H - lo only lo in [H - s_best, L] can improve on the best found. The scan runs from
-    L downwards, vectorised in blocks, keeping the first (largest) lo of the best value.
+    L downwards, vectorised in blocks, keeping the first (largest) lo of the best value, and
+    lists every optimal lo in ``optimal_los`` (the second, average-staleness stage of ``exact``
+    in :mod:`lexicographic` chooses among them).
     """
     ok, _ = integer_feasible(inst)
     if not ok:
@@ -194,6 +197,7 @@ def exact_integer(inst: MelAsyncInstance) -> IntegerWindow | None:
     best_s = float(max(m_of(np.array([float(L)]))[0], H) - L)
     best_lo = L
     scanned = 1
+    ties: list[tuple[np.ndarray, np.ndarray]] = [(np.array([L]), np.array([best_s]))]
     block = max(1, _CHUNK_ELEMENTS // K)
     upper = L - 1
     while True:
@@ -207,14 +211,20 @@ def exact_integer(inst: MelAsyncInstance) -> IntegerWindow | None:
         i = int(np.argmin(s))  # first minimum = largest lo in this block
         if s[i] < best_s:
             best_s, best_lo = float(s[i]), int(los[i])
+        keep = s <= best_s
+        if keep.any():
+            ties.append((los[keep], s[keep]))
         upper = start - 1
+    # every optimal lo was scanned (lo < H - s* has s(lo) >= H - lo > s*), in descending order
+    optimal_los = tuple(int(x) for los_b, s_b in ties for x in los_b[s_b == best_s])
     lo = best_lo
     hi = int(best_s) + lo
     a = lower_d(inst, np.full(K, float(hi)))
     b = upper_d(inst, np.full(K, float(lo)))
     d = fill(a, b, d_tot)
     tau = max_updates(inst, d.astype(float)).astype(np.int64)
-    return IntegerWindow(lo=lo, hi=hi, d=d, tau=tau, lo_candidates=scanned)
+    return IntegerWindow(lo=lo, hi=hi, d=d, tau=tau, lo_candidates=scanned,
+                          optimal_los=optimal_los)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,193 @@
+"""Lagrange multipliers of the relaxation (8) at a point, and how far it is from Theorem 1.
+
+Paper 000 writes the Lagrangian (9) of (8) and solves its stationarity conditions (14)-(16) for
+tau_k and d_k, which gives Theorem 1, (11)-(12). The paper does not say how the multipliers are
+found. Here they are computed at a given point (z, tau, d) of (8): every constraint that is not
+active there gets a zero multiplier (complementary slackness), and the multipliers of the active
+ones solve the stationarity system of (9) in the least-squares sense under their sign
+constraints (a bounded least-squares problem; the multipliers of the pairwise rows (8b) are not
+unique when several pairs are active, the aggregates u, u' of Appendix B are what (12) uses).
+
+Sign conventions (those of (9)):
+
+- lambda_k (free): time equality (8c), C2 tau d + C1 d + C0 - T = 0;
+- omega (free): total samples (8d), sum d - d = 0;
+- alpha_k: term + alpha_k tau_k of (9) for tau_k >= 0 (8e), so alpha_k <= 0;
+- nu_k >= 0: nu_k (d_l - d_k); nu'_k >= 0: nu'_k (d_k - d_u)   (8f);
+- mu_n, mu'_n >= 0: (tau_k - tau_l - z) and (tau_l - tau_k - z) for pair n = (k, l), k < l (8b).
+
+Stationarity of (9): dL/dz = 1 - sum(mu + mu') = 0;
+dL/dtau_k = lambda_k C2_k d_k + u_k + u'_k + alpha_k = 0 (16), with u, u' of (19)-(20);
+dL/dd_k = lambda_k (C2_k tau_k + C1_k) + omega - nu_k + nu'_k = 0.
+The last is (15) of the paper up to the sign of nu_k: (15) prints + nu_k, while (9) gives - nu_k.
+Both forms of (11) are reported; they differ only for learners at d_l.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mel_opt.problems.mel_async.instance import MelAsyncInstance
+
+ACTIVE_RTOL = 1e-7  # a constraint within this (relative) distance of its bound counts as active
+MAX_ACTIVE_PAIRS = 20_000  # active (8b) rows beyond which the system is not built
+MAX_DENSE = 4_000_000  # entries of the dense least-squares matrix beyond which it is not built
+KKT_TOL = 1e-6  # stationarity below this (the z-row has unit scale) counts as satisfied
+
+
+def analyse(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray) -> dict[str, Any]:
+    """Multipliers of (9) at the point (z = max tau - min tau, tau, d) and the residuals.
+
+    Returns a JSON-safe dict (documented in the mel-async section of the README):
+    ``lambda``, ``omega``, ``alpha``, ``nu``, ``nu_prime``, ``u``, ``u_prime`` (per learner
+    where a list), ``mu_total`` (sum of mu + mu', 1 at a KKT point), ``active_pairs``,
+    ``stationarity`` (largest |component of grad L|), ``primal`` (largest violation of (8b)-(8f),
+    each relative to its scale: T, d, d_u, 1), ``complementarity`` (largest
+    |multiplier * constraint|), ``is_kkt_point`` (stationarity and primal within 1e-6),
+    ``eq11_rhs``, ``eq12_rhs`` (right-hand sides of (11), (12) per learner, None where
+    lambda_k = 0 and the formulae are 0/0), ``eq11_residual`` (max |tau_k - rhs| with the sign of
+    nu_k that (9) implies), ``eq11_residual_as_printed`` (with + nu_k as printed in (11)),
+    ``eq12_residual``, ``theorem1_defined`` (learners with lambda_k != 0). If more than
+    ``MAX_ACTIVE_PAIRS`` rows of (8b) are active or the dense system would exceed ``MAX_DENSE``
+    entries (large K), only ``skipped`` (the reason) and ``active_pairs``. Pairs whose rows are
+    inactive are left out (their multipliers are 0); ``mu`` lists are not reported.
+    """
+    from scipy.optimize import lsq_linear
+
+    tau = np.asarray(tau, dtype=float)
+    d = np.asarray(d, dtype=float)
+    K = inst.K
+    c2, c1, c0, T = inst.c2, inst.c1, inst.c0, inst.cycle_time
+    dl, du = float(inst.min_samples), float(inst.max_samples)
+    z = float(np.ptp(tau))
+    scale_tau = max(1.0, float(np.abs(tau).max()))
+    tol_t = ACTIVE_RTOL * scale_tau
+    # (8b) rows active at the point: tau_k - tau_l = z needs k on top and l at the bottom, or
+    # every pair when z = 0; counted before any pair list is built (K may be large)
+    top = np.flatnonzero(tau >= tau.max() - tol_t)
+    bot = np.flatnonzero(tau <= tau.min() + tol_t)
+    n_active = K * (K - 1) if z <= tol_t else top.size * bot.size
+    size = (1 + 2 * K) * (K + 1 + 3 * K + n_active)
+    if n_active > MAX_ACTIVE_PAIRS or size > MAX_DENSE:
+        return {"skipped": f"{n_active} active staleness rows with K = {K}: the dense "
+                           f"least-squares system would have {size} entries (limit "
+                           f"{MAX_DENSE})", "active_pairs": int(n_active)}
+    if z <= tol_t:
+        ii, jj = np.triu_indices(K, 1)
+    else:
+        kk, ll = np.meshgrid(top, bot, indexing="ij")
+        ii, jj = np.minimum(kk, ll).ravel(), np.maximum(kk, ll).ravel()
+    diff = tau[ii] - tau[jj]
+    up = np.flatnonzero(diff - z >= -tol_t)  # mu_n active: tau_k - tau_l = z
+    dn = np.flatnonzero(-diff - z >= -tol_t)  # mu'_n active: tau_l - tau_k = z
+    at_zero = np.flatnonzero(tau <= tol_t)
+    at_dl = np.flatnonzero(d - dl <= ACTIVE_RTOL * du)
+    at_du = np.flatnonzero(du - d <= ACTIVE_RTOL * du)
+
+    # rows: z, tau_0..tau_{K-1}, d_0..d_{K-1}; columns: one per multiplier
+    cols: list[np.ndarray] = []
+    lb: list[float] = []
+    ub: list[float] = []
+
+    def col(lower: float, upper: float) -> np.ndarray:
+        c = np.zeros(1 + 2 * K)
+        cols.append(c)
+        lb.append(lower)
+        ub.append(upper)
+        return c
+
+    for k in range(K):  # lambda_k
+        c = col(-np.inf, np.inf)
+        c[1 + k] = c2[k] * d[k]
+        c[1 + K + k] = c2[k] * tau[k] + c1[k]
+    c = col(-np.inf, np.inf)  # omega
+    c[1 + K:] = 1.0
+    for j in at_zero.tolist():  # alpha_k (9): + alpha_k tau_k, alpha_k <= 0
+        col(-np.inf, 0.0)[1 + j] = 1.0
+    for j in at_dl.tolist():  # nu_k
+        col(0.0, np.inf)[1 + K + j] = -1.0
+    for j in at_du.tolist():  # nu'_k
+        col(0.0, np.inf)[1 + K + j] = 1.0
+    for n in up:  # mu_n: tau_k - tau_l - z
+        c = col(0.0, np.inf)
+        c[0], c[1 + ii[n]], c[1 + jj[n]] = -1.0, 1.0, -1.0
+    for n in dn:  # mu'_n: tau_l - tau_k - z
+        c = col(0.0, np.inf)
+        c[0], c[1 + ii[n]], c[1 + jj[n]] = -1.0, -1.0, 1.0
+    A = np.stack(cols, axis=1)
+    grad_f = np.zeros(1 + 2 * K)
+    grad_f[0] = 1.0  # objective (8a): z
+    sol = lsq_linear(A, -grad_f, bounds=(np.array(lb), np.array(ub)), method="bvls",
+                     tol=1e-14, lsq_solver="exact")
+    y = sol.x
+    grad_L = grad_f + A @ y
+
+    p = 0
+    lam = y[p:p + K]
+    p += K
+    omega = float(y[p])
+    p += 1
+    alpha = np.zeros(K)
+    alpha[at_zero] = y[p:p + at_zero.size]
+    p += at_zero.size
+    nu = np.zeros(K)
+    nu[at_dl] = y[p:p + at_dl.size]
+    p += at_dl.size
+    nu_p = np.zeros(K)
+    nu_p[at_du] = y[p:p + at_du.size]
+    p += at_du.size
+    mu = y[p:p + up.size]
+    p += up.size
+    mu_p = y[p:p + dn.size]
+    u = (np.bincount(ii[up], mu, K) - np.bincount(jj[up], mu, K)).astype(float)  # (19), (21)
+    u_p = (np.bincount(jj[dn], mu_p, K) - np.bincount(ii[dn], mu_p, K)).astype(float)  # (20), (24)
+
+    primal = max(
+        float(np.abs(c2 * tau * d + c1 * d + c0 - T).max()) / T,  # (8c)
+        abs(float(d.sum()) - inst.total_samples) / inst.total_samples,  # (8d)
+        float(max(0.0, -tau.min())) / scale_tau,  # (8e)
+        float(max(0.0, (dl - d).max(), (d - du).max())) / du,  # (8f)
+    )
+    comp = max(
+        float(np.abs(mu * (diff[up] - z)).max(initial=0.0)),
+        float(np.abs(mu_p * (-diff[dn] - z)).max(initial=0.0)),
+        float(np.abs(alpha * tau).max()),
+        float(np.abs(nu * (dl - d)).max()),
+        float(np.abs(nu_p * (d - du)).max()),
+    )
+    defined = np.abs(lam) > 1e-9 * max(1.0, float(np.abs(lam).max()))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rhs11 = -(lam * c1 + omega - nu + nu_p) / (lam * c2)  # (11) with (9)'s sign of nu
+        rhs11_printed = -(lam * c1 + nu + nu_p + omega) / (lam * c2)  # (11) as printed
+        rhs12 = -(u + u_p + alpha) / (lam * c2)  # (12)
+
+    def residual(rhs: np.ndarray, x: np.ndarray) -> float | None:
+        return float(np.abs(rhs - x)[defined].max()) if defined.any() else None
+
+    def listed(a: np.ndarray) -> list[float | None]:
+        return [float(v) if ok else None for v, ok in zip(a, defined, strict=True)]
+
+    stationarity = float(np.abs(grad_L).max())
+    return {
+        "lambda": lam.tolist(),
+        "omega": omega,
+        "alpha": alpha.tolist(),
+        "nu": nu.tolist(),
+        "nu_prime": nu_p.tolist(),
+        "u": u.tolist(),
+        "u_prime": u_p.tolist(),
+        "mu_total": float(mu.sum() + mu_p.sum()),
+        "active_pairs": int(up.size + dn.size),
+        "stationarity": stationarity,
+        "primal": primal,
+        "complementarity": comp,
+        "is_kkt_point": bool(stationarity <= KKT_TOL and primal <= KKT_TOL),
+        "eq11_rhs": listed(rhs11),
+        "eq12_rhs": listed(rhs12),
+        "eq11_residual": residual(rhs11, tau),
+        "eq11_residual_as_printed": residual(rhs11_printed, tau),
+        "eq12_residual": residual(rhs12, d),
+        "theorem1_defined": int(defined.sum()),
+    }
