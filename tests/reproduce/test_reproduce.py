@@ -125,19 +125,6 @@ def test_med_gaps_worked_by_hand() -> None:
                                    "test").ok  # 5 points < 20 / 2
 
 
-def test_bound_factors_follow_the_generator() -> None:
-    from mel_opt.errors import UsageError
-    from mel_opt.problems.mel_async.generate import generate
-
-    params, notes = paper000.bound_params()
-    try:
-        generate("mohammad2020", learners=5, params=dict(paper000.BOUND_FACTORS))
-        accepted = True
-    except UsageError:
-        accepted = False
-    assert (params == paper000.BOUND_FACTORS) == accepted and len(notes) == 1
-
-
 def test_missing_needs_are_reported() -> None:
     e = Entry("999-x", "p", "t", "s", ("a",), lambda ctx: ([], []), lambda rows: [],
               needs=("no_such_module_for_mel_opt",))
