@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -120,24 +121,25 @@ def _distinct(v: Validator, vals: list[Any], items: list[Any], p: str, word: str
 def _read_rows(v: Validator, items: list[Any], p: str, f: Field, root: dict[str, Any]) -> Rows:
     first = len(v.issues)
     rows = Rows(len(items))
-    objs: list[dict[str, Any] | None] = []
-    for i, x in enumerate(items):
-        if isinstance(x, dict):
-            objs.append(x)
-        else:
-            v.error(join(p, i), f"must be an object, got {_describe(x)}")
-            objs.append(None)
+    objs: list[dict[str, Any] | None] = items
+    if set(map(type, items)) != {dict}:
+        objs = []
+        for i, x in enumerate(items):
+            if isinstance(x, dict):
+                objs.append(x)
+            else:
+                v.error(join(p, i), f"must be an object, got {_describe(x)}")
+                objs.append(None)
     if f.names:
         rows.names = _names(v, objs, p, f)
-    rows.forms = _forms(v, objs, p, f.forms) if f.forms else [
-        None if o is None else "" for o in objs]
-    groups: list[tuple[str, tuple[Field, ...]]] = [("", f.fields)]
-    groups += [(form.name, form.fields) for form in f.forms]
-    for form_name, table in groups:
-        if form_name:
-            sel = [i for i, fm in enumerate(rows.forms) if fm == form_name]
-        else:
-            sel = [i for i, fm in enumerate(rows.forms) if fm is not None]
+    is_obj = np.array([o is not None for o in objs], dtype=bool) if objs is not items else (
+        np.ones(rows.n, dtype=bool))
+    form_of = _forms(v, objs, p, f.forms, is_obj)
+    rows.forms = [None if k < 0 else f.forms[k].name if f.forms else "" for k in form_of.tolist()]
+    groups: list[tuple[np.ndarray, tuple[Field, ...]]] = [(form_of >= 0, f.fields)]
+    groups += [(form_of == k, form.fields) for k, form in enumerate(f.forms)]
+    for mask, table in groups:
+        sel = np.flatnonzero(mask).tolist()
         for fld in table:
             if _applies(fld, root):
                 rows.columns[fld.key] = _read_column(v, objs, sel, p, fld, root, rows.n)
@@ -157,7 +159,10 @@ def _read_column(v: Validator, objs: list[dict[str, Any] | None], sel: list[int]
                  fld: Field, root: dict[str, Any], n: int) -> Any:
     key = fld.key
     miss = _MISSING if fld.required else fld.default
-    raw = [objs[i].get(key, miss) for i in sel]  # type: ignore[union-attr]
+    if len(sel) == n:  # every item: map a C method over the list (the common, large case)
+        raw = list(map(methodcaller("get", key, miss), objs))
+    else:
+        raw = [objs[i].get(key, miss) for i in sel]  # type: ignore[union-attr]
     if fld.numeric and (fld.required or fld.default is not None):
         col = np.full(n, np.nan)
         col[sel] = v.check_column(raw, lambda j: f"{p}[{sel[j]}].{key}", fld)
@@ -181,6 +186,10 @@ def _names(v: Validator, objs: list[dict[str, Any] | None], p: str, f: Field) ->
     """
     template = f.name_default_single if len(objs) == 1 and f.name_default_single else (
         f.name_default)
+    if None not in objs:  # the common case, at C speed: distinct non-empty strings
+        given = [o.get("name", _MISSING) for o in objs]  # type: ignore[union-attr]
+        if set(map(type, given)) == {str} and "" not in given and len(set(given)) == len(given):
+            return given
     names: list[str] = []
     seen: set[str] = set()
     for i, o in enumerate(objs):
@@ -200,20 +209,28 @@ def _names(v: Validator, objs: list[dict[str, Any] | None], p: str, f: Field) ->
     return names
 
 
-def _forms(v: Validator, objs: list[dict[str, Any] | None], p: str,
-           forms: tuple[Form, ...]) -> list[str | None]:
-    """The form each item takes (see :class:`~mel_opt.io.fields.Form`)."""
-    out: list[str | None] = []
-    for i, o in enumerate(objs):
-        if o is None:
-            out.append(None)
-            continue
-        marked = [form for form in forms if any(m in o for m in form.marks)]
-        if len(marked) > 1:
-            a, b = marked[0], marked[1]
-            v.error(join(p, i), f"give either the {a.name} form ({', '.join(a.marks)}) or the "
-                    f"{b.name} form ({', '.join(b.marks)}), not both")
-            out.append(None)
-        else:
-            out.append((marked[0] if marked else forms[-1]).name)
-    return out
+def _has(objs: list[dict[str, Any] | None], key: str) -> np.ndarray:
+    """Which items carry ``key`` (False for non-objects)."""
+    if None in objs:
+        return np.array([o is not None and key in o for o in objs], dtype=bool)
+    return np.array(list(map(methodcaller("__contains__", key), objs)), dtype=bool)
+
+
+def _forms(v: Validator, objs: list[dict[str, Any] | None], p: str, forms: tuple[Form, ...],
+           is_obj: np.ndarray) -> np.ndarray:
+    """Index of the form each item takes (see :class:`~mel_opt.io.fields.Form`); -1 for an
+    item that is not an object or carries the marks of two forms. Without forms: 0."""
+    out = np.where(is_obj, 0, -1)
+    if not forms:
+        return out
+    marked = np.zeros((len(forms), len(objs)), dtype=bool)
+    for k, form in enumerate(forms):
+        for m in form.marks:
+            marked[k] |= _has(objs, m)
+    count = marked.sum(axis=0)
+    out = np.where(count == 0, len(forms) - 1, np.argmax(marked, axis=0))
+    for i in np.flatnonzero(count > 1).tolist():
+        a, b = (forms[k] for k in np.flatnonzero(marked[:, i])[:2])
+        v.error(join(p, i), f"give either the {a.name} form ({', '.join(a.marks)}) or the "
+                f"{b.name} form ({', '.join(b.marks)}), not both")
+    return np.where(is_obj & (count <= 1), out, -1)
