@@ -227,27 +227,21 @@ class Validator:
             return out
         plain = {float, int}
         if set(map(type, values)) <= plain:
-            idx = None
+            numeric = np.ones(n, dtype=bool)
+            nums = values
         else:
-            mask = np.fromiter((type(x) in plain for x in values), bool, n)
-            idx = np.flatnonzero(mask)
-            for i in np.flatnonzero(~mask).tolist():
-                got = self.check_value(values[i], path_of(i), f)
-                if got is not None:
-                    out[i] = got
-            values = [values[i] for i in idx.tolist()]
+            numeric = np.array([type(x) in plain for x in values], dtype=bool)
+            nums = [x for x, ok in zip(values, numeric.tolist(), strict=True) if ok]
         try:
-            arr = np.array(values, dtype=np.float64)
+            arr = np.array(nums, dtype=np.float64)
         except OverflowError:  # an int beyond float64: the value-by-value path words it
-            arr = np.array([x if abs(x) < 2**1000 else math.inf for x in values])
-        bad = self._column_failures(arr, f)
-        for j in np.flatnonzero(bad).tolist():
-            i = j if idx is None else int(idx[j])
-            got = self.check_value(values[j], path_of(i), f)
-            arr[j] = np.nan if got is None else got
-        if idx is None:
-            return arr
-        out[idx] = arr
+            arr = np.array([x if abs(x) < 2**1000 else math.inf for x in nums])
+        out[numeric] = arr
+        flagged = ~numeric
+        flagged[numeric] = self._column_failures(arr, f)
+        for i in np.flatnonzero(flagged).tolist():  # in file order, like a reader
+            got = self.check_value(values[i], path_of(i), f)
+            out[i] = np.nan if got is None else got
         return out
 
     @staticmethod
