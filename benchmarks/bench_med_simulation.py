@@ -21,9 +21,9 @@ from rich.console import Console
 from rich.table import Table
 
 from mel_opt.api import parse_instance
-from mel_opt.problems.med.experiments import fresh_trials
 from mel_opt.problems.med.generate import generate
 from mel_opt.problems.med.simulate import SCHEMES, interval, simulate
+from mel_opt.reproduce.med_trials import fresh_trials
 
 console = Console()
 SHOWN = ("training_time_s", "satisfaction", "fulfilment", "drop_rate", "occupancy")

@@ -25,8 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 import mel_opt
-from mel_opt.problems.mel_async.experiments import staleness_vs_k
 from mel_opt.problems.mel_async.generate import generate
+from mel_opt.reproduce.staleness import staleness_vs_k
 
 METHODS = ("exact", "ipopt", "kkt-sai", "eta", "sync")
 # (label, method, options) of the fig2 table

@@ -18,12 +18,13 @@ from mel_opt.errors import InstanceError, Issue, MelOptError, SolverError
 from mel_opt.io.json_io import read_json_file
 from mel_opt.io.validate import Validator
 from mel_opt.problems import SolveOptions, all_problems, get_problem
+from mel_opt.problems.base import Instance
 from mel_opt.result import Result, SolverInfo, Status, status_from_termination
 
 SCHEMA_VERSION = 1
 
 
-def parse_instance(doc: Any, source: str | None = None, name: str | None = None) -> Any:
+def parse_instance(doc: Any, source: str | None = None, name: str | None = None) -> Instance:
     """Validate a raw JSON document and return the problem's frozen instance object.
 
     Raises
@@ -44,18 +45,18 @@ def parse_instance(doc: Any, source: str | None = None, name: str | None = None)
     return get_problem(problem).parse(root, source)
 
 
-def load_instance(path: str | os.PathLike[str]) -> Any:
+def load_instance(path: str | os.PathLike[str]) -> Instance:
     """Read and validate an instance file (JSON); the instance's name defaults to the file stem."""
     doc = read_json_file(path)
     return parse_instance(doc, str(path), Path(path).stem)
 
 
-def problem_of(instance: Any) -> str:
+def problem_of(instance: Instance) -> str:
     return str(instance.problem)
 
 
 def solve(
-    instance: Any,
+    instance: Instance,
     method: str | None = None,
     *,
     time_limit: float | None = None,
@@ -120,6 +121,7 @@ def methods(problem: str | None = None) -> dict[str, list[str]]:
 
 
 __all__ = [
+    "Instance",
     "InstanceError",
     "Issue",
     "MelOptError",

@@ -12,6 +12,7 @@ from mel_opt.api import load_instance
 from mel_opt.cli.app import cli, err, guarded, out
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
+from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.simulate import METRICS, SCHEMES, SimulationResult, simulate
 
 LABELS = {
@@ -94,7 +95,7 @@ def simulate_cmd(path: str, schemes: str, cycles: int, trials: int, seed: int, m
     """
     with guarded():
         inst = load_instance(path)
-        if inst.problem != "med":
+        if not isinstance(inst, MedInstance):
             raise UsageError(f"{path}: simulate works on med instances, this is {inst.problem}")
         names = [s.strip() for s in schemes.split(",") if s.strip()]
         res = simulate(inst, schemes=names, cycles=cycles, trials=trials, seed=seed,

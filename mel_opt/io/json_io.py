@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from mel_opt.errors import InstanceError, Issue, UsageError
+from mel_opt.io.fields import MAX_INT_DIGITS
+from mel_opt.io.validate import HugeInt
 
 
 def _nan_constant(token: str) -> float:
@@ -15,10 +17,21 @@ def _nan_constant(token: str) -> float:
     return float(token.replace("Infinity", "inf"))
 
 
+def _guarded_int(token: str) -> int | HugeInt:
+    """An integer literal, or a :class:`HugeInt` marker past ``MAX_INT_DIGITS`` digits.
+
+    Converting a long literal is slow (quadratic) and past 4300 digits an error of Python's own;
+    the marker lets the validator refuse the value with its JSON path instead.
+    """
+    if len(token) - token.startswith("-") > MAX_INT_DIGITS:
+        return HugeInt(token)
+    return int(token)
+
+
 def parse_json_text(text: str, source: str | None = None) -> Any:
     """Parse JSON text; a syntax error becomes an :class:`InstanceError` at ``$``."""
     try:
-        return json.loads(text, parse_constant=_nan_constant)
+        return json.loads(text, parse_constant=_nan_constant, parse_int=_guarded_int)
     except json.JSONDecodeError as exc:
         raise InstanceError(
             Issue("$", f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"),

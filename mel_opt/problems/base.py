@@ -10,10 +10,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from mel_opt.result import SolverInfo, Verification
 from mel_opt.solvers.base import Termination
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Instance:
+    """What every problem's validated instance is: a frozen dataclass with these attributes.
+
+    Attributes
+    ----------
+    name : str
+        The instance's name (the file stem when the file has none).
+    description : str
+        Free text from the file (empty when absent).
+    problem : str
+        The problem name (class constant of each subclass, the ``problem`` field of files).
+    """
+
+    problem: ClassVar[str] = ""
+    name: str
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,8 @@ class Checked:
 
 
 MethodFunc = Callable[[Any, SolveOptions], MethodOutput]
+# (Any, not Instance: each method takes its own problem's subclass, and Callable parameters are
+# contravariant, so a function of DabInstance is not a function of Instance.)
 
 
 def check_params(params: Mapping[str, str] | None, known: Iterable[str], where: str) -> None:
@@ -165,7 +186,7 @@ class ProblemSpec:
 
     name: str
     summary: str
-    parse: Callable[[Mapping[str, Any], str | None], Any]
+    parse: Callable[[Mapping[str, Any], str | None], Instance]
     verify: Callable[[Any, Mapping[str, Any]], Checked]
     methods: Mapping[str, MethodSpec]
     default_method: str

@@ -11,7 +11,6 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from mel_opt.problems.mel_async.experiments import staleness_vs_k
 from mel_opt.problems.mel_async.generate import MAX_SAMPLES_FACTOR, MIN_SAMPLES_FACTOR
 from mel_opt.reproduce.catalogue import (
     Claim,
@@ -24,6 +23,7 @@ from mel_opt.reproduce.catalogue import (
     within,
 )
 from mel_opt.reproduce.figures import Line, Panel, draw
+from mel_opt.reproduce.staleness import staleness_vs_k
 
 CYCLE_TIMES = (7.5, 15.0)
 METHODS = {"exact": "optimiser", "kkt-sai": "SAI", "eta": "ETA"}

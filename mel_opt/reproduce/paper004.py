@@ -15,8 +15,9 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from mel_opt.api import parse_instance, solve
+from mel_opt.api import solve
 from mel_opt.problems.feel.generate import generate
+from mel_opt.problems.feel.instance import parse
 from mel_opt.reproduce.catalogue import (
     Claim,
     Computed,
@@ -40,7 +41,7 @@ def compute(ctx: Context) -> Computed:
     for proc, K in SETTINGS:
         acc: dict[str, dict[str, list[float]]] = {m: {} for m in SCHEMES}
         for s in range(ctx.seed, ctx.seed + seeds):
-            inst = parse_instance(generate("ren2021", learners=K, seed=s,
+            inst = parse(generate("ren2021", learners=K, seed=s,
                                            params={"processor": proc}))
             ref = solve(inst, "closed-form")
             if not ref.ok or ref.objective is None:
@@ -54,7 +55,7 @@ def compute(ctx: Context) -> Computed:
                 cell.setdefault("relative", []).append(r.objective / ref.objective)
                 cell.setdefault("round_s", []).append(r.metrics["round_latency_s"])
                 cell.setdefault("global_batch", []).append(r.solution["global_batch"])
-                if proc == "gpu":
+                if proc == "gpu" and inst.batch_threshold is not None:
                     slack = min(b - th for b, th in zip(r.solution["batch"],
                                                         inst.batch_threshold, strict=True))
                     cell.setdefault("slack", []).append(float(slack))

@@ -17,11 +17,12 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from mel_opt.api import parse_instance, solve
+from mel_opt.api import solve
 from mel_opt.benchmarking.error import ErrorTrials, download_error_experiment, sb_error_experiment
 from mel_opt.problems.dab import verify
 from mel_opt.problems.dab.author_csa import author_csa
 from mel_opt.problems.dab.generate import generate as dab_generate
+from mel_opt.problems.dab.instance import parse as parse_dab
 from mel_opt.reproduce.catalogue import (
     Claim,
     Computed,
@@ -163,7 +164,7 @@ def compute_deadline(ctx: Context) -> Computed:
     factors = (0.5, 1.0, 2.0) if ctx.quick else DEADLINE_FACTORS
     acc: dict[float, dict[str, list[float]]] = {f: {} for f in factors}
     for s in range(ctx.seed, ctx.seed + seeds):
-        base = parse_instance(dab_generate("random", learners=4, seed=s))
+        base = parse_dab(dab_generate("random", learners=4, seed=s))
         for f in factors:
             inst = dataclasses.replace(base, deadline=BASE_DEADLINE * f)
             dab = solve(inst, "dab")

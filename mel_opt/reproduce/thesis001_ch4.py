@@ -2,7 +2,7 @@
 
 ``001-fig4.1`` (Figs. 4.1-4.5, n = 4..10 learners) and ``001-fig4.6`` (Figs. 4.6-4.10,
 m = 1..4 tasks) run the thesis experiments in mel_opt's simulator
-(:func:`mel_opt.problems.med.experiments.fresh_trials`: fresh learners per trial, states drawn
+(:func:`mel_opt.reproduce.med_trials.fresh_trials`: fresh learners per trial, states drawn
 per cycle, the three schemes paired). The thesis states its results as trends and "up to"
 gaps in the text of Section 4.3.2; those are the claims. Gaps of time and drop rate are
 relative (% of the worse scheme), gaps of satisfaction, fulfilment and occupancy are in
@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from mel_opt.problems.med.experiments import fresh_trials
 from mel_opt.reproduce.catalogue import (
     Claim,
     Computed,
@@ -29,6 +28,7 @@ from mel_opt.reproduce.catalogue import (
     within,
 )
 from mel_opt.reproduce.figures import Line, Panel, draw
+from mel_opt.reproduce.med_trials import fresh_trials
 
 SCHEMES = ("mmtt-ideal", "med", "mmtt-uncertain")
 # metric -> (column, label, scale to the table's unit, higher is better)

@@ -1,4 +1,4 @@
-"""adaptive-tau instances (paper 003; formula in ../shared/reference/adaptive-tau.md).
+"""adaptive-tau instances (paper 003: the control rule of Wang et al. behind the demo).
 
 Fields (design brief): ``beta`` (smoothness estimate), ``delta`` (gradient divergence), ``rho``
 (Lipschitz constant of the loss), ``step_size`` eta, ``phi`` (control parameter),
@@ -15,17 +15,48 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from mel_opt.io.fields import Field, number
+from mel_opt.io.reader import Rows, read_table
 from mel_opt.io.validate import Validator, join, readonly_array
+from mel_opt.problems.base import Instance
 
 MAX_SEARCH = 1_000_000  # largest scan we accept (memory of the vectorised scan)
 
+#: The fields of an adaptive-tau file. Costs and budgets share one unit per resource (e.g.
+#: seconds); their ranges keep R_m / c_m and the scan of G(tau) finite in float64 (a power
+#: (eta beta + 1)^tau that overflows is handled by the scan itself).
+FIELDS: tuple[Field, ...] = (
+    number("beta", 0, 1e9, doc="estimated smoothness of the loss", sign="non-negative"),
+    number("delta", 0, 1e9, doc="estimated gradient divergence", sign="non-negative"),
+    number("rho", 0, 1e9, doc="estimated Lipschitz constant of the loss", sign="non-negative"),
+    number("step_size", 1e-12, 1e3, doc="eta, the learning rate"),
+    number("phi", 1e-12, 1e12, doc="control parameter"),
+    number("tau_current", 1, MAX_SEARCH, integer=True, doc="the tau in use"),
+    number("tau_max", 1, MAX_SEARCH, integer=True, required=False, default=100,
+           doc="cap on the chosen tau"),
+    number("search_factor", 1, MAX_SEARCH, integer=True, required=False, default=10,
+           doc="the scan covers 1 .. search_factor * tau_current"),
+    Field("use_min_loss", "bool", required=False, default=True,
+          doc="keep one iteration of each kind for the final loss (R'_m = R_m - c_m - b_m)"),
+    Field("resources", "list", names="resource", name_default="resource{i}",
+          name_default_single="time", doc="one entry per resource type", fields=(
+              number("budget", 1e-12, 1e15, unit="resource", doc="R_m, total budget"),
+              number("local_cost", 1e-12, 1e15, unit="resource",
+                     doc="c_m, cost of one local update"),
+              number("global_cost", 0, 1e15, unit="resource", sign="non-negative",
+                     doc="b_m, cost of one global aggregation"),
+              number("used", 0, 1e15, unit="resource", sign="non-negative", required=False,
+                     default=0.0, doc="s_m, consumed so far"),
+          )),
+)
 
-@dataclass(frozen=True, eq=False)
-class AdaptiveTauInstance:
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AdaptiveTauInstance(Instance):
     """A validated adaptive-tau instance (arrays are read-only).
 
     Attributes
@@ -45,7 +76,7 @@ class AdaptiveTauInstance:
     resource_names : tuple of str
     """
 
-    name: str
+    problem: ClassVar[str] = "adaptive-tau"
     beta: float
     delta: float
     rho: float
@@ -60,9 +91,6 @@ class AdaptiveTauInstance:
     used: np.ndarray
     resource_names: tuple[str, ...]
     search_factor: int = 10
-    description: str = ""
-
-    problem = "adaptive-tau"
 
     @property
     def M(self) -> int:
@@ -75,7 +103,7 @@ class AdaptiveTauInstance:
 
 
 def parse(doc: Mapping[str, Any], source: str | None = None) -> AdaptiveTauInstance:
-    """Validate an adaptive-tau document and build the instance.
+    """Validate an adaptive-tau document against :data:`FIELDS` and build the instance.
 
     Raises
     ------
@@ -88,61 +116,45 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> AdaptiveTauInsta
     root = v.obj(doc, "$")
     v.finish()
     assert root is not None  # finish() raised otherwise
-    beta = v.number(root, "beta", "$", nonnegative=True)
-    delta = v.number(root, "delta", "$", nonnegative=True)
-    rho = v.number(root, "rho", "$", nonnegative=True)
-    eta = v.number(root, "step_size", "$", positive=True)
-    phi = v.number(root, "phi", "$", positive=True)
-    tau_cur = v.number(root, "tau_current", "$", integer=True, positive=True)
-    tau_max = v.number(root, "tau_max", "$", default=100, integer=True, positive=True)
-    factor = v.number(root, "search_factor", "$", default=10, integer=True, positive=True)
-    min_loss = v.boolean(root, "use_min_loss", "$", default=True)
-    resources = v.list(root, "resources", "$")
-
-    R: list[float] = []
-    c: list[float] = []
-    b: list[float] = []
-    s: list[float] = []
-    names: list[str] = []
-    for m, p, res in v.objects(resources, "resources"):
-        v.unique_name(res, p, "time" if len(resources) == 1 else f"resource{m}",
-                      names, "resource")
-        Rm = v.number(res, "budget", p, positive=True)
-        cm = v.number(res, "local_cost", p, positive=True)
-        bm = v.number(res, "global_cost", p, nonnegative=True)
-        sm = v.number(res, "used", p, default=0.0, nonnegative=True)
-        if None in (Rm, cm, bm, sm):
-            continue
-        if min_loss is True and Rm <= cm + bm:
-            v.error(join(p, "budget"),
-                    f"must exceed local_cost + global_cost = {cm + bm:g} when use_min_loss "
-                    f"is true (no effective iteration fits in {Rm:g})")
-        if sm > Rm:
-            v.error(join(p, "used"), f"consumption {sm:g} exceeds the budget {Rm:g}")
-        R.append(float(Rm))
-        c.append(float(cm))
-        b.append(float(bm))
-        s.append(float(sm))
-    if tau_cur is not None and factor is not None and tau_cur * factor > MAX_SEARCH:
-        v.error("tau_current", f"search range search_factor * tau_current = "
-                f"{tau_cur * factor} exceeds {MAX_SEARCH}")
+    f = read_table(v, root, FIELDS)
+    _cross_checks(v, f)
     v.finish()
+    rows: Rows = f["resources"]
     desc = root.get("description", "")
     return AdaptiveTauInstance(
         name=str(root.get("name", "instance")),
-        beta=float(beta),
-        delta=float(delta),
-        rho=float(rho),
-        step_size=float(eta),
-        phi=float(phi),
-        tau_current=int(tau_cur),
-        tau_max=int(tau_max),
-        use_min_loss=bool(min_loss),
-        budget=readonly_array(R),
-        local_cost=readonly_array(c),
-        global_cost=readonly_array(b),
-        used=readonly_array(s),
-        resource_names=tuple(names),
-        search_factor=int(factor),
+        beta=float(f["beta"]),
+        delta=float(f["delta"]),
+        rho=float(f["rho"]),
+        step_size=float(f["step_size"]),
+        phi=float(f["phi"]),
+        tau_current=int(f["tau_current"]),
+        tau_max=int(f["tau_max"]),
+        use_min_loss=bool(f["use_min_loss"]),
+        budget=readonly_array(rows.col("budget")),
+        local_cost=readonly_array(rows.col("local_cost")),
+        global_cost=readonly_array(rows.col("global_cost")),
+        used=readonly_array(rows.col("used")),
+        resource_names=tuple(rows.names),
+        search_factor=int(f["search_factor"]),
         description=desc if isinstance(desc, str) else "",
     )
+
+
+def _cross_checks(v: Validator, f: dict[str, Any]) -> None:
+    """Room for one effective iteration, consumption within budget, the scan's size."""
+    rows: Rows | None = f["resources"]
+    if rows is not None:
+        R, c, b, s = (rows.col(k) for k in ("budget", "local_cost", "global_cost", "used"))
+        for m in range(rows.n):  # NaN (a refused value) fails every comparison: no issue
+            p = join("resources", m)
+            if f["use_min_loss"] is True and R[m] <= c[m] + b[m]:
+                v.error(join(p, "budget"),
+                        f"must exceed local_cost + global_cost = {c[m] + b[m]:g} when "
+                        f"use_min_loss is true (no effective iteration fits in {R[m]:g})")
+            if s[m] > R[m]:
+                v.error(join(p, "used"), f"consumption {s[m]:g} exceeds the budget {R[m]:g}")
+    tau_cur, factor = f["tau_current"], f["search_factor"]
+    if tau_cur is not None and factor is not None and tau_cur * factor > MAX_SEARCH:
+        v.error("tau_current", f"search range search_factor * tau_current = "
+                f"{tau_cur * factor} exceeds {MAX_SEARCH}")

@@ -12,15 +12,39 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from mel_opt.io.fields import Field, number
+from mel_opt.io.reader import read_table
 from mel_opt.io.validate import Validator, readonly_array
+from mel_opt.problems.base import Instance
+
+#: The fields of a dab file. Ranges: a deadline up to 1e9 s with training rates up to 1e6
+#: shards/s keeps every shard bound a_k < D c_k / mu (Eq. 3.5) below 1e15, exact in float64.
+FIELDS: tuple[Field, ...] = (
+    number("deadline_s", 1e-9, 1e9, unit="s", doc="deadline D of one global cycle"),
+    number("iterations", 1, 10**6, integer=True, doc="mu, training passes over the shards"),
+    number("model_bytes", 1, 1e15, unit="byte", doc="Omega_m, size of the model"),
+    number("shard_bytes", 1, 1e15, unit="byte", doc="Omega_d, size of one shard"),
+    number("total_shards", 1, 10**12, integer=True, required=False, unit="shard",
+           doc="shards the centralised baseline csa splits (csa only)"),
+    number("min_shards", 1, 10**12, integer=True, required=False, default=1, unit="shard",
+           doc="d_l, least shards csa gives a learner it uses"),
+    number("max_shards", 1, 10**12, integer=True, required=False, unit="shard",
+           doc="d_u, most shards csa gives one learner (default total_shards)"),
+    Field("learners", "list", doc="the learners", names="learner", name_default="learner{i}",
+          fields=(
+              number("train_rate", 1e-6, 1e6, unit="shard/s",
+                     doc="c_k, shards trained per second for one pass"),
+              number("bandwidth_Bps", 1e-3, 1e15, unit="byte/s", doc="b_k, link bandwidth"),
+          )),
+)
 
 
-@dataclass(frozen=True, eq=False)
-class DabInstance:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class DabInstance(Instance):
     """A validated dab instance (arrays are read-only).
 
     Attributes
@@ -45,7 +69,7 @@ class DabInstance:
         Most shards ``csa`` gives one learner (d_u; None: ``total_shards``).
     """
 
-    name: str
+    problem: ClassVar[str] = "dab"
     deadline: float
     iterations: int
     model_bytes: float
@@ -56,9 +80,6 @@ class DabInstance:
     total_shards: int | None = None
     min_shards: int = 1
     max_shards: int | None = None
-    description: str = ""
-
-    problem = "dab"
 
     @property
     def K(self) -> int:
@@ -66,55 +87,44 @@ class DabInstance:
 
 
 def parse(doc: Mapping[str, Any], source: str | None = None) -> DabInstance:
-    """Validate a dab document and build the instance.
+    """Validate a dab document against :data:`FIELDS` and build the instance.
 
     Raises
     ------
     InstanceError
-        Listing every problem with its JSON path (wrong types, NaN/inf, non-positive rates,
-        sizes or deadline, duplicate names, ``min_shards`` > ``max_shards``).
+        Listing every problem with its JSON path (wrong types, NaN/inf, values outside the
+        documented ranges, duplicate names, ``min_shards`` > ``max_shards``).
     """
     v = Validator(source)
     root = v.obj(doc, "$")
     v.finish()
     assert root is not None  # finish() raised otherwise
-    D = v.number(root, "deadline_s", "$", positive=True)
-    mu = v.number(root, "iterations", "$", integer=True, positive=True)
-    om = v.number(root, "model_bytes", "$", positive=True)
-    od = v.number(root, "shard_bytes", "$", positive=True)
-    total = v.number(root, "total_shards", "$", default=None, integer=True, positive=True)
-    dmin = v.number(root, "min_shards", "$", default=1, integer=True, positive=True)
-    dmax = v.number(root, "max_shards", "$", default=None, integer=True, positive=True)
-    learners = v.list(root, "learners", "$")
+    f = read_table(v, root, FIELDS)
+    _cross_checks(v, f)
+    v.finish()
+    rows = f["learners"]
+    desc = root.get("description", "")
+    total, dmax = f["total_shards"], f["max_shards"]
+    return DabInstance(
+        name=str(root.get("name", "instance")),
+        deadline=float(f["deadline_s"]),
+        iterations=int(f["iterations"]),
+        model_bytes=float(f["model_bytes"]),
+        shard_bytes=float(f["shard_bytes"]),
+        train_rate=readonly_array(rows.col("train_rate")),
+        bandwidth=readonly_array(rows.col("bandwidth_Bps")),
+        learner_names=tuple(rows.names),
+        total_shards=None if total is None else int(total),
+        min_shards=int(f["min_shards"]),
+        max_shards=None if dmax is None else int(dmax),
+        description=desc if isinstance(desc, str) else "",
+    )
 
-    rates: list[float] = []
-    bws: list[float] = []
-    names: list[str] = []
-    for i, p, lr in v.objects(learners, "learners"):
-        v.unique_name(lr, p, f"learner{i}", names, "learner")
-        c = v.number(lr, "train_rate", p, positive=True)
-        b = v.number(lr, "bandwidth_Bps", p, positive=True)
-        if c is not None and b is not None:
-            rates.append(float(c))
-            bws.append(float(b))
 
+def _cross_checks(v: Validator, f: dict[str, Any]) -> None:
+    """d_l <= d_u, and d_l <= total_shards when d_u defaults to it."""
+    dmin, dmax, total = f["min_shards"], f["max_shards"], f["total_shards"]
     if dmin is not None and dmax is not None and dmin > dmax:
         v.error("min_shards", f"min_shards = {dmin} exceeds max_shards = {dmax}")
     if dmin is not None and total is not None and dmax is None and dmin > total:
         v.error("min_shards", f"min_shards = {dmin} exceeds total_shards = {total}")
-    v.finish()
-    desc = root.get("description", "")
-    return DabInstance(
-        name=str(root.get("name", "instance")),
-        deadline=float(D),
-        iterations=int(mu),
-        model_bytes=float(om),
-        shard_bytes=float(od),
-        train_rate=readonly_array(rates),
-        bandwidth=readonly_array(bws),
-        learner_names=tuple(names),
-        total_shards=None if total is None else int(total),
-        min_shards=int(dmin),
-        max_shards=None if dmax is None else int(dmax),
-        description=desc if isinstance(desc, str) else "",
-    )

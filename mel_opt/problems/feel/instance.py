@@ -27,21 +27,62 @@ Latencies of one communication round (Eq. (9)-(15) and (27)-(29)):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from mel_opt.io.fields import Field, When, number
+from mel_opt.io.reader import read_table
 from mel_opt.io.validate import Validator, readonly_array
+from mel_opt.problems.base import Instance
 
 PROCESSORS = ("cpu", "gpu")
 MIN_BATCH = 1  # the least batch of (17e)
+MAX_BATCH = 10**6  # largest B^max we accept (samples of one device in one round)
+
+_CPU = When("processor", "cpu")
+_GPU = When("processor", "gpu")
+#: The fields of a feel file (SI units). The ranges keep every coefficient of the latency
+#: model (a_k = s T_f / R_k, C / f_k, ...) between about 1e-19 and 1e21 and positive, so the
+#: closed forms (square roots, ratios, sums over the devices) stay finite in float64.
+FIELDS: tuple[Field, ...] = (
+    Field("processor", "string", choices=PROCESSORS, doc="cpu (Section III) or gpu (Section V)"),
+    Field("frame_s", "object", missing_hint="(an object {uplink, downlink} in seconds)",
+          doc="TDMA frame lengths", fields=(
+              number("uplink", 1e-6, 1e3, unit="s", doc="T_f^U, uplink frame"),
+              number("downlink", 1e-6, 1e3, unit="s", doc="T_f^D, downlink frame"),
+          )),
+    number("gradient_bits", 1, 1e12, unit="bit", doc="s = b p, bits of one quantised gradient"),
+    number("loss_decay_coeff", 1e-9, 1e9, unit="loss/sqrt(sample)", doc="xi of Eq. (8)"),
+    number("max_batch", MIN_BATCH, MAX_BATCH, integer=True, sign=None, unit="sample",
+           doc="B^max of (17e)"),
+    number("global_batch", 1, 10**12, integer=True, required=False, unit="sample",
+           doc="a fixed global batch B of (17d) (absent: B is optimised)"),
+    number("cycles_per_sample", 1, 1e15, unit="cycle", when=_CPU,
+           doc="C, CPU cycles of back-propagation per sample (Eq. 9)"),
+    number("update_cycles", 0, 1e15, unit="cycle", sign="non-negative", when=_CPU,
+           doc="M^C, CPU cycles of one local model update (Eq. 12)"),
+    Field("devices", "list", doc="the devices", names="device", name_default="device{i}",
+          fields=(
+              number("uplink_bps", 1, 1e13, unit="bit/s", doc="R_k^U, uplink rate"),
+              number("downlink_bps", 1, 1e13, unit="bit/s", doc="R_k^D, downlink rate"),
+              number("cpu_hz", 1e3, 1e13, unit="Hz", when=_CPU, doc="f_k^C, CPU clock"),
+              number("t_low_s", 1e-9, 1e6, unit="s", when=_GPU,
+                     doc="t_k^l, latency of a data-bound batch (Eq. 27)"),
+              number("slope_s_per_sample", 1e-12, 1e6, unit="s/sample", when=_GPU,
+                     doc="c_k, latency per sample above the threshold (Eq. 27)"),
+              number("batch_threshold", 0, 10**9, integer=True, sign="non-negative",
+                     unit="sample", when=_GPU, doc="B_k^th, end of the data-bound region"),
+              number("update_s", 0, 1e6, unit="s", sign="non-negative", when=_GPU,
+                     doc="t_k^{M,G}, local model update latency (Eq. 28)"),
+          )),
+)
 
 
-@dataclass(frozen=True, eq=False)
-class FeelInstance:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FeelInstance(Instance):
     """A validated feel instance (arrays are read-only; nothing here changes after parsing).
 
     Attributes
@@ -71,7 +112,7 @@ class FeelInstance:
     description : str
     """
 
-    name: str
+    problem: ClassVar[str] = "feel"
     processor: str
     frame_up: float
     frame_down: float
@@ -89,9 +130,6 @@ class FeelInstance:
     slope: np.ndarray | None = None
     batch_threshold: np.ndarray | None = None
     update_s: np.ndarray | None = None
-    description: str = ""
-
-    problem = "feel"
 
     @property
     def K(self) -> int:
@@ -104,104 +142,55 @@ class FeelInstance:
 
 
 def parse(doc: Mapping[str, Any], source: str | None = None) -> FeelInstance:
-    """Validate a feel document (see the module docstring) and build the instance.
+    """Validate a feel document against :data:`FIELDS` and build the instance.
 
     Raises
     ------
     InstanceError
-        Listing every problem with its JSON path: wrong types, NaN/inf, non-positive rates,
-        frames or coefficients, duplicate device names, a missing processor-specific field,
-        a ``global_batch`` outside [K, K B^max] (no batch split can meet (17d)-(17e)), and
-        coefficients so large that the latencies overflow.
+        Listing every problem with its JSON path: wrong types, NaN/inf, values outside the
+        documented ranges, duplicate device names, a missing processor-specific field and a
+        ``global_batch`` outside [K, K B^max] (no batch split can meet (17d)-(17e)).
     """
     v = Validator(source)
     root = v.obj(doc, "$")
     v.finish()
     assert root is not None  # finish() raised otherwise
-    proc = v.string(root, "processor", "$", choices=PROCESSORS)
-    frames = v.obj(root.get("frame_s"), "frame_s") if "frame_s" in root else None
-    if "frame_s" not in root:
-        v.error("frame_s", "is required but missing (an object {uplink, downlink} in seconds)")
-    t_up = t_dn = None
-    if frames is not None:
-        t_up = v.number(frames, "uplink", "frame_s", positive=True)
-        t_dn = v.number(frames, "downlink", "frame_s", positive=True)
-    s = v.number(root, "gradient_bits", "$", positive=True)
-    xi = v.number(root, "loss_decay_coeff", "$", positive=True)
-    bmax = v.number(root, "max_batch", "$", integer=True, minimum=MIN_BATCH)
-    bfix = v.number(root, "global_batch", "$", default=None, integer=True, positive=True)
-    cps = upd = None
-    if proc == "cpu":
-        cps = v.number(root, "cycles_per_sample", "$", positive=True)
-        upd = v.number(root, "update_cycles", "$", nonnegative=True)
-    devices = v.list(root, "devices", "$")
-
-    names: list[str] = []
-    cols: dict[str, list[float]] = {k: [] for k in (
-        "cpu_hz", "uplink_bps", "downlink_bps", "t_low_s", "slope_s_per_sample",
-        "batch_threshold", "update_s")}
-    for i, p, dev in v.objects(devices, "devices"):
-        v.unique_name(dev, p, f"device{i}", names, "device")
-        row = {
-            "uplink_bps": v.number(dev, "uplink_bps", p, positive=True),
-            "downlink_bps": v.number(dev, "downlink_bps", p, positive=True),
-        }
-        if proc == "cpu":
-            row["cpu_hz"] = v.number(dev, "cpu_hz", p, positive=True)
-        elif proc == "gpu":
-            row["t_low_s"] = v.number(dev, "t_low_s", p, positive=True)
-            row["slope_s_per_sample"] = v.number(dev, "slope_s_per_sample", p, positive=True)
-            row["batch_threshold"] = v.number(dev, "batch_threshold", p, integer=True,
-                                              nonnegative=True)
-            row["update_s"] = v.number(dev, "update_s", p, nonnegative=True)
-        if all(val is not None for val in row.values()):
-            for key, val in row.items():
-                cols[key].append(float(val))
+    f = read_table(v, root, FIELDS)
     v.finish()
-    assert isinstance(devices, list) and proc is not None
-
-    K = len(devices)
+    rows = f["devices"]
+    K, bmax, bfix = len(rows), f["max_batch"], f["global_batch"]
     if bfix is not None and not (K * MIN_BATCH <= bfix <= K * bmax):
         v.error("global_batch", f"must lie in [K, K * max_batch] = [{K}, {K * bmax}] so that "
                 f"batches of 1..{bmax} samples can add up to it, got {bfix}")
-    # Overflow guard: the slowest possible round must be a finite number of seconds.
-    up = np.asarray(cols["uplink_bps"])
-    dn = np.asarray(cols["downlink_bps"])
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        comm = K * s / np.minimum(up, dn)  # an upload on an equal slot, order of magnitude
-        if proc == "cpu":
-            comp = bmax * cps / np.asarray(cols["cpu_hz"]) + upd / np.asarray(cols["cpu_hz"])
-        else:
-            comp = (np.asarray(cols["t_low_s"]) + np.asarray(cols["slope_s_per_sample"]) * bmax
-                    + np.asarray(cols["update_s"]))
-        worst = float(np.max(comm + comp)) if K else 0.0
-    if not math.isfinite(worst) or worst > 1e30:
-        v.error("devices", "the coefficients are too large: the latency of a round overflows "
-                "(check the units: seconds, bits, Hz, bit/s)")
     v.finish()
 
     desc = root.get("description", "")
-    gpu = proc == "gpu"
-    assert t_up is not None and t_dn is not None and s is not None and xi is not None
-    assert bmax is not None and (gpu or (cps is not None and upd is not None))
+    cps, upd = f["cycles_per_sample"], f["update_cycles"]
+
+    def column(key: str) -> np.ndarray | None:
+        return readonly_array(rows.col(key)) if key in rows.columns else None
+
+    up = column("uplink_bps")
+    dn = column("downlink_bps")
+    assert up is not None and dn is not None
     return FeelInstance(
         name=str(root.get("name", "instance")),
-        processor=proc,
-        frame_up=float(t_up),
-        frame_down=float(t_dn),
-        gradient_bits=float(s),
-        loss_decay_coeff=float(xi),
+        processor=f["processor"],
+        frame_up=float(f["frame_s"]["uplink"]),
+        frame_down=float(f["frame_s"]["downlink"]),
+        gradient_bits=float(f["gradient_bits"]),
+        loss_decay_coeff=float(f["loss_decay_coeff"]),
         max_batch=int(bmax),
         global_batch=None if bfix is None else int(bfix),
         cycles_per_sample=None if cps is None else float(cps),
         update_cycles=None if upd is None else float(upd),
-        device_names=tuple(names),
-        cpu_hz=None if gpu else readonly_array(cols["cpu_hz"]),
-        uplink_bps=readonly_array(cols["uplink_bps"]),
-        downlink_bps=readonly_array(cols["downlink_bps"]),
-        t_low=readonly_array(cols["t_low_s"]) if gpu else None,
-        slope=readonly_array(cols["slope_s_per_sample"]) if gpu else None,
-        batch_threshold=readonly_array(cols["batch_threshold"]) if gpu else None,
-        update_s=readonly_array(cols["update_s"]) if gpu else None,
+        device_names=tuple(rows.names),
+        cpu_hz=column("cpu_hz"),
+        uplink_bps=up,
+        downlink_bps=dn,
+        t_low=column("t_low_s"),
+        slope=column("slope_s_per_sample"),
+        batch_threshold=column("batch_threshold"),
+        update_s=column("update_s"),
         description=desc if isinstance(desc, str) else "",
     )

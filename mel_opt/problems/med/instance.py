@@ -14,17 +14,54 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from mel_opt.io.fields import Field, number
+from mel_opt.io.reader import Rows, read_table
 from mel_opt.io.validate import Validator, join, readonly_array
+from mel_opt.problems.base import Instance
 
 PROB_TOL = 1e-6  # |sum(state_probs) - 1| allowed (JSON files carry rounded probabilities)
 
+_STATES = "states"  # per-state lists have one entry per state
+#: The fields of a med file. Shards and iterations are bounded so that sums and products of
+#: them (sum_i D_i, tau_i D_i in the ILP (4.4)) stay far inside int64 and exact in float64.
+FIELDS: tuple[Field, ...] = (
+    number("budget", 1e-9, 1e15, unit="price", doc="B of (4.4d), in the learners' price unit"),
+    number("min_shards_per_learner", 0, 10**9, integer=True, sign="non-negative",
+           required=False, default=1, unit="shard", doc="D_l of (4.4e)"),
+    Field("states", "list", names="state", item=Field("", "string"),
+          doc="names of the learner states"),
+    Field("tasks", "list", names="task", name_default="task{i}", doc="the learning tasks",
+          fields=(
+              number("model_bytes", 1, 1e15, unit="byte", doc="Omega_i, size of the model"),
+              number("shard_bytes", 1, 1e15, unit="byte", doc="alpha_i, size of one shard"),
+              number("shards", 1, 10**9, integer=True, unit="shard", doc="D_i, shards to place"),
+              number("deadline_s", 1e-9, 1e9, unit="s", doc="T_i, the task's deadline"),
+              number("iterations", 1, 10**6, integer=True, required=False, default=1,
+                     doc="tau_i, local passes over the allocated shards"),
+          )),
+    Field("learners", "list", names="learner", name_default="learner{i}", doc="the learners",
+          fields=(
+              number("price", 0, 1e15, sign="non-negative", unit="price/shard",
+                     doc="p_j, price of one shard"),
+              Field("state_probs", "list", doc="gamma_jk, probability of each state",
+                    item=number("", 0.0, 1.0, sign=None), length_of=_STATES),
+              Field("bandwidth_Bps", "list", doc="b_jk, bandwidth in each state",
+                    item=number("", 1e-3, 1e15, unit="byte/s"), length_of=_STATES),
+              Field("train_rate", "list", length_of="tasks",
+                    length_message="must have one row per task ({n}), got {got}",
+                    doc="R_ijk, shards/s per task (rows) and state (columns)",
+                    item=Field("", "list", item=number("", 1e-6, 1e6, unit="shard/s"),
+                               length_of=_STATES)),
+          )),
+)
 
-@dataclass(frozen=True, eq=False)
-class MedInstance:
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MedInstance(Instance):
     """A validated med instance (arrays are read-only).
 
     Attributes
@@ -55,7 +92,7 @@ class MedInstance:
         R_ijk stored learner-major as in the file: ``train_rate[j, i, k]`` [shards/s].
     """
 
-    name: str
+    problem: ClassVar[str] = "med"
     budget: float
     min_shards: int
     state_names: tuple[str, ...]
@@ -70,9 +107,6 @@ class MedInstance:
     probs: np.ndarray
     bandwidth: np.ndarray
     train_rate: np.ndarray
-    description: str = ""
-
-    problem = "med"
 
     @property
     def n_tasks(self) -> int:
@@ -99,125 +133,77 @@ class MedInstance:
 
 
 def parse(doc: Mapping[str, Any], source: str | None = None) -> MedInstance:
-    """Validate a med document (design brief, "Instance files") and build the instance.
+    """Validate a med document against :data:`FIELDS` and build the instance.
 
     Raises
     ------
     InstanceError
-        Listing every problem with its JSON path: wrong types, NaN/inf, non-positive sizes,
-        rates or bandwidths, negative prices, probabilities outside [0, 1] or not summing to 1,
-        per-learner lists whose length does not match the states or tasks, duplicate names,
-        fewer learners than tasks (each task needs a learner and a learner serves one task,
-        (4.4f)) and n * D_l > sum_i D_i (4.4e cannot hold with (4.4c)).
+        Listing every problem with its JSON path: wrong types, NaN/inf, values outside the
+        documented ranges, probabilities not summing to 1, per-learner lists whose length does
+        not match the states or tasks, duplicate names, fewer learners than tasks (each task
+        needs a learner and a learner serves one task, (4.4f)) and n * D_l > sum_i D_i (4.4e
+        cannot hold with (4.4c)).
     """
     v = Validator(source)
     root = v.obj(doc, "$")
     v.finish()
     assert root is not None
-    budget = v.number(root, "budget", "$", positive=True)
-    dl = v.number(root, "min_shards_per_learner", "$", default=1, integer=True, nonnegative=True)
-
-    states = v.list(root, "states", "$")
-    state_names: list[str] = []
-    if isinstance(states, list):
-        for k, s in enumerate(states):
-            if not isinstance(s, str) or not s:
-                v.error(join("states", k), f"must be a non-empty string, got {s!r}")
-            elif s in state_names:
-                v.error(join("states", k), f"duplicate state name {s!r}")
-            state_names.append(str(s))
-    h = len(state_names) if isinstance(states, list) else None
-
-    tasks = v.list(root, "tasks", "$")
-    tnames: list[str] = []
-    omega: list[Any] = []
-    alpha: list[Any] = []
-    shards: list[Any] = []
-    deadline: list[Any] = []
-    iters: list[Any] = []
-    for i, p, t in v.objects(tasks, "tasks"):
-        v.unique_name(t, p, f"task{i}", tnames, "task")
-        omega.append(v.number(t, "model_bytes", p, positive=True))
-        alpha.append(v.number(t, "shard_bytes", p, positive=True))
-        shards.append(v.number(t, "shards", p, integer=True, positive=True))
-        deadline.append(v.number(t, "deadline_s", p, positive=True))
-        iters.append(v.number(t, "iterations", p, default=1, integer=True, positive=True))
-    m = len(tasks) if isinstance(tasks, list) else None
-
-    learners = v.list(root, "learners", "$")
-    lnames: list[str] = []
-    price: list[Any] = []
-    probs: list[Any] = []
-    bw: list[Any] = []
-    rate: list[Any] = []
-    for j, p, lr in v.objects(learners, "learners"):
-        v.unique_name(lr, p, f"learner{j}", lnames, "learner")
-        price.append(v.number(lr, "price", p, nonnegative=True))
-        probs.append(_probs(v, lr, p, h))
-        bw.append(_per_state(v, lr, "bandwidth_Bps", p, h))
-        rate.append(_rates(v, lr, p, m, h))
-
+    f = read_table(v, root, FIELDS)
+    probs = _probabilities(v, f["learners"])
     if v.ok:
-        n, m_ = len(lnames), len(tnames)
-        if n < m_:
-            v.error("learners", f"{n} learners for {m_} tasks: every task needs at least one "
-                    "learner and a learner serves one task (4.4f), so n >= m is required")
-        total = int(sum(shards))
-        if n * dl > total:
-            v.error("min_shards_per_learner",
-                    f"n * D_l = {n} * {dl} = {n * dl} exceeds the {total} shards of all tasks: "
-                    "(4.4e) cannot hold with (4.4c)")
+        _cross_checks(v, f)
     v.finish()
+    tasks: Rows = f["tasks"]
+    learners: Rows = f["learners"]
     desc = root.get("description", "")
     return MedInstance(
         name=str(root.get("name", "instance")),
-        budget=float(budget),
-        min_shards=int(dl),
-        state_names=tuple(state_names),
-        task_names=tuple(tnames),
-        model_bytes=readonly_array(omega),
-        shard_bytes=readonly_array(alpha),
-        shards=readonly_array(shards, np.int64),
-        deadline=readonly_array(deadline),
-        iterations=readonly_array(iters, np.int64),
-        learner_names=tuple(lnames),
-        price=readonly_array(price),
+        budget=float(f["budget"]),
+        min_shards=int(f["min_shards_per_learner"]),
+        state_names=tuple(f["states"]),
+        task_names=tuple(tasks.names),
+        model_bytes=readonly_array(tasks.col("model_bytes")),
+        shard_bytes=readonly_array(tasks.col("shard_bytes")),
+        shards=readonly_array(tasks.col("shards"), np.int64),
+        deadline=readonly_array(tasks.col("deadline_s")),
+        iterations=readonly_array(tasks.col("iterations"), np.int64),
+        learner_names=tuple(learners.names),
+        price=readonly_array(learners.col("price")),
         probs=readonly_array(probs),
-        bandwidth=readonly_array(bw),
-        train_rate=readonly_array(rate),
+        bandwidth=readonly_array(learners.columns["bandwidth_Bps"]),
+        train_rate=readonly_array(learners.columns["train_rate"]),
         description=desc if isinstance(desc, str) else "",
     )
 
 
-def _probs(v: Validator, lr: dict[str, Any], p: str, h: int | None) -> Any:
-    key = join(p, "state_probs")
-    vals = v.list(lr, "state_probs", p, length=h)
-    if vals is None:
-        return None
-    out = v.numbers(vals, key, minimum=0.0, maximum=1.0)
-    if out is None:
-        return None
-    s = float(sum(out))
-    if abs(s - 1.0) > PROB_TOL:
-        v.error(key, f"probabilities must sum to 1, got {s:.6g}")
-        return None
-    return [x / s for x in out]  # remove the rounding left in the file
+def _probabilities(v: Validator, learners: Rows | None) -> list[Any]:
+    """Each learner's state_probs, normalised; a sum off 1 by more than PROB_TOL is an issue."""
+    out: list[Any] = []
+    if learners is None:
+        return out
+    for j, row in enumerate(learners.columns.get("state_probs", [])):
+        if row is None or np.isnan(row).any():
+            out.append(None)
+            continue
+        s = float(row.sum())
+        if abs(s - 1.0) > PROB_TOL:
+            v.error(join(join("learners", j), "state_probs"),
+                    f"probabilities must sum to 1, got {s:.6g}")
+            out.append(None)
+        else:
+            out.append(row / s)  # remove the rounding left in the file
+    return out
 
 
-def _per_state(v: Validator, lr: dict[str, Any], key: str, p: str, h: int | None) -> Any:
-    vals = v.list(lr, key, p, length=h)
-    if vals is None:
-        return None
-    return v.numbers(vals, join(p, key), positive=True)
-
-
-def _rates(v: Validator, lr: dict[str, Any], p: str, m: int | None, h: int | None) -> Any:
-    key = join(p, "train_rate")
-    rows = v.list(lr, "train_rate", p)
-    if rows is None:
-        return None
-    if m is not None and len(rows) != m:
-        v.error(key, f"must have one row per task ({m}), got {len(rows)}")
-        return None
-    out = [v.numbers(row, join(key, i), length=h, positive=True) for i, row in enumerate(rows)]
-    return None if any(r is None for r in out) else out
+def _cross_checks(v: Validator, f: dict[str, Any]) -> None:
+    """n >= m (4.4f) and n D_l <= sum_i D_i ((4.4e) with (4.4c))."""
+    n, m_ = len(f["learners"]), len(f["tasks"])
+    dl = f["min_shards_per_learner"]
+    if n < m_:
+        v.error("learners", f"{n} learners for {m_} tasks: every task needs at least one "
+                "learner and a learner serves one task (4.4f), so n >= m is required")
+    total = int(f["tasks"].col("shards").sum())
+    if n * dl > total:
+        v.error("min_shards_per_learner",
+                f"n * D_l = {n} * {dl} = {n * dl} exceeds the {total} shards of all tasks: "
+                "(4.4e) cannot hold with (4.4c)")

@@ -16,20 +16,61 @@ term of C1 disappears (footnotes 1-2 of the paper).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from mel_opt.io.fields import Field, Form, number
+from mel_opt.io.reader import Rows, read_table
 from mel_opt.io.validate import Validator, join, readonly_array
+from mel_opt.problems.base import Instance
 
 MODES = ("task-parallel", "distributed-data")
+#: Most local updates a learner may manage in one cycle on d_l samples. Beyond it the units
+#: are almost surely wrong, the exact window scan would walk that many candidate windows, and
+#: the fit test t_k <= T (1 + 1e-12) could no longer tell tau from tau + 1.
+MAX_UPDATES = 10**6
+
+#: The fields of a mel-async file (SI units). Rates and clock speeds up to 1e15 and sizes up
+#: to 1e15 bits keep every coefficient of Eq. (2)-(4) a normal float64.
+FIELDS: tuple[Field, ...] = (
+    number("cycle_time_s", 1e-9, 1e9, unit="s", doc="T, the global cycle clock"),
+    number("total_samples", 1, 10**12, integer=True, unit="sample", doc="d, samples per cycle"),
+    number("min_samples", 1, 10**12, integer=True, unit="sample", doc="d_l, least per learner"),
+    number("max_samples", 1, 10**12, integer=True, unit="sample", doc="d_u, most per learner"),
+    Field("mode", "string", required=False, default="task-parallel", choices=MODES,
+          doc="task-parallel (samples are sent) or distributed-data (samples are local)"),
+    Field("model", "object", required=False, doc="the learning task (physical form only)",
+          fields=(
+              number("cycles_per_sample", 1e-3, 1e15, unit="cycle",
+                     doc="CPU cycles of one update on one sample (Eq. 2)"),
+              number("sample_bits", 0, 1e15, unit="bit", sign="non-negative",
+                     doc="F P_d, bits of one sample (Eq. 4)"),
+              number("model_bits", 1, 1e15, unit="bit", doc="P_m S_m, bits of the model"),
+              number("model_bits_per_sample", 0, 1e15, unit="bit", sign="non-negative",
+                     required=False, default=0.0,
+                     doc="P_m S_d, model bits that grow with the samples (Eq. 4)"),
+          )),
+    Field("learners", "list", doc="the learners", names="learner", name_default="learner{i}",
+          forms=(
+              Form("physical", ("cpu_hz", "rate_bps"), (
+                  number("cpu_hz", 1e-3, 1e15, unit="Hz", doc="f_k, CPU clock"),
+                  number("rate_bps", 1e-3, 1e15, unit="bit/s", doc="R_k, link rate"),
+              )),
+              Form("coefficient", ("c2", "c1", "c0"), (
+                  number("c2", 1e-18, 1e9, unit="s/(sample update)", doc="C2_k of Eq. (5)"),
+                  number("c1", 0, 1e9, unit="s/sample", sign="non-negative",
+                         doc="C1_k of Eq. (5)"),
+                  number("c0", 0, 1e9, unit="s", sign="non-negative", doc="C0_k of Eq. (5)"),
+              )),
+          )),
+)
 
 
-@dataclass(frozen=True, eq=False)
-class MelAsyncInstance:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MelAsyncInstance(Instance):
     """A validated mel-async instance (coefficient form; arrays are read-only).
 
     Attributes
@@ -46,7 +87,7 @@ class MelAsyncInstance:
         ``task-parallel`` or ``distributed-data``.
     """
 
-    name: str
+    problem: ClassVar[str] = "mel-async"
     cycle_time: float
     total_samples: int
     min_samples: int
@@ -56,9 +97,6 @@ class MelAsyncInstance:
     c0: np.ndarray
     learner_names: tuple[str, ...]
     mode: str = "task-parallel"
-    description: str = ""
-
-    problem = "mel-async"
 
     @property
     def K(self) -> int:
@@ -70,107 +108,93 @@ class MelAsyncInstance:
 
 
 def parse(doc: Mapping[str, Any], source: str | None = None) -> MelAsyncInstance:
-    """Validate a mel-async document (see the design brief) and build the instance.
+    """Validate a mel-async document against :data:`FIELDS` and build the instance.
 
     Raises
     ------
     InstanceError
         Listing every problem with its JSON path. Besides types and ranges this rejects
-        d_l > d_u, K d_u < d, K d_l > d, and any learner that cannot finish even one update on
-        d_l samples within T (its cycle time is infeasible whatever the allocation).
+        d_l > d_u, K d_u < d, K d_l > d, any learner that cannot finish even one update on
+        d_l samples within T (its cycle time is infeasible whatever the allocation), and any
+        learner that could do more than :data:`MAX_UPDATES` updates on d_l samples.
     """
     v = Validator(source)
     root = v.obj(doc, "$")
     v.finish()
     assert root is not None
-    T = v.number(root, "cycle_time_s", "$", positive=True)
-    d = v.number(root, "total_samples", "$", integer=True, positive=True)
-    dl = v.number(root, "min_samples", "$", integer=True, positive=True)
-    du = v.number(root, "max_samples", "$", integer=True, positive=True)
-    mode = v.string(root, "mode", "$", default="task-parallel", choices=MODES)
-    learners = v.list(root, "learners", "$")
-
-    model = None
-    needs_model = isinstance(learners, list) and any(
-        isinstance(x, dict) and ("cpu_hz" in x or "rate_bps" in x) for x in learners
-    )
-    if "model" in root or needs_model:
-        mdoc = v.obj(root.get("model"), "model") if "model" in root else None
-        if "model" not in root:
-            v.error("model", "is required when learners are given in the physical form")
-        if mdoc is not None:
-            model = {
-                "cycles_per_sample": v.number(mdoc, "cycles_per_sample", "model", positive=True),
-                "sample_bits": v.number(mdoc, "sample_bits", "model", nonnegative=True),
-                "model_bits": v.number(mdoc, "model_bits", "model", positive=True),
-                "model_bits_per_sample": v.number(
-                    mdoc, "model_bits_per_sample", "model", default=0.0, nonnegative=True
-                ),
-            }
-            if mode == "task-parallel" and model["sample_bits"] == 0:
-                v.error("model.sample_bits", "must be positive in the task-parallel mode "
-                        "(samples are sent to the learners)")
-
-    c2: list[float] = []
-    c1: list[float] = []
-    c0: list[float] = []
-    names: list[str] = []
-    for i, p, lr in v.objects(learners, "learners"):
-        v.unique_name(lr, p, f"learner{i}", names, "learner")
-        physical = "cpu_hz" in lr or "rate_bps" in lr
-        coeff = any(k in lr for k in ("c2", "c1", "c0"))
-        if physical and coeff:
-            v.error(p, "give either the physical form (cpu_hz, rate_bps) or the "
-                    "coefficient form (c2, c1, c0), not both")
-            continue
-        if physical:
-            f = v.number(lr, "cpu_hz", p, positive=True)
-            r = v.number(lr, "rate_bps", p, positive=True)
-            if f is None or r is None or model is None or None in model.values():
-                continue
-            sample_bits = model["sample_bits"] if mode == "task-parallel" else 0.0
-            c2.append(model["cycles_per_sample"] / f)  # Eq. (2)
-            c1.append((sample_bits + 2.0 * model["model_bits_per_sample"]) / r)  # Eq. (4)
-            c0.append(2.0 * model["model_bits"] / r)  # Eq. (3)-(4)
-        else:
-            a = v.number(lr, "c2", p, positive=True)
-            b = v.number(lr, "c1", p, nonnegative=True)
-            c = v.number(lr, "c0", p, nonnegative=True)
-            if a is None or b is None or c is None:
-                continue
-            c2.append(a)
-            c1.append(b)
-            c0.append(c)
-
-    if v.ok and learners is not None:
-        K = len(learners)
-        if dl > du:
-            v.error("min_samples", f"d_l = {dl} exceeds max_samples d_u = {du}")
-        if K * du < d:
-            v.error("max_samples", f"K * d_u = {K} * {du} = {K * du} < total_samples = {d}: "
-                    "the data cannot be placed")
-        if K * dl > d:
-            v.error("min_samples", f"K * d_l = {K} * {dl} = {K * dl} > total_samples = {d}")
-        for k in range(K):
-            need = c2[k] * dl + c1[k] * dl + c0[k]
-            if not math.isfinite(need):
-                v.error(join("learners", k), "coefficients overflow")
-            elif need > T:
-                v.error(join("learners", k),
-                        f"cannot finish one update on min_samples = {dl} within cycle_time_s = "
-                        f"{T:g}: it needs {need:.6g} s (infeasible cycle time)")
+    f = read_table(v, root, FIELDS)
+    _model_checks(v, f, "model" in root)
+    coeffs = _coefficients(f)
+    if v.ok:
+        _cross_checks(v, f, *coeffs)
     v.finish()
+    c2, c1, c0 = coeffs
     desc = root.get("description", "")
     return MelAsyncInstance(
         name=str(root.get("name", "instance")),
-        cycle_time=float(T),
-        total_samples=int(d),
-        min_samples=int(dl),
-        max_samples=int(du),
+        cycle_time=float(f["cycle_time_s"]),
+        total_samples=int(f["total_samples"]),
+        min_samples=int(f["min_samples"]),
+        max_samples=int(f["max_samples"]),
         c2=readonly_array(c2),
         c1=readonly_array(c1),
         c0=readonly_array(c0),
-        learner_names=tuple(names),
-        mode=mode,
+        learner_names=tuple(f["learners"].names),
+        mode=f["mode"],
         description=desc if isinstance(desc, str) else "",
     )
+
+
+def _model_checks(v: Validator, f: dict[str, Any], has_model: bool) -> None:
+    rows: Rows | None = f["learners"]
+    if rows is not None and not has_model and "physical" in rows.forms:
+        v.error("model", "is required when learners are given in the physical form")
+    model = f["model"]
+    if model is not None and f["mode"] == "task-parallel" and model["sample_bits"] == 0:
+        v.error("model.sample_bits", "must be positive in the task-parallel mode "
+                "(samples are sent to the learners)")
+
+
+def _coefficients(f: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """C2, C1, C0 of every learner (Eq. 2-4 for the physical form; NaN where unknown)."""
+    rows: Rows | None = f["learners"]
+    if rows is None:
+        return np.empty(0), np.empty(0), np.empty(0)
+    c2, c1, c0 = rows.col("c2"), rows.col("c1"), rows.col("c0")
+    model = f["model"] or {}
+    phys = np.array([fm == "physical" for fm in rows.forms], dtype=bool)
+    if phys.any() and model and None not in model.values():
+        fk, rk = rows.col("cpu_hz")[phys], rows.col("rate_bps")[phys]
+        sample_bits = model["sample_bits"] if f["mode"] == "task-parallel" else 0.0
+        c2[phys] = model["cycles_per_sample"] / fk  # Eq. (2)
+        c1[phys] = (sample_bits + 2.0 * model["model_bits_per_sample"]) / rk  # Eq. (4)
+        c0[phys] = 2.0 * model["model_bits"] / rk  # Eq. (3)-(4)
+    return c2, c1, c0
+
+
+def _cross_checks(v: Validator, f: dict[str, Any], c2: np.ndarray, c1: np.ndarray,
+                  c0: np.ndarray) -> None:
+    """Sizes against each other, then what each learner can do within one cycle."""
+    T, d, dl, du = f["cycle_time_s"], f["total_samples"], f["min_samples"], f["max_samples"]
+    K = len(f["learners"])
+    if dl > du:
+        v.error("min_samples", f"d_l = {dl} exceeds max_samples d_u = {du}")
+    if K * du < d:
+        v.error("max_samples", f"K * d_u = {K} * {du} = {K * du} < total_samples = {d}: "
+                "the data cannot be placed")
+    if K * dl > d:
+        v.error("min_samples", f"K * d_l = {K} * {dl} = {K * dl} > total_samples = {d}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        need = c2 * dl + c1 * dl + c0
+        updates = (T - c1 * dl - c0) / (c2 * dl)
+    for k in np.flatnonzero(~np.isfinite(need) | (need > T) | (updates > MAX_UPDATES)).tolist():
+        if not np.isfinite(need[k]):
+            v.error(join("learners", k), "coefficients overflow")
+        elif need[k] > T:
+            v.error(join("learners", k),
+                    f"cannot finish one update on min_samples = {dl} within cycle_time_s = "
+                    f"{T:g}: it needs {need[k]:.6g} s (infeasible cycle time)")
+        else:
+            v.error(join("learners", k),
+                    f"could do {updates[k]:.3g} updates on min_samples = {dl} within "
+                    f"cycle_time_s = {T:g}, more than {MAX_UPDATES:,}: check the units")

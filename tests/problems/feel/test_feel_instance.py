@@ -121,7 +121,7 @@ def test_gpu_coefficients_follow_eq_27() -> None:
         ("devices[0].uplink_bps", 0, r"devices\[0\].uplink_bps: must be positive, got 0"),
         ("devices[1].name", "fast", r"devices\[1\].name: duplicate device name 'fast'"),
         ("devices[1]", "dev", r"devices\[1\]: must be an object"),
-        ("gradient_bits", 1e300, r"devices: the coefficients are too large"),
+        ("gradient_bits", 1e300, r"gradient_bits: must be at most 1e\+12, got 1e\+300"),
     ],
 )
 def test_bad_cpu_input_names_the_path(path: str, value: object, message: str) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mel_opt.api import parse_instance
 from mel_opt.problems.med.generate import generate
+from mel_opt.problems.med.instance import parse
 from mel_opt.problems.med.simulate import METRICS, SCHEMES, simulate
 
 
@@ -42,7 +42,7 @@ def fresh_trials(learners: int, tasks: int, experiment: str, trials: int, cycles
     for t in range(trials):
         doc = generate("mays2023", learners=learners, tasks=tasks, seed=seed + t,
                        params={"experiment": experiment})
-        res = simulate(parse_instance(doc), cycles=cycles, trials=1, seed=seed + t)
+        res = simulate(parse(doc), cycles=cycles, trials=1, seed=seed + t)
         for s in res.schemes:
             for k in METRICS:
                 out[s.name][k].append(float(s.per_trial[k][0]))

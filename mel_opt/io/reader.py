@@ -1,0 +1,236 @@
+"""The one generic reader of instance documents: it walks a field table (:mod:`.fields`).
+
+:func:`read_table` checks an object against a table and returns the validated values by JSON
+name; every issue goes to the :class:`~mel_opt.io.validate.Validator` with its JSON path, so a
+single pass reports everything wrong in a file. Lists of objects come back as :class:`Rows`:
+one float64 column per numeric field, checked with numpy (see
+:meth:`~mel_opt.io.validate.Validator.check_column`), so reading is linear in the file size.
+Cross-field checks (sizes, orderings, derived coefficients) are left to each problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import methodcaller
+from typing import Any
+
+import numpy as np
+
+from mel_opt.io.fields import Field, Form
+from mel_opt.io.validate import _MISSING, Validator, _describe, join
+
+
+@dataclass
+class Rows:
+    """A list of objects read through its per-item table.
+
+    Attributes
+    ----------
+    n : int
+        Number of items in the file (objects or not).
+    names : list of str
+        Each item's ``name`` (its default when absent or invalid); empty unless the field asks
+        for unique names.
+    columns : dict
+        Per field: a float64 array of length ``n`` for numeric fields (NaN where the value was
+        refused, absent or belongs to another form), else a list of length ``n``.
+    forms : list of str or None
+        The form of each item (``None``: not an object or of conflicting forms).
+    """
+
+    n: int
+    names: list[str] = field(default_factory=list)
+    columns: dict[str, Any] = field(default_factory=dict)
+    forms: list[str | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def col(self, key: str) -> np.ndarray:
+        """The numeric column of ``key`` (float64, NaN where missing or refused)."""
+        out = self.columns.get(key)
+        return np.full(self.n, np.nan) if out is None else np.asarray(out, dtype=float)
+
+
+def _applies(f: Field, root: Mapping[str, Any]) -> bool:
+    return f.when is None or root.get(f.when.key) == f.when.value
+
+
+def read_table(v: Validator, obj: Mapping[str, Any], table: Sequence[Field], path: str = "$",
+               root: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Validate ``obj`` against ``table``; the values by JSON name (``None`` where refused).
+
+    ``root`` holds the values read so far at the top level (for ``when`` and ``length_of``);
+    the top-level call fills it in table order.
+    """
+    values: dict[str, Any] = {}
+    top = values if root is None else root
+    for f in table:
+        if not _applies(f, top):
+            values[f.key] = None
+            continue
+        p = join(path, f.key)
+        if f.key not in obj:
+            if f.required:
+                v.check_value(_MISSING, p, f)
+            values[f.key] = None if f.required else f.default
+            continue
+        values[f.key] = read_value(v, obj[f.key], p, f, top)
+    return values
+
+
+def read_value(v: Validator, raw: Any, p: str, f: Field, root: dict[str, Any]) -> Any:
+    """One value of field ``f`` at path ``p`` (scalars, objects and lists alike)."""
+    if f.kind == "object":
+        o = v.obj(raw, p)
+        return None if o is None else read_table(v, o, f.fields, p, root)
+    if f.kind != "list":
+        return v.check_value(raw, p, f)
+    length = None
+    if f.length_of is not None:
+        ref = root.get(f.length_of)
+        length = None if ref is None else len(ref)
+    items = v.as_list(raw, p, nonempty=f.nonempty, length=length,
+                      length_message=f.length_message)
+    if items is None:
+        return None
+    if f.fields or f.forms:
+        return _read_rows(v, items, p, f, root)
+    item = f.item
+    assert item is not None, f"list field {f.key} declares neither fields nor item"
+    if item.numeric:
+        return v.check_column(items, lambda i: f"{p}[{i}]", item)
+    vals = [read_value(v, x, join(p, i), item, root) for i, x in enumerate(items)]
+    if f.names:
+        _distinct(v, vals, items, p, f.names)
+    return vals
+
+
+def _distinct(v: Validator, vals: list[Any], items: list[Any], p: str, word: str) -> None:
+    """Duplicate entries of a list of strings (one issue per repeat, at the repeat)."""
+    seen: set[str] = set()
+    for i, s in enumerate(vals):
+        if s is None:
+            continue
+        if s in seen:
+            v.error(join(p, i), f"duplicate {word} name {items[i]!r}")
+        seen.add(s)
+
+
+def _read_rows(v: Validator, items: list[Any], p: str, f: Field, root: dict[str, Any]) -> Rows:
+    first = len(v.issues)
+    rows = Rows(len(items))
+    objs: list[dict[str, Any] | None] = items
+    if set(map(type, items)) != {dict}:
+        objs = []
+        for i, x in enumerate(items):
+            if isinstance(x, dict):
+                objs.append(x)
+            else:
+                v.error(join(p, i), f"must be an object, got {_describe(x)}")
+                objs.append(None)
+    if f.names:
+        rows.names = _names(v, objs, p, f)
+    is_obj = np.array([o is not None for o in objs], dtype=bool) if objs is not items else (
+        np.ones(rows.n, dtype=bool))
+    form_of = _forms(v, objs, p, f.forms, is_obj)
+    rows.forms = [None if k < 0 else f.forms[k].name if f.forms else "" for k in form_of.tolist()]
+    groups: list[tuple[np.ndarray, tuple[Field, ...]]] = [(form_of >= 0, f.fields)]
+    groups += [(form_of == k, form.fields) for k, form in enumerate(f.forms)]
+    for mask, table in groups:
+        sel = np.flatnonzero(mask).tolist()
+        for fld in table:
+            if _applies(fld, root):
+                rows.columns[fld.key] = _read_column(v, objs, sel, p, fld, root, rows.n)
+    # Columns are checked field by field; report item by item, as a reader of the file goes.
+    v.issues[first:] = sorted(v.issues[first:], key=lambda issue: _item_index(issue.path, p))
+    return rows
+
+
+def _item_index(path: str, prefix: str) -> int:
+    """The item index in ``prefix[i]...`` (sorting key of the issues of a list of objects)."""
+    rest = path[len(prefix) + 1:] if path.startswith(prefix + "[") else ""
+    head = rest.split("]", 1)[0]
+    return int(head) if head.isdigit() else -1
+
+
+def _read_column(v: Validator, objs: list[dict[str, Any] | None], sel: list[int], p: str,
+                 fld: Field, root: dict[str, Any], n: int) -> Any:
+    key = fld.key
+    miss = _MISSING if fld.required else fld.default
+    if len(sel) == n:  # every item: map a C method over the list (the common, large case)
+        raw = list(map(methodcaller("get", key, miss), objs))
+    else:
+        raw = [objs[i].get(key, miss) for i in sel]  # type: ignore[union-attr]
+    if fld.numeric and (fld.required or fld.default is not None):
+        col = np.full(n, np.nan)
+        col[sel] = v.check_column(raw, lambda j: f"{p}[{sel[j]}].{key}", fld)
+        return col
+    out: list[Any] = [None] * n
+    for j, i in enumerate(sel):
+        x = raw[j]
+        if x is _MISSING:
+            v.check_value(_MISSING, f"{p}[{i}].{key}", fld)
+        elif key in objs[i]:  # type: ignore[operator]
+            out[i] = read_value(v, x, f"{p}[{i}].{key}", fld, root)
+        else:
+            out[i] = x
+    return out
+
+
+def _names(v: Validator, objs: list[dict[str, Any] | None], p: str, f: Field) -> list[str]:
+    """Each item's name; a non-string or repeated name is an issue at ``path.name``.
+
+    A set makes the duplicate check linear; the message names the path of each repeat.
+    """
+    template = f.name_default_single if len(objs) == 1 and f.name_default_single else (
+        f.name_default)
+    if None not in objs:  # the common case, at C speed: distinct non-empty strings
+        given = [o.get("name", _MISSING) for o in objs]  # type: ignore[union-attr]
+        if set(map(type, given)) == {str} and "" not in given and len(set(given)) == len(given):
+            return given
+    names: list[str] = []
+    seen: set[str] = set()
+    for i, o in enumerate(objs):
+        if o is None:
+            names.append(template.format(i=i))
+            continue
+        name = o.get("name", _MISSING)
+        if name is _MISSING:
+            name = template.format(i=i)
+        if not isinstance(name, str) or not name:
+            v.error(f"{p}[{i}].name", f"must be a non-empty string, got {name!r}")
+            name = template.format(i=i)
+        elif name in seen:
+            v.error(f"{p}[{i}].name", f"duplicate {f.names} name {name!r}")
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def _has(objs: list[dict[str, Any] | None], key: str) -> np.ndarray:
+    """Which items carry ``key`` (False for non-objects)."""
+    if None in objs:
+        return np.array([o is not None and key in o for o in objs], dtype=bool)
+    return np.array(list(map(methodcaller("__contains__", key), objs)), dtype=bool)
+
+
+def _forms(v: Validator, objs: list[dict[str, Any] | None], p: str, forms: tuple[Form, ...],
+           is_obj: np.ndarray) -> np.ndarray:
+    """Index of the form each item takes (see :class:`~mel_opt.io.fields.Form`); -1 for an
+    item that is not an object or carries the marks of two forms. Without forms: 0."""
+    out = np.where(is_obj, 0, -1)
+    if not forms:
+        return out
+    marked = np.zeros((len(forms), len(objs)), dtype=bool)
+    for k, form in enumerate(forms):
+        for m in form.marks:
+            marked[k] |= _has(objs, m)
+    count = marked.sum(axis=0)
+    out = np.where(count == 0, len(forms) - 1, np.argmax(marked, axis=0))
+    for i in np.flatnonzero(count > 1).tolist():
+        a, b = (forms[k] for k in np.flatnonzero(marked[:, i])[:2])
+        v.error(join(p, i), f"give either the {a.name} form ({', '.join(a.marks)}) or the "
+                f"{b.name} form ({', '.join(b.marks)}), not both")
+    return np.where(is_obj & (count <= 1), out, -1)
