@@ -253,7 +253,7 @@ def _description(ch: _Choices, K: int, seed: int, global_batch: int | None) -> s
            "Every device a GTX 1080 Ti (paper). Our choices: 40% of its 11.34e12 FLOP/s peak "
            "sustained, slope = 6 x forward MACs per 32x32 image / 4.54e12 s per sample, B^th = 32 "
            "(64 for MobileNetV2), t^l = slope B^th + 10 ms, update 1 ms + 12 bytes per parameter "
-           "at 300 GB/s")
+           "at 300 GB/s (each number's source: mel_opt/problems/feel/README.md)")
         + (f"; compute_scale = {ch.compute_scale:g} multiplies every compute time (not Table I)"
            if ch.compute_scale != 1.0 else "")
         + f", xi = {ch.xi:g} (scales efficiency only)"
