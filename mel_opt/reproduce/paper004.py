@@ -47,7 +47,7 @@ SWEEP_BITS = (32.0, 1.0, 0.1)  # compression ratio r = 32 / b: 1, 32, 320
 SWEEP_SCALE = (1.0, 3.0, 10.0)  # compute_scale
 
 
-def _run_schemes(params: dict[str, str], K: int, seed: int) -> dict[str, dict[str, Any]] | None:
+def run_schemes(params: dict[str, str], K: int, seed: int) -> dict[str, dict[str, Any]] | None:
     """Every scheme on one generated instance: efficiency, ratio to the proposed one, round and
     compute latency [s], global batch, least B_k - B_k^th (GPU). None if the proposed one fails.
     """
@@ -78,7 +78,7 @@ def _table_i_rows(ctx: Context, seeds: int) -> list[Row]:
     for proc, K in SETTINGS:
         acc: dict[str, dict[str, list[float]]] = {m: {} for m in SCHEMES}
         for s in range(ctx.seed, ctx.seed + seeds):
-            got = _run_schemes({"processor": proc}, K, s)
+            got = run_schemes({"processor": proc}, K, s)
             for m, vals in (got or {}).items():
                 for key, v in vals.items():
                     acc[m].setdefault(key, []).append(v)
@@ -104,7 +104,7 @@ def _sweep_rows(ctx: Context, seeds: int) -> list[Row]:
                 params = {"processor": "gpu", "bits_per_element": f"{bits:g}",
                           "compute_scale": f"{scale:g}"}
                 runs = [r for s in range(ctx.seed, ctx.seed + seeds)
-                        if (r := _run_schemes(params, K, s)) is not None]
+                        if (r := run_schemes(params, K, s)) is not None]
                 row: Row = {"part": SWEEP, "processor": "gpu", "K": K, "scheme": "closed-form",
                             "bits_per_element": bits, "compression": BITS_PER_ELEMENT / bits,
                             "compute_scale": scale, "answered": len(runs)}
