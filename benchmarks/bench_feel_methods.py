@@ -8,7 +8,8 @@ verifier. "vs closed form" is the efficiency relative to the closed form's.
 the efficiency of closed-form, full-batch, online and random-batch and the optimal global batch
 B*, under Table I (b = 32, compute_scale 1) and along a sweep of the gradient compression ratio
 r = 32 / bits_per_element and compute_scale (means over ``--seeds`` preset seeds; the ratios to
-the closed form are the worst over the seeds; "ranking" = every baseline >= 1% behind).
+the closed form are the worst over the seeds; "ranking" = every baseline >= 1% behind), then
+the verdict of ``melopt reproduce 004-fig4-5`` with the same number of seeds.
 
     python benchmarks/bench_feel_methods.py [--dir instances/feel] [--seed 0]
     python benchmarks/bench_feel_methods.py --gpu [--seeds 3]
@@ -26,6 +27,7 @@ from rich.table import Table
 
 from mel_opt.api import load_instance, solve
 from mel_opt.problems.feel import PROBLEM
+from mel_opt.reproduce.catalogue import Context, select
 from mel_opt.reproduce.paper004 import SCHEMES, STRICT_MARGIN, run_schemes
 
 GPU_BITS = (32.0, 1.0, 0.32, 0.1, 0.032)  # r = 1, 32, 100, 320, 1000
@@ -66,6 +68,10 @@ def gpu_part(con: Console, seeds: int) -> None:
                               f"{mean('closed-form', 'round_s'):.3f}")
         table.add_section()
     con.print(table)
+    outcome = select(["004-fig4-5"])[0].run(Context(seeds=seeds))
+    con.print(f"melopt reproduce 004-fig4-5 ({seeds} seeds): {outcome.verdict}")
+    for note in outcome.notes:
+        con.print(f"  {note}")
 
 
 def main() -> None:
