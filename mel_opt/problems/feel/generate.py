@@ -16,20 +16,31 @@ SNR = P 10^(-PL/10) / (N_0 W) (N_0 W is the noise power over the band). The expe
 closed form E[ln(1 + SNR X)] = exp(1/SNR) E_1(1/SNR), evaluated here to full double precision
 (series for small arguments, continued fraction otherwise).
 
-Not given by the paper; our documented choices:
+Not given by the paper; our documented choices (the GPU numbers, each with its source, are
+derived in the "GPU coefficients" section of ``mel_opt/problems/feel/README.md``):
 
 - devices no closer than 10 m to the BS (the path-loss formula diverges at d = 0): distances
   are uniform in area on the annulus 10 m <= d <= 200 m;
-- training work per sample: 3 x the forward multiply-accumulates of the CIFAR-10 versions of
-  the networks (forward + backward ~ 3 forward passes), about 0.90 G (DenseNet121), 0.56 G
-  (ResNet18) and 0.10 G (MobileNetV2) MACs per image;
+- training work per sample: 3 x the forward multiply-accumulates (MACs) of the CIFAR-10 (3 x 3
+  stem, 32 x 32 input) versions of the networks (forward + backward ~ 3 forward passes), about
+  0.90 G (DenseNet121), 0.56 G (ResNet18) and 0.10 G (MobileNetV2) MACs per image;
 - CPU: 2 floating-point operations per cycle (one fused multiply-add), so C = 3 x MACs cycles per
   sample; the model update w <- w - eta g costs M^C = 4 cycles per parameter (memory bound);
-- GPU (GTX 1080 Ti, 11.3 TFLOPS peak, 40 % sustained = 4.5e12 FLOP/s in training): slope
-  c = 6 x MACs / 4.5e12 s per sample; data-bound threshold B^th = 32 samples (64 for the
-  lighter MobileNetV2); t^l = c B^th + 10 ms of fixed per-step overhead; update
-  1 ms + 12 bytes per parameter at 300 GB/s;
+- GPU, every device a GTX 1080 Ti (Section VI-D): 3584 CUDA cores x 2 FLOP x 1.582 GHz =
+  11.34 TFLOP/s peak, 40 % sustained in training; slope c = 6 x MACs / sustained FLOP/s per
+  sample; data-bound threshold B^th = 32 samples (64 for the lighter MobileNetV2);
+  t^l = c B^th + 10 ms of fixed per-step cost, so the linear part of (27) extends the
+  saturated line; update (28): 1 ms + 12 bytes per parameter at 300 GB/s (of 484 GB/s peak);
 - xi = 1e-3 loss units per sqrt(sample): it scales every efficiency alike and moves no optimum.
+
+Two parameters move the instance away from Table I, to show where the paper's GPU ranking
+appears (the ``004-fig4-5`` reproduce entry and ``benchmarks/bench_feel_methods.py`` sweep them):
+
+- gradient compression is ``bits_per_element``: b = 32 / r for a compression ratio r (b = 1 is
+  1-bit quantisation, b = 0.1 a 320x sparsified gradient); s = b p (Section II-C);
+- ``compute_scale`` multiplies every local computation time: for a GPU t^l, the slope and the
+  update (as if the device were that many times slower, or the model that much heavier); for a
+  CPU the cycle counts C and M^C. B^th and the radio are unchanged.
 """
 
 from __future__ import annotations
@@ -62,10 +73,14 @@ MODELS: dict[str, tuple[int, float, int]] = {
     "resnet18": (33_161_024, 0.56e9, 32),
     "mobilenetv2": (3_538_984, 0.10e9, 64),
 }
-GPU_FLOPS = 4.5e12  # 40 % of a GTX 1080 Ti's 11.3 TFLOPS
-GPU_OVERHEAD_S = 10e-3
-GPU_UPDATE_OVERHEAD_S = 1e-3
-GPU_MEMORY_BPS = 300e9
+# GTX 1080 Ti (NVIDIA's specification): 3584 CUDA cores, 1.582 GHz boost clock, one fused
+# multiply-add (2 FLOP) per core per cycle, 484 GB/s memory bandwidth.
+GPU_PEAK_FLOPS = 3584 * 2 * 1.582e9  # 11.34e12 FLOP/s
+GPU_SUSTAINED = 0.40  # our estimate: fraction of the peak a convolutional training step sustains
+GPU_FLOPS = GPU_SUSTAINED * GPU_PEAK_FLOPS
+GPU_OVERHEAD_S = 10e-3  # our estimate: fixed per-step cost (kernel launches, loss, bookkeeping)
+GPU_UPDATE_OVERHEAD_S = 1e-3  # our estimate: one small kernel per parameter tensor
+GPU_MEMORY_BPS = 300e9  # our estimate: sustained share (~62 %) of the 484 GB/s peak
 EULER_GAMMA = 0.5772156649015329
 
 
@@ -121,14 +136,38 @@ def average_rate(distance_m: np.ndarray, power_dbm: float = POWER_DBM,
 
 
 KNOWN_PARAMS = ("processor", "model", "bits_per_element", "max_batch", "global_batch",
-                "radius_m", "loss_decay_coeff")
+                "radius_m", "loss_decay_coeff", "compute_scale")
+
+
+def gpu_times(model: str, compute_scale: float = 1.0) -> tuple[float, float, int, float]:
+    """GPU coefficients of one device of the preset (Eq. (27)-(28)), see the module docstring.
+
+    Parameters
+    ----------
+    model : str
+        A key of ``MODELS``.
+    compute_scale : float
+        Multiplies t^l, the slope and the update (1 = a GTX 1080 Ti).
+
+    Returns
+    -------
+    (t_low_s, slope_s_per_sample, batch_threshold, update_s)
+        t^l [s], c [s/sample], B^th [samples], t^M [s].
+    """
+    n_params, macs, threshold = MODELS[model]
+    slope = 6.0 * macs / GPU_FLOPS  # 2 FLOP per MAC x (forward + backward ~ 3 forwards)
+    t_low = GPU_OVERHEAD_S + slope * threshold
+    update = GPU_UPDATE_OVERHEAD_S + 12.0 * n_params / GPU_MEMORY_BPS
+    return compute_scale * t_low, compute_scale * slope, threshold, compute_scale * update
 
 
 def _name(processor: str, model: str, K: int, seed: int, bits: float, bmax: int,
-          global_batch: str | None) -> str:
+          global_batch: str | None, compute_scale: float = 1.0) -> str:
     parts = [f"ren2021_{processor}_{model}"]
     if bits != BITS_PER_ELEMENT:
         parts.append(f"{bits:g}bit")
+    if compute_scale != 1.0:
+        parts.append(f"cs{compute_scale:g}")
     if bmax != MAX_BATCH:
         parts.append(f"bmax{bmax}")
     parts.append(f"k{K}")
@@ -148,6 +187,7 @@ class _Choices:
     bmax: int
     radius: float
     xi: float
+    compute_scale: float
 
 
 def _choices(params: dict[str, str]) -> _Choices:
@@ -162,11 +202,12 @@ def _choices(params: dict[str, str]) -> _Choices:
     bmax = param_value(params, "max_batch", MAX_BATCH, int)
     radius = param_value(params, "radius_m", CELL_RADIUS_M, float)
     xi = param_value(params, "loss_decay_coeff", XI, float)
-    if not bits > 0 or bmax < 1 or not radius > MIN_DISTANCE_M or not xi > 0:
+    scale = param_value(params, "compute_scale", 1.0, float)
+    if not bits > 0 or bmax < 1 or not radius > MIN_DISTANCE_M or not xi > 0 or not scale > 0:
         raise UsageError("--param bits_per_element must be > 0 (an average, compression "
                          "allowed), max_batch >= 1, radius_m > "
-                         f"{MIN_DISTANCE_M:g} and loss_decay_coeff > 0")
-    return _Choices(processor, model, bits, bmax, radius, xi)
+                         f"{MIN_DISTANCE_M:g}, loss_decay_coeff > 0 and compute_scale > 0")
+    return _Choices(processor, model, bits, bmax, radius, xi, scale)
 
 
 def _devices(doc: dict[str, Any], ch: _Choices, dist: np.ndarray,
@@ -174,23 +215,20 @@ def _devices(doc: dict[str, Any], ch: _Choices, dist: np.ndarray,
     """The device entries; for CPU devices also the shared cycle counts, written into ``doc``.
 
     CPU: clocks 0.7 / 1.4 / 2.1 GHz in equal thirds, C = 3 x forward MACs cycles per sample,
-    M^C = 4 cycles per parameter. GPU: the slope, threshold, t^l and update of the module
-    docstring.
+    M^C = 4 cycles per parameter. GPU: :func:`gpu_times`. Both times ``compute_scale``.
     """
-    n_params, macs, threshold = MODELS[ch.model]
+    n_params, macs, _ = MODELS[ch.model]
     K = len(dist)
     devices: list[dict[str, Any]] = []
     if ch.processor == "cpu":
-        doc["cycles_per_sample"] = 3.0 * macs
-        doc["update_cycles"] = 4.0 * n_params
+        doc["cycles_per_sample"] = ch.compute_scale * 3.0 * macs
+        doc["update_cycles"] = ch.compute_scale * 4.0 * n_params
         for k in range(K):
             ghz = CPU_GHZ[(3 * k) // K]
             devices.append({"name": f"dev{k}", "cpu_hz": ghz * 1e9, "distance_m": float(dist[k]),
                             "uplink_bps": float(rate[k]), "downlink_bps": float(rate[k])})
     else:
-        slope = 6.0 * macs / GPU_FLOPS
-        t_low = GPU_OVERHEAD_S + slope * threshold
-        update = GPU_UPDATE_OVERHEAD_S + 12.0 * n_params / GPU_MEMORY_BPS
+        t_low, slope, threshold, update = gpu_times(ch.model, ch.compute_scale)
         for k in range(K):
             devices.append({"name": f"dev{k}", "distance_m": float(dist[k]),
                             "uplink_bps": float(rate[k]), "downlink_bps": float(rate[k]),
@@ -212,9 +250,12 @@ def _description(ch: _Choices, K: int, seed: int, global_batch: int | None) -> s
         + ("CPU clocks 0.7/1.4/2.1 GHz in equal thirds (paper). Our choices: C = 3 x forward "
            "MACs per 32x32 image (2 FLOPs per cycle), M^C = 4 cycles per parameter"
            if ch.processor == "cpu" else
-           "Every device a GTX 1080 Ti (paper). Our choices: 4.5e12 FLOP/s sustained, slope = 6 x "
-           "forward MACs / 4.5e12 s per sample, B^th = 32 (64 for MobileNetV2), t^l = slope B^th "
-           "+ 10 ms, update 1 ms + 12 bytes per parameter at 300 GB/s")
+           "Every device a GTX 1080 Ti (paper). Our choices: 40% of its 11.34e12 FLOP/s peak "
+           "sustained, slope = 6 x forward MACs per 32x32 image / 4.54e12 s per sample, B^th = 32 "
+           "(64 for MobileNetV2), t^l = slope B^th + 10 ms, update 1 ms + 12 bytes per parameter "
+           "at 300 GB/s (each number's source: mel_opt/problems/feel/README.md)")
+        + (f"; compute_scale = {ch.compute_scale:g} multiplies every compute time (not Table I)"
+           if ch.compute_scale != 1.0 else "")
         + f", xi = {ch.xi:g} (scales efficiency only)"
         + (f"; global batch fixed at {global_batch} (our choice)"
            if global_batch is not None else "")
@@ -245,7 +286,9 @@ def generate(
     params : dict, optional
         Overrides: ``processor`` (cpu | gpu, default cpu), ``model`` (densenet121 | resnet18 |
         mobilenetv2, default densenet121), ``bits_per_element`` (32), ``max_batch`` (128),
-        ``global_batch`` (absent), ``radius_m`` (200), ``loss_decay_coeff`` (1e-3).
+        ``global_batch`` (absent), ``radius_m`` (200), ``loss_decay_coeff`` (1e-3),
+        ``compute_scale`` (1; multiplies every local computation time). Gradient compression
+        by a ratio r is ``bits_per_element`` = 32 / r.
 
     Returns
     -------
@@ -272,7 +315,7 @@ def generate(
         "problem": "feel",
         "schema_version": 1,
         "name": _name(ch.processor, ch.model, K, seed, ch.bits, ch.bmax,
-                      params.get("global_batch")),
+                      params.get("global_batch"), ch.compute_scale),
         "description": "",
         "processor": ch.processor,
         "frame_s": {"uplink": FRAME_S, "downlink": FRAME_S},
