@@ -1,13 +1,14 @@
-# mel_opt: `make run` solves the shipped instances, `make test` runs the linters and the suite.
+# mel_opt: `make run` solves the shipped instances, `make test` runs the linters and the suite,
+# `make dist` builds the wheel and the sdist into dist/.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 MELOPT := $(VENV)/bin/melopt
 
-.PHONY: run test install install-test lint bench clean
+.PHONY: run test install install-test lint bench dist clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install -e .
@@ -34,5 +35,8 @@ lint: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
 
+dist: $(VENV)/.installed-test
+	$(PY) -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) results build *.egg-info
+	rm -rf $(VENV) results build dist *.egg-info
