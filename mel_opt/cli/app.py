@@ -101,6 +101,8 @@ def io_error_text(exc: OSError) -> str:
 
     name = exc.filename2 if exc.filename2 is not None else exc.filename
     path = target_of_temp(name) or name
+    if isinstance(exc, FileExistsError):  # creating a folder where a file is
+        return f"{path}: is a file, not a folder"
     return f"{path}: {exc.strerror or type(exc).__name__}"
 
 
