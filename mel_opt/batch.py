@@ -259,9 +259,32 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-# A local Ray started by melopt serves this machine only: its node address is the loopback
-# interface and no dashboard is started (see _pool and the module docstring).
-RAY_LOCAL_OPTIONS: dict[str, Any] = {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
+def _init_local_ray(ray: Any, jobs: int) -> None:
+    """Start a Ray for this machine only: every Ray process listens on 127.0.0.1.
+
+    Ray's servers listen on all interfaces unless the node address is the loopback one, and
+    ``ray.init`` replaces a loopback ``_node_ip_address`` by the machine's outward address
+    (``ray._private.services.resolve_ip_for_localhost``, meant for clusters). melopt keeps
+    127.0.0.1 by disabling that replacement for the duration of ``ray.init``; a Ray without
+    that function is started with the plain option. The test suite checks the sockets.
+    """
+    kwargs: dict[str, Any] = {"num_cpus": jobs, "ignore_reinit_error": True,
+                              "log_to_driver": False, "include_dashboard": False,
+                              "_node_ip_address": "127.0.0.1"}
+    try:
+        from ray._private import services
+    except ImportError:  # pragma: no cover - a Ray without this module layout
+        ray.init(**kwargs)
+        return
+    original = getattr(services, "resolve_ip_for_localhost", None)
+    if original is None:  # pragma: no cover
+        ray.init(**kwargs)
+        return
+    services.resolve_ip_for_localhost = lambda host: host
+    try:
+        ray.init(**kwargs)
+    finally:
+        services.resolve_ip_for_localhost = original
 
 
 def _pool(executor: str, jobs: int, address: str | None) -> Any:
@@ -283,8 +306,7 @@ def _pool(executor: str, jobs: int, address: str | None) -> Any:
             if address:
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
             else:
-                ray.init(num_cpus=jobs, ignore_reinit_error=True, log_to_driver=False,
-                         **RAY_LOCAL_OPTIONS)
+                _init_local_ray(ray, jobs)
         return RayPool(processes=jobs)
     raise UsageError(f"unknown executor {executor!r}; choose local or ray")
 
