@@ -18,6 +18,7 @@ melopt starts itself (no ``address``) gets the loopback interface as its node ad
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mel_opt.errors import MelOptError, UsageError
-from mel_opt.io.atomic import atomic_write
+from mel_opt.io.atomic import atomic_write, target_of_temp
 from mel_opt.io.csvsafe import csv_text
 from mel_opt.io.lock import output_lock
 
@@ -371,6 +372,18 @@ def _written_since(jobs: Iterable[Job], since: float) -> list[dict[str, Any]]:
     return rows
 
 
+def _remove_stale_temps(results: Path) -> None:
+    """Delete temporary files of writes cut short (a worker stopped by Ctrl-C mid-write).
+
+    Safe only under the folder's lock: no other process writes there meanwhile.
+    """
+    if results.is_dir():
+        for p in results.rglob(".*.tmp*"):
+            if target_of_temp(p) is not None:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+
+
 def run_batch(
     root: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -415,6 +428,7 @@ def run_batch(
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
     with output_lock(out_dir, "batch"):
+        _remove_stale_temps(Path(out_dir) / "results")
         start = time.perf_counter()
         started = time.time() - 1.0  # mtime granularity: a result of this run is never older
         all_jobs = plan(root, out_dir, methods, time_limit, seed, files)

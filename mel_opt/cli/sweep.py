@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mel_opt.cli.app import cli, err, guarded, method_list, run_with_progress
+from mel_opt.cli.app import cli, err, guarded, method_list, refuse_overwrite, run_with_progress
 from mel_opt.errors import UsageError
 from mel_opt.problems import get_problem
 
@@ -119,5 +119,6 @@ def plot_cmd(table: str, x_axis: str, ys: tuple[str, ...], by: str, facet: str |
     from mel_opt.plot import plot_sweep, read_rows
 
     with guarded():
+        refuse_overwrite(output, table)
         plot_sweep(read_rows(table), x_axis, list(ys), output, by=by, facet=facet, title=title)
         err.print(f"wrote {output}", markup=False)

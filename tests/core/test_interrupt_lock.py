@@ -84,6 +84,7 @@ def test_ctrl_c_stops_batch_keeps_results_and_resume_finishes(tmp_path):
     assert res.returncode == 0, res.stderr
     assert f"resuming: {len(kept)} of 48 already done" in res.stderr
     assert len(_result_files(out)) == 48 and _summary_files(out) == _result_files(out)
+    assert not list((out / "results").glob(".*.tmp*"))  # writes cut short were cleaned up
 
 
 def test_lock_dies_with_its_holder(tmp_path):

@@ -52,11 +52,15 @@ def test_output_never_replaces_an_input(tmp_path):
         ("export", k3, "--format", "nl", "-o", tmp_path / "k3.nl"),  # writes k3.row/.col only
         ("simulate", med, "--trials", "1", "--cycles", "1", "-o", med),
     ]
+    table = tmp_path / "t.csv"
+    table.write_text("a,b\n1,2\n")
+    cases.append(("plot", table, "--x", "a", "--y", "b", "-o", table))
     for case in cases[:4] + cases[5:]:
         res = _run(*case)
         assert res.exit_code == 2, (case, res.output)
         assert "is the input" in res.output and "Traceback" not in res.output
     assert k3.read_bytes() == original and json.loads(med.read_text())["problem"] == "med"
+    assert table.read_text() == "a,b\n1,2\n"
     # an NL export beside the instance is fine: its label files are k3.row and k3.col
     assert _run(*cases[4]).exit_code == 0
     # ... but not when a label file would land on the instance
