@@ -6,17 +6,23 @@ done, so a killed batch keeps everything it finished, and ``resume=True`` skips 
 file is present, parses, and belongs to the same instance file (same SHA-256). ``summary.csv`` is
 rebuilt from the result files at the end, so it always covers finished work only.
 
+Ctrl-C (SIGINT to the process group, as a terminal sends it) is handled by the parent alone:
+workers ignore SIGINT, the parent terminates the pool at once, writes ``summary.csv`` for the
+results finished so far and raises :class:`BatchInterrupted`. The output folder is locked
+against a second batch or sweep while a batch runs.
+
 Executors: ``local`` (a process pool, or in-process for one job) and ``ray``
-(``ray.util.multiprocessing.Pool``, the same Pool interface on a Ray cluster).
+(``ray.util.multiprocessing.Pool``, the same Pool interface on a Ray cluster). A Ray that
+melopt starts itself (no ``address``) gets the loopback interface as its node address.
 """
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import hashlib
-import io
 import json
 import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from mel_opt.errors import MelOptError, UsageError
-from mel_opt.io.atomic import atomic_write
+from mel_opt.io.atomic import atomic_write, target_of_temp
+from mel_opt.io.csvsafe import csv_text
+from mel_opt.io.lock import output_lock
 
 SUMMARY_FIELDS = (
     "instance", "file", "problem", "method", "status", "objective", "key_metrics",
@@ -89,12 +97,14 @@ def plan(
     methods: Sequence[str] | None = None,
     time_limit: float | None = None,
     seed: int = 0,
+    files: Sequence[Path] | None = None,
 ) -> list[Job]:
     """Expand instance files x methods into jobs.
 
     With ``methods`` given, each instance gets those of them its problem has (a method no
     problem knows is a usage error); otherwise the problem's recommended method. Files whose
-    problem cannot be read get one job that will report why.
+    problem cannot be read get one job that will report why. ``files`` (under ``root``)
+    replaces the scan of ``root``: a sweep solves its own grid, not whatever else lies there.
     """
     from mel_opt.problems import all_problems
 
@@ -106,8 +116,11 @@ def plan(
             raise UsageError(f"no problem has method(s) {', '.join(unknown)}; "
                              f"known methods: {', '.join(sorted(known))}")
     out = Path(out_dir)
+    results = (out / "results").resolve()
+    if results == Path(root).resolve() or results in Path(root).resolve().parents:
+        raise UsageError(f"{root} lies inside the batch's own results folder {out / 'results'}")
     jobs: list[Job] = []
-    for f in discover(root, exclude=out / "results"):
+    for f in discover(root, exclude=out / "results") if files is None else files:
         rel = f.relative_to(root).as_posix()
         problem = _problem_hint(f)
         spec = problems.get(problem or "")
@@ -238,6 +251,43 @@ def _problem_modules() -> list[str]:
             if m.ispkg]
 
 
+def _ignore_sigint() -> None:
+    """Pool worker initializer: Ctrl-C reaches the whole process group, and the parent decides.
+
+    Without this every worker prints a KeyboardInterrupt traceback and dies, and the pool
+    respawns it for the next task.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _init_local_ray(ray: Any, jobs: int) -> None:
+    """Start a Ray for this machine only: every Ray process listens on 127.0.0.1.
+
+    Ray's servers listen on all interfaces unless the node address is the loopback one, and
+    ``ray.init`` replaces a loopback ``_node_ip_address`` by the machine's outward address
+    (``ray._private.services.resolve_ip_for_localhost``, meant for clusters). melopt keeps
+    127.0.0.1 by disabling that replacement for the duration of ``ray.init``; a Ray without
+    that function is started with the plain option. The test suite checks the sockets.
+    """
+    kwargs: dict[str, Any] = {"num_cpus": jobs, "ignore_reinit_error": True,
+                              "log_to_driver": False, "include_dashboard": False,
+                              "_node_ip_address": "127.0.0.1"}
+    try:
+        from ray._private import services
+    except ImportError:  # pragma: no cover - a Ray without this module layout
+        ray.init(**kwargs)
+        return
+    original = getattr(services, "resolve_ip_for_localhost", None)
+    if original is None:  # pragma: no cover
+        ray.init(**kwargs)
+        return
+    services.resolve_ip_for_localhost = lambda host: host
+    try:
+        ray.init(**kwargs)
+    finally:
+        services.resolve_ip_for_localhost = original
+
+
 def _pool(executor: str, jobs: int, address: str | None) -> Any:
     if executor == "local":
         import multiprocessing as mp
@@ -246,7 +296,7 @@ def _pool(executor: str, jobs: int, address: str | None) -> Any:
         # hold solver thread pools (HiGHS) or locks; preloading keeps worker start-up cheap
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["mel_opt.api", "mel_opt.batch", *_problem_modules()])
-        return ctx.Pool(processes=jobs)
+        return ctx.Pool(processes=jobs, initializer=_ignore_sigint)
     if executor == "ray":
         try:
             import ray
@@ -257,8 +307,7 @@ def _pool(executor: str, jobs: int, address: str | None) -> Any:
             if address:
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
             else:
-                ray.init(num_cpus=jobs, include_dashboard=False, ignore_reinit_error=True,
-                         log_to_driver=False)
+                _init_local_ray(ray, jobs)
         return RayPool(processes=jobs)
     raise UsageError(f"unknown executor {executor!r}; choose local or ray")
 
@@ -276,18 +325,63 @@ def _execute(todo: list[Job], executor: str, jobs: int,
     chunk = max(1, min(16, len(todo) // (jobs * 8) or 1))
     try:
         yield from pool.imap_unordered(run_job, todo, chunksize=chunk)
-    finally:
-        pool.close()
+    except BaseException:
+        # Ctrl-C (or an error): stop the workers now; close() + join() would first run every
+        # queued job. Results already written stay: each one is a complete file.
+        pool.terminate()
         pool.join()
+        raise
+    pool.close()
+    pool.join()
 
 
 def write_summary(rows: Iterable[dict[str, Any]], path: Path) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=SUMMARY_FIELDS, lineterminator="\n")
-    w.writeheader()
-    for r in sorted(rows, key=lambda r: (r["file"], r["method"])):
-        w.writerow({k: "" if r.get(k) is None else r.get(k) for k in SUMMARY_FIELDS})
-    atomic_write(path, buf.getvalue())
+    ordered = sorted(rows, key=lambda r: (r["file"], r["method"]))
+    atomic_write(path, csv_text(SUMMARY_FIELDS, ordered))
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a batch; ``report`` covers the jobs finished before it (summary written).
+
+    A subclass of KeyboardInterrupt, so code that does not know it still sees an interrupt.
+    """
+
+    def __init__(self, report: BatchReport, total: int) -> None:
+        super().__init__(f"interrupted after {len(report.rows)} of {total} results")
+        self.report = report
+        self.total = total
+
+
+def _written_since(jobs: Iterable[Job], since: float) -> list[dict[str, Any]]:
+    """Rows of the result files of ``jobs`` written at or after ``since`` (epoch seconds).
+
+    After Ctrl-C, a worker may have written its result without the parent receiving the row;
+    the summary must still list it, since the file is there.
+    """
+    rows = []
+    for job in jobs:
+        path = job.result_file
+        try:
+            if path.stat().st_mtime < since:
+                continue
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and (record.get("source") or {}).get("path") == job.path:
+            rows.append(row_from_record(record, str(path)))
+    return rows
+
+
+def _remove_stale_temps(results: Path) -> None:
+    """Delete temporary files of writes cut short (a worker stopped by Ctrl-C mid-write).
+
+    Safe only under the folder's lock: no other process writes there meanwhile.
+    """
+    if results.is_dir():
+        for p in results.rglob(".*.tmp*"):
+            if target_of_temp(p) is not None:
+                with contextlib.suppress(OSError):
+                    p.unlink()
 
 
 def run_batch(
@@ -301,10 +395,14 @@ def run_batch(
     resume: bool = False,
     time_limit: float | None = None,
     seed: int = 0,
+    files: Sequence[Path] | None = None,
     on_plan: Callable[[int, int], None] | None = None,
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> BatchReport:
     """Solve every instance under ``root``; write results and ``summary.csv`` under ``out_dir``.
+
+    The output folder is locked for the whole run (:func:`mel_opt.io.lock.output_lock`): a
+    second batch or sweep into it is refused with a :class:`UsageError`.
 
     Parameters
     ----------
@@ -314,30 +412,50 @@ def run_batch(
         Worker processes (local) or Ray pool size.
     resume : bool
         Skip jobs whose result is already present and valid.
+    files : sequence of Path, optional
+        Solve these instance files (under ``root``) instead of every ``*.json`` under ``root``.
     on_plan : callable(total, skipped), optional
         Called once the jobs are known.
     on_result : callable(row), optional
         Called as each job finishes (in completion order).
+
+    Raises
+    ------
+    BatchInterrupted
+        On Ctrl-C, after stopping the workers and writing ``summary.csv`` for every result
+        file finished so far; ``--resume`` continues from there.
     """
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    start = time.perf_counter()
-    all_jobs = plan(root, out_dir, methods, time_limit, seed)
-    rows: list[dict[str, Any]] = []
-    todo: list[Job] = []
-    for job in all_jobs:
-        done = completed(job) if resume else None
-        if done is not None:
-            rows.append(done)
-        else:
-            todo.append(job)
-    skipped = len(rows)
-    if on_plan is not None:
-        on_plan(len(all_jobs), skipped)
-    for row in _execute(todo, executor, jobs, address):
-        rows.append(row)
-        if on_result is not None:
-            on_result(row)
-    summary = Path(out_dir) / "summary.csv"
-    write_summary(rows, summary)
-    return BatchReport(rows, skipped, time.perf_counter() - start, summary)
+    with output_lock(out_dir, "batch"):
+        _remove_stale_temps(Path(out_dir) / "results")
+        start = time.perf_counter()
+        started = time.time() - 1.0  # mtime granularity: a result of this run is never older
+        all_jobs = plan(root, out_dir, methods, time_limit, seed, files)
+        rows: list[dict[str, Any]] = []
+        todo: list[Job] = []
+        for job in all_jobs:
+            done = completed(job) if resume else None
+            if done is not None:
+                rows.append(done)
+            else:
+                todo.append(job)
+        skipped = len(rows)
+        if on_plan is not None:
+            on_plan(len(all_jobs), skipped)
+        summary = Path(out_dir) / "summary.csv"
+        returned: set[str] = set()
+        try:
+            for row in _execute(todo, executor, jobs, address):
+                rows.append(row)
+                returned.add(row["result_file"])
+                if on_result is not None:
+                    on_result(row)
+        except KeyboardInterrupt:
+            rows += _written_since((j for j in todo if str(j.result_file) not in returned),
+                                   started)
+            write_summary(rows, summary)
+            report = BatchReport(rows, skipped, time.perf_counter() - start, summary)
+            raise BatchInterrupted(report, len(all_jobs)) from None
+        write_summary(rows, summary)
+        return BatchReport(rows, skipped, time.perf_counter() - start, summary)

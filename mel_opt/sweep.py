@@ -9,8 +9,6 @@ records its point in a ``sweep`` field (instance loaders ignore unknown fields),
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 from collections.abc import Callable, Sequence
@@ -21,6 +19,8 @@ from mel_opt.api import parse_instance
 from mel_opt.batch import BatchReport, run_batch
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
+from mel_opt.io.csvsafe import csv_text
+from mel_opt.io.lock import LOCK_NAME, output_lock
 from mel_opt.problems import get_problem
 
 
@@ -107,12 +107,23 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
         for k in r:
             if k not in fields:
                 fields.append(k)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: "" if r.get(k) is None else r.get(k) for k in fields})
-    atomic_write(path, buf.getvalue())
+    atomic_write(path, csv_text(fields, rows))
+
+
+def _prepare_folder(out: Path, resume: bool, force: bool) -> None:
+    """Refuse an output folder holding anything, unless the caller chose to reuse it.
+
+    Old instance files and results of another grid would otherwise be mixed into the new
+    table. ``resume`` keeps finished results of the same points; ``force`` solves everything
+    again. Either way only the new grid is solved and tabulated.
+    """
+    if resume or force or not out.exists():
+        return
+    if not out.is_dir():
+        raise UsageError(f"{out}: not a directory")
+    if any(p.name != LOCK_NAME for p in out.iterdir()):
+        raise UsageError(f"{out} is not empty; pass --resume to continue the sweep in it, "
+                         f"--force to solve its grid again, or choose a new folder")
 
 
 def run_evaluation(
@@ -125,19 +136,33 @@ def run_evaluation(
     params: dict[str, list[str]] | None = None,
     seeds: int = 1,
     options: dict[str, Any] | None = None,
+    reuse: bool = False,
     on_plan: Callable[[int, int], None] | None = None,
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[list[dict[str, Any]], Path]:
     """Like :func:`run_sweep`, but each instance goes through the problem's ``evaluate`` hook
     (a Monte-Carlo evaluation of its schemes) instead of the solvers; one row per (instance,
-    scheme, trial), so plots show bands over trials."""
-    from mel_opt.api import load_instance
-
+    scheme, trial), so plots show bands over trials. Every point is evaluated again;
+    ``reuse`` allows a non-empty ``out_dir``."""
     spec = get_problem(problem)
     if spec.evaluate is None:
         raise UsageError(f"problem {problem!r} has no evaluation (simulation) to sweep")
     out = Path(out_dir)
-    files = make_grid(problem, preset, out, learners, tasks, params or {}, seeds)
+    _prepare_folder(out, reuse, reuse)
+    with output_lock(out, "sweep"):
+        return _evaluate_grid(spec, problem, out, preset, learners, tasks, params or {}, seeds,
+                              options or {}, on_plan, on_result)
+
+
+def _evaluate_grid(spec: Any, problem: str, out: Path, preset: str | None,
+                   learners: Sequence[int] | None, tasks: Sequence[int] | None,
+                   params: dict[str, list[str]], seeds: int, options: dict[str, Any],
+                   on_plan: Callable[[int, int], None] | None,
+                   on_result: Callable[[dict[str, Any]], None] | None,
+                   ) -> tuple[list[dict[str, Any]], Path]:
+    from mel_opt.api import load_instance
+
+    files = make_grid(problem, preset, out, learners, tasks, params, seeds)
     if on_plan is not None:
         on_plan(len(files), 0)
     rows: list[dict[str, Any]] = []
@@ -145,7 +170,7 @@ def run_evaluation(
         inst = load_instance(f)
         point = json.loads(f.read_text()).get("sweep", {})
         seed = int(point.get("seed", 0))
-        for r in spec.evaluate(inst, seed, dict(options or {})):
+        for r in spec.evaluate(inst, seed, dict(options)):
             rows.append({**{k: v for k, v in point.items() if v is not None},
                          "instance": inst.name, "status": "feasible", "feasible": True, **r})
         if on_result is not None:
@@ -168,15 +193,25 @@ def run_sweep(
     methods: Sequence[str] | None = None,
     jobs: int = 1,
     time_limit: float | None = None,
+    resume: bool = False,
+    force: bool = False,
     on_plan: Callable[[int, int], None] | None = None,
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[list[dict[str, Any]], Path]:
-    """Generate the grid, solve it (resuming earlier work in ``out_dir``), write sweep.csv."""
+    """Generate the grid, solve it, write sweep.csv (this grid's rows only).
+
+    ``out_dir`` must be new or empty unless ``resume`` (keep finished results of unchanged
+    points) or ``force`` (solve every point again) is given. The folder is locked while the
+    sweep runs. Files of another grid left in the folder are neither solved nor tabulated.
+    """
     out = Path(out_dir)
-    make_grid(problem, preset, out, learners, tasks, params or {}, seeds)
-    report = run_batch(out / "instances", out, methods=methods, jobs=jobs, resume=True,
-                       time_limit=time_limit, on_plan=on_plan, on_result=on_result)
-    rows = collect(report)
-    path = out / "sweep.csv"
-    write_csv(rows, path)
-    return rows, path
+    _prepare_folder(out, resume, force)
+    with output_lock(out, "sweep"):
+        files = make_grid(problem, preset, out, learners, tasks, params or {}, seeds)
+        report = run_batch(out / "instances", out, methods=methods, jobs=jobs, resume=resume,
+                           time_limit=time_limit, files=files, on_plan=on_plan,
+                           on_result=on_result)
+        rows = collect(report)
+        path = out / "sweep.csv"
+        write_csv(rows, path)
+        return rows, path

@@ -10,8 +10,10 @@ the traceback instead.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -26,7 +28,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from mel_opt.errors import InstanceError, MelOptError
+from mel_opt.errors import InstanceError, MelOptError, UsageError
 from mel_opt.result import Result
 
 
@@ -80,10 +82,49 @@ def guarded() -> Iterator[None]:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    except OSError as exc:
+        if State.debug or exc.filename is None:
+            raise
+        fail(io_error_text(exc), 2)
     except Exception as exc:  # a bug: still one line, but say how to get the details
         if State.debug:
             raise
         fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", 1)
+
+
+def io_error_text(exc: OSError) -> str:
+    """A failed file operation as "PATH: reason" (a usage error: the path cannot be used).
+
+    The path is the one the user gave, not the atomic writer's temporary name beside it.
+    """
+    from mel_opt.io.atomic import target_of_temp
+
+    name = exc.filename2 if exc.filename2 is not None else exc.filename
+    path = target_of_temp(name) or name
+    if isinstance(exc, FileExistsError):  # creating a folder where a file is
+        return f"{path}: is a file, not a folder"
+    return f"{path}: {exc.strerror or type(exc).__name__}"
+
+
+def refuse_overwrite(output: str | None, *inputs: str | Path) -> None:
+    """Raise UsageError if the output file ``output`` is one of the ``inputs`` (exit code 2).
+
+    Compares the files themselves (``os.path.samefile``: symlinks and hard links too) when both
+    exist, else the resolved paths.
+    """
+    if output is None:
+        return
+    out_path = Path(output)
+    for inp in inputs:
+        in_path = Path(inp)
+        try:
+            same = (os.path.samefile(out_path, in_path) if out_path.exists() and in_path.exists()
+                    else out_path.resolve() == in_path.resolve())
+        except OSError:
+            continue
+        if same:
+            raise UsageError(f"output {output} is the input {inp}; writing it would replace the "
+                             f"input: choose another output file")
 
 
 def fmt(value: Any, digits: int = 6) -> str:

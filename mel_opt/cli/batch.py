@@ -52,17 +52,28 @@ def batch_cmd(directory: str, out_dir: str, methods: str | None, jobs: int, exec
     Bad files and failed solves are reported and the batch goes on; exit code 1 if anything
     failed.
     """
-    from mel_opt.batch import run_batch
+    from mel_opt.batch import BatchInterrupted, run_batch
 
     with guarded():
-        report = run_with_progress(
-            lambda **kw: run_batch(directory, out_dir, methods=method_list(methods), jobs=jobs,
-                                   executor=executor, address=address, resume=resume,
-                                   time_limit=time_limit, seed=seed, **kw),
-            f"batch ({executor}, {jobs} job{'s' if jobs > 1 else ''})")
+        try:
+            report = run_with_progress(
+                lambda **kw: run_batch(directory, out_dir, methods=method_list(methods),
+                                       jobs=jobs, executor=executor, address=address,
+                                       resume=resume, time_limit=time_limit, seed=seed, **kw),
+                f"batch ({executor}, {jobs} job{'s' if jobs > 1 else ''})")
+        except BatchInterrupted as stop:
+            _interrupted(stop)
         out.print(_summary_table(report.rows, f"{len(report.rows)} results in "
                                  f"{report.wall_time_s:.2f} s -> {report.summary_file}"))
         if report.failures:
             err.print(f"{len(report.failures)} of {len(report.rows)} failed "
                       f"(see {report.summary_file})", markup=False)
         raise SystemExit(1 if report.failures else 0)
+
+
+def _interrupted(stop: Any) -> None:
+    """Ctrl-C: one line saying what was kept and how to go on; exit code 130 (128 + SIGINT)."""
+    rep = stop.report
+    err.print(f"interrupted: {len(rep.rows)} of {stop.total} results kept, summary in "
+              f"{rep.summary_file}; rerun with --resume to finish", markup=False)
+    raise SystemExit(130)

@@ -59,7 +59,8 @@ def _measure_bandwidth(url: str | None, bandwidth: float | None, shards: int,
 @click.option("--download", "url", default=None, metavar="URL",
               help="Time a real HTTP(S) transfer for b_k; '{i}' in the URL becomes 0..n-1.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
-              show_default=True, help="Per-connection timeout of --download, seconds.")
+              show_default=True,
+              help="Deadline of each --download transfer (connection and all bytes), seconds.")
 @click.option("--shard-bytes", type=click.FloatRange(min=0, min_open=True),
               default=float(SHARD_BYTES), show_default=True,
               help="Bytes per shard, to express the bandwidth in shards/s.")
@@ -164,7 +165,8 @@ def _benchmark_rows(result: dict[str, Any], batch_size: int, lr: float,
 @click.option("--bandwidth-Bps", "bandwidth", type=click.FloatRange(min=0, min_open=True),
               default=None, help="Known bandwidth b_k in bytes/s instead of --download.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
-              show_default=True)
+              show_default=True,
+              help="Deadline of each --download transfer (connection and all bytes), seconds.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=click.IntRange(min=0, max=256), default=1, show_default=True,
               help="BLAS threads while measuring (0: the library's default).")

@@ -5,10 +5,12 @@ A thin layer over :func:`mel_opt.export.export`.
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from mel_opt.api import load_instance
-from mel_opt.cli.app import cli, err, guarded
+from mel_opt.cli.app import cli, err, guarded, refuse_overwrite
 from mel_opt.export import FORMATS, export
 
 
@@ -21,5 +23,9 @@ from mel_opt.export import FORMATS, export
 def export_cmd(path: str, fmt_: str, method: str | None, output: str) -> None:
     """Write the Pyomo model of an instance as LP, MPS, NL (AMPL) or GMS (GAMS)."""
     with guarded():
+        stem = os.path.splitext(output)[0]
+        # NL also writes its label files <stem>.row and <stem>.col beside the model
+        for target in [output] + ([stem + ".row", stem + ".col"] if fmt_ == "nl" else []):
+            refuse_overwrite(target, path)
         done = export(load_instance(path), fmt_, output, method)
         err.print(f"wrote {done.path} ({fmt_}, {done.problem}/{done.method})", markup=False)

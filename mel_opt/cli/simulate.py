@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from mel_opt.api import load_instance
-from mel_opt.cli.app import cli, err, guarded, out
+from mel_opt.cli.app import cli, err, guarded, out, refuse_overwrite
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
 from mel_opt.problems.med.instance import MedInstance
@@ -94,6 +94,7 @@ def simulate_cmd(path: str, schemes: str, cycles: int, trials: int, seed: int, m
     4.3 with 95% confidence intervals. Exit code 1 if a scheme got no allocation at all.
     """
     with guarded():
+        refuse_overwrite(output, path)
         inst = load_instance(path)
         if not isinstance(inst, MedInstance):
             raise UsageError(f"{path}: simulate works on med instances, this is {inst.problem}")

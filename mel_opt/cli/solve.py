@@ -17,6 +17,7 @@ from mel_opt.cli.app import (
     fmt,
     guarded,
     out,
+    refuse_overwrite,
     result_panel,
     verification_text,
 )
@@ -85,6 +86,7 @@ def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output:
         files = instance_files(paths)
         if not files:
             raise UsageError("no instance files found")
+        refuse_overwrite(output, *files)
         if len(files) == 1:
             inst = load_instance(files[0])
             res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mel_opt.cli.app import cli, err, guarded, method_list, run_with_progress
+from mel_opt.cli.app import cli, err, guarded, method_list, refuse_overwrite, run_with_progress
 from mel_opt.errors import UsageError
 from mel_opt.problems import get_problem
 
@@ -49,13 +49,20 @@ def _param_grid(params: tuple[str, ...]) -> dict[str, list[str]]:
               help="Trials per instance with --evaluate.")
 @click.option("--cycles", type=click.IntRange(min=1), default=5, show_default=True,
               help="Cycles per trial with --evaluate.")
+@click.option("--resume", is_flag=True,
+              help="Continue in a non-empty OUTPUT: keep finished results of unchanged points.")
+@click.option("--force", is_flag=True,
+              help="Use a non-empty OUTPUT anyway and solve every point again.")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
 def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str | None,
               params: tuple[str, ...], seeds: int, methods: str | None, metrics: tuple[str, ...],
               x_axis: str | None, facet: str | None, plot_file: str | None, jobs: int,
               time_limit: float | None, evaluate: bool, trials: int, cycles: int,
-              out_dir: str) -> None:
+              resume: bool, force: bool, out_dir: str) -> None:
     """Generate a parameter grid of PROBLEM, solve it with every method, tabulate and plot.
+
+    OUTPUT must be new or empty unless --resume or --force says how to reuse it; only the new
+    grid is solved and tabulated.
 
     Example (paper 000 Fig. 2): melopt sweep mel-async --preset mohammad2020 --learners 5:20
     --param cycle_time_s=7.5,15 --seeds 5 --metric max_staleness --metric avg_staleness -o fig2
@@ -77,14 +84,15 @@ def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str
             rows, table = run_with_progress(
                 lambda **kw: run_evaluation(problem, out_dir, preset=preset, learners=ns,
                                             tasks=ms, params=grid, seeds=seeds, options=opts,
-                                            **kw),
+                                            reuse=resume or force, **kw),
                 f"evaluate {problem}")
         else:
             chosen = method_list(methods) or list(spec.methods)
             rows, table = run_with_progress(
                 lambda **kw: run_sweep(problem, out_dir, preset=preset, learners=ns, tasks=ms,
                                        params=grid, seeds=seeds, methods=chosen, jobs=jobs,
-                                       time_limit=time_limit, **kw),
+                                       time_limit=time_limit, resume=resume, force=force,
+                                       **kw),
                 f"sweep {problem}")
         err.print(f"wrote {table} ({len(rows)} rows)", markup=False)
         x = x_axis or ("learners" if ns and len(ns) > 1 else "tasks" if ms and len(ms) > 1
@@ -111,5 +119,6 @@ def plot_cmd(table: str, x_axis: str, ys: tuple[str, ...], by: str, facet: str |
     from mel_opt.plot import plot_sweep, read_rows
 
     with guarded():
+        refuse_overwrite(output, table)
         plot_sweep(read_rows(table), x_axis, list(ys), output, by=by, facet=facet, title=title)
         err.print(f"wrote {output}", markup=False)

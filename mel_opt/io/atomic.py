@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,19 @@ def _reserve_temp(target: Path, suffix: str) -> Path:
             continue
         os.close(fd)
         return tmp
+
+
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{8}\.tmp")
+
+
+def target_of_temp(path: str | os.PathLike[str]) -> Path | None:
+    """The file a temporary name of :func:`_reserve_temp` stands for (None for other names).
+
+    Lets an error message about a failed write name the file the user asked for.
+    """
+    p = Path(path)
+    m = _TEMP_NAME.match(p.name)
+    return p.with_name(m.group("name")) if m else None
 
 
 def _fsync(path: Path) -> None:

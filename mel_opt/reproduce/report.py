@@ -8,33 +8,23 @@ entry's verdict, claims, figure and table. Text files go through the project's a
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from mel_opt.io.atomic import atomic_write
+from mel_opt.io.csvsafe import csv_text
 from mel_opt.reproduce.catalogue import Context, Entry, Outcome, fmt_num
 from mel_opt.reproduce.figures import have_matplotlib
-
-
-def _csv(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for r in rows:
-        w.writerow(["" if r.get(c) is None else r.get(c) for c in columns])
-    return buf.getvalue()
 
 
 def write_entry(entry: Entry, outcome: Outcome, out_dir: Path) -> Path:
     """Write one entry's files into ``out_dir/<id>/`` (the figure too when possible)."""
     d = out_dir / entry.id
-    atomic_write(d / "table.csv", _csv(outcome.columns, outcome.rows), durable=False)
+    atomic_write(d / "table.csv", csv_text(outcome.columns, outcome.rows), durable=False)
     claims = [c.to_dict() for c in outcome.claims]
-    atomic_write(d / "claims.csv", _csv(("text", "paper", "ours", "ok", "rule"), claims),
+    atomic_write(d / "claims.csv", csv_text(("text", "paper", "ours", "ok", "rule"), claims),
                       durable=False)
     if entry.plot is not None:
         if have_matplotlib():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import ipaddress
 import json
 import os
 import signal
@@ -140,13 +142,41 @@ def test_ray_executor_matches_local(tmp_path):
                        executor="ray")
     import ray
 
-    ray.shutdown()
+    try:
+        listening = _listening_sockets()
+    finally:
+        ray.shutdown()
+    # the Ray that melopt started serves this machine only
+    assert any(name.startswith(("raylet", "gcs_server")) for name, _, _ in listening), listening
+    exposed = [s for s in listening if not _is_loopback(s[1])]
+    assert exposed == [], exposed
 
     def key(rows):
         return sorted((r["instance"], r["method"], r["status"], r["objective"], r["key_metrics"])
                       for r in rows)
 
     assert key(local.rows) == key(remote.rows)
+
+
+def _is_loopback(ip: str) -> bool:
+    addr = ipaddress.ip_address(ip.split("%")[0])
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return (mapped or addr).is_loopback
+
+
+def _listening_sockets() -> list[tuple[str, str, int]]:
+    """(process name, address, port) of every listening socket of this process and its
+    descendants (the processes of a local Ray)."""
+    import psutil  # a dependency of Ray
+
+    me = psutil.Process()
+    pids = {me.pid} | {c.pid for c in me.children(recursive=True)}
+    found = set()
+    for conn in psutil.net_connections("inet"):
+        if conn.status == psutil.CONN_LISTEN and conn.pid in pids:
+            with contextlib.suppress(psutil.Error):
+                found.add((psutil.Process(conn.pid).name(), conn.laddr.ip, conn.laddr.port))
+    return sorted(found)
 
 
 def test_compare_exact_best_with_gaps(tmp_path):

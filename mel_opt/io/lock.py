@@ -1,0 +1,97 @@
+"""An advisory lock on an output folder, so two batches or sweeps never write into one folder.
+
+Two runs writing the same folder interleave their result files and each rewrites the summary
+from its own rows, so the summary disagrees with the files. :func:`output_lock` takes an
+exclusive ``flock`` on ``DIR/.melopt.lock`` without waiting; a second run gets a
+:class:`~mel_opt.errors.UsageError` naming the holder's pid. The kernel drops a ``flock`` when
+its holder exits, however it exits (even SIGKILL), so a lock can never go stale: a leftover
+lock file is harmless. The lock is re-entrant within one process (a sweep holds it and runs a
+batch into the same folder).
+
+The lock file is the one file mel_opt writes in place rather than through the atomic writer:
+its content (the holder's pid and command) is only a hint for the error message, while the
+lock itself is the ``flock`` on the open file, which a rename would break.
+
+On systems without ``fcntl`` (Windows) no lock is taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from mel_opt.errors import UsageError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_NAME = ".melopt.lock"
+
+# folders this process holds, by resolved path -> depth (re-entrancy)
+_held: dict[Path, int] = {}
+
+
+def _holder(fd: int) -> str:
+    """The pid and command the current holder wrote, as text for the error message."""
+    try:
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+    except OSError:
+        return "unknown pid"
+    if len(text) >= 2:
+        return f"{text[1]}, pid {text[0]}"
+    return f"pid {text[0]}" if text else "unknown pid"
+
+
+@contextlib.contextmanager
+def output_lock(folder: str | os.PathLike[str], command: str) -> Iterator[Path]:
+    """Hold the lock of ``folder`` (created if missing) for the duration of the block.
+
+    Parameters
+    ----------
+    folder
+        The output folder.
+    command
+        What holds it (``batch``, ``sweep``), named in the message a second run gets.
+
+    Raises
+    ------
+    UsageError
+        Another process holds the folder: "DIR is in use by another melopt batch (pid N)".
+    """
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    key = path.resolve()
+    if key in _held or fcntl is None:
+        _held[key] = _held.get(key, 0) + 1
+        try:
+            yield path
+        finally:
+            _held[key] -= 1
+            if not _held[key]:
+                del _held[key]
+        return
+    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            who = _holder(fd)
+            kind, _, pid = who.partition(", ")
+            detail = f"{kind} ({pid})" if pid else f"run ({who})"
+            raise UsageError(f"{path} is in use by another melopt {detail}; wait for it to "
+                             f"finish or choose another output folder") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
+        _held[key] = 1
+        try:
+            yield path
+        finally:
+            del _held[key]
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
