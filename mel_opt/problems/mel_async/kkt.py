@@ -25,6 +25,7 @@ Both forms of (11) are reported; they differ only for learners at d_l.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,26 @@ ACTIVE_RTOL = 1e-7  # a constraint within this (relative) distance of its bound 
 MAX_ACTIVE_PAIRS = 20_000  # active (8b) rows beyond which the system is not built
 MAX_DENSE = 4_000_000  # entries of the dense least-squares matrix beyond which it is not built
 KKT_TOL = 1e-6  # stationarity below this (the z-row has unit scale) counts as satisfied
+
+
+@dataclass(frozen=True)
+class _Active:
+    """The constraints of (8) active at a point, as index arrays.
+
+    ``ii``, ``jj`` are the pairs (k < l) whose (8b) rows may be active; ``up`` / ``dn`` index
+    those with tau_k - tau_l = z / tau_l - tau_k = z; ``at_zero``, ``at_dl``, ``at_du`` the
+    learners at tau_k = 0, d_k = d_l, d_k = d_u.
+    """
+
+    z: float
+    diff: np.ndarray
+    ii: np.ndarray
+    jj: np.ndarray
+    up: np.ndarray
+    dn: np.ndarray
+    at_zero: np.ndarray
+    at_dl: np.ndarray
+    at_du: np.ndarray
 
 
 def analyse(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray) -> dict[str, Any]:
@@ -58,12 +79,24 @@ def analyse(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray) -> dict[str,
 
     tau = np.asarray(tau, dtype=float)
     d = np.asarray(d, dtype=float)
+    act = _active(inst, tau, d)
+    if isinstance(act, dict):
+        return act
+    A, lb, ub = _stationarity_system(inst, tau, d, act)
+    grad_f = np.zeros(1 + 2 * inst.K)
+    grad_f[0] = 1.0  # objective (8a): z
+    sol = lsq_linear(A, -grad_f, bounds=(lb, ub), method="bvls", tol=1e-14,
+                     lsq_solver="exact")
+    grad_L = grad_f + A @ sol.x
+    return _report(inst, tau, d, act, sol.x, float(np.abs(grad_L).max()))
+
+
+def _active(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray) -> _Active | dict[str, Any]:
+    """The active set at (tau, d), or the ``skipped`` report when the system would be too big."""
     K = inst.K
-    c2, c1, c0, T = inst.c2, inst.c1, inst.c0, inst.cycle_time
     dl, du = float(inst.min_samples), float(inst.max_samples)
     z = float(np.ptp(tau))
-    scale_tau = max(1.0, float(np.abs(tau).max()))
-    tol_t = ACTIVE_RTOL * scale_tau
+    tol_t = ACTIVE_RTOL * max(1.0, float(np.abs(tau).max()))
     # (8b) rows active at the point: tau_k - tau_l = z needs k on top and l at the bottom, or
     # every pair when z = 0; counted before any pair list is built (K may be large)
     top = np.flatnonzero(tau >= tau.max() - tol_t)
@@ -80,13 +113,24 @@ def analyse(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray) -> dict[str,
         kk, ll = np.meshgrid(top, bot, indexing="ij")
         ii, jj = np.minimum(kk, ll).ravel(), np.maximum(kk, ll).ravel()
     diff = tau[ii] - tau[jj]
-    up = np.flatnonzero(diff - z >= -tol_t)  # mu_n active: tau_k - tau_l = z
-    dn = np.flatnonzero(-diff - z >= -tol_t)  # mu'_n active: tau_l - tau_k = z
-    at_zero = np.flatnonzero(tau <= tol_t)
-    at_dl = np.flatnonzero(d - dl <= ACTIVE_RTOL * du)
-    at_du = np.flatnonzero(du - d <= ACTIVE_RTOL * du)
+    return _Active(
+        z=z, diff=diff, ii=ii, jj=jj,
+        up=np.flatnonzero(diff - z >= -tol_t),  # mu_n active: tau_k - tau_l = z
+        dn=np.flatnonzero(-diff - z >= -tol_t),  # mu'_n active: tau_l - tau_k = z
+        at_zero=np.flatnonzero(tau <= tol_t),
+        at_dl=np.flatnonzero(d - dl <= ACTIVE_RTOL * du),
+        at_du=np.flatnonzero(du - d <= ACTIVE_RTOL * du))
 
-    # rows: z, tau_0..tau_{K-1}, d_0..d_{K-1}; columns: one per multiplier
+
+def _stationarity_system(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray,
+                         act: _Active) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns of grad L of (9) per multiplier, with the multipliers' sign bounds.
+
+    Rows: z, tau_0..tau_{K-1}, d_0..d_{K-1}. Columns, in order: lambda, omega, alpha (active
+    tau_k = 0), nu (at d_l), nu' (at d_u), mu (up pairs), mu' (down pairs).
+    """
+    K = inst.K
+    c2, c1 = inst.c2, inst.c1
     cols: list[np.ndarray] = []
     lb: list[float] = []
     ub: list[float] = []
@@ -104,55 +148,50 @@ def analyse(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray) -> dict[str,
         c[1 + K + k] = c2[k] * tau[k] + c1[k]
     c = col(-np.inf, np.inf)  # omega
     c[1 + K:] = 1.0
-    for j in at_zero.tolist():  # alpha_k (9): + alpha_k tau_k, alpha_k <= 0
+    for j in act.at_zero.tolist():  # alpha_k (9): + alpha_k tau_k, alpha_k <= 0
         col(-np.inf, 0.0)[1 + j] = 1.0
-    for j in at_dl.tolist():  # nu_k
+    for j in act.at_dl.tolist():  # nu_k
         col(0.0, np.inf)[1 + K + j] = -1.0
-    for j in at_du.tolist():  # nu'_k
+    for j in act.at_du.tolist():  # nu'_k
         col(0.0, np.inf)[1 + K + j] = 1.0
-    for n in up:  # mu_n: tau_k - tau_l - z
+    for n in act.up:  # mu_n: tau_k - tau_l - z
         c = col(0.0, np.inf)
-        c[0], c[1 + ii[n]], c[1 + jj[n]] = -1.0, 1.0, -1.0
-    for n in dn:  # mu'_n: tau_l - tau_k - z
+        c[0], c[1 + act.ii[n]], c[1 + act.jj[n]] = -1.0, 1.0, -1.0
+    for n in act.dn:  # mu'_n: tau_l - tau_k - z
         c = col(0.0, np.inf)
-        c[0], c[1 + ii[n]], c[1 + jj[n]] = -1.0, -1.0, 1.0
-    A = np.stack(cols, axis=1)
-    grad_f = np.zeros(1 + 2 * K)
-    grad_f[0] = 1.0  # objective (8a): z
-    sol = lsq_linear(A, -grad_f, bounds=(np.array(lb), np.array(ub)), method="bvls",
-                     tol=1e-14, lsq_solver="exact")
-    y = sol.x
-    grad_L = grad_f + A @ y
+        c[0], c[1 + act.ii[n]], c[1 + act.jj[n]] = -1.0, -1.0, 1.0
+    return np.stack(cols, axis=1), np.array(lb), np.array(ub)
 
-    p = 0
-    lam = y[p:p + K]
-    p += K
-    omega = float(y[p])
-    p += 1
+
+def _report(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray, act: _Active,
+            y: np.ndarray, stationarity: float) -> dict[str, Any]:
+    """Unpack the multipliers ``y`` (in the column order of :func:`_stationarity_system`) and
+    compute the residuals of (8), of complementarity and of Theorem 1's (11)-(12)."""
+    K = inst.K
+    c2, c1, c0, T = inst.c2, inst.c1, inst.c0, inst.cycle_time
+    dl, du = float(inst.min_samples), float(inst.max_samples)
+    ii, jj, up, dn, z = act.ii, act.jj, act.up, act.dn, act.z
+    sizes = (K, 1, act.at_zero.size, act.at_dl.size, act.at_du.size, up.size, dn.size)
+    lam, omega_, a_, n_, np_, mu, mu_p = np.split(y, np.cumsum(sizes)[:-1])
+    omega = float(omega_[0])
     alpha = np.zeros(K)
-    alpha[at_zero] = y[p:p + at_zero.size]
-    p += at_zero.size
+    alpha[act.at_zero] = a_
     nu = np.zeros(K)
-    nu[at_dl] = y[p:p + at_dl.size]
-    p += at_dl.size
+    nu[act.at_dl] = n_
     nu_p = np.zeros(K)
-    nu_p[at_du] = y[p:p + at_du.size]
-    p += at_du.size
-    mu = y[p:p + up.size]
-    p += up.size
-    mu_p = y[p:p + dn.size]
+    nu_p[act.at_du] = np_
     u = (np.bincount(ii[up], mu, K) - np.bincount(jj[up], mu, K)).astype(float)  # (19), (21)
     u_p = (np.bincount(jj[dn], mu_p, K) - np.bincount(ii[dn], mu_p, K)).astype(float)  # (20), (24)
 
     primal = max(
         float(np.abs(c2 * tau * d + c1 * d + c0 - T).max()) / T,  # (8c)
         abs(float(d.sum()) - inst.total_samples) / inst.total_samples,  # (8d)
-        float(max(0.0, -tau.min())) / scale_tau,  # (8e)
+        float(max(0.0, -tau.min())) / max(1.0, float(np.abs(tau).max())),  # (8e)
         float(max(0.0, (dl - d).max(), (d - du).max())) / du,  # (8f)
     )
     comp = max(
-        float(np.abs(mu * (diff[up] - z)).max(initial=0.0)),
-        float(np.abs(mu_p * (-diff[dn] - z)).max(initial=0.0)),
+        float(np.abs(mu * (act.diff[up] - z)).max(initial=0.0)),
+        float(np.abs(mu_p * (-act.diff[dn] - z)).max(initial=0.0)),
         float(np.abs(alpha * tau).max()),
         float(np.abs(nu * (dl - d)).max()),
         float(np.abs(nu_p * (d - du)).max()),
@@ -169,7 +208,6 @@ def analyse(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray) -> dict[str,
     def listed(a: np.ndarray) -> list[float | None]:
         return [float(v) if ok else None for v, ok in zip(a, defined, strict=True)]
 
-    stationarity = float(np.abs(grad_L).max())
     return {
         "lambda": lam.tolist(),
         "omega": omega,
