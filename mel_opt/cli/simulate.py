@@ -36,8 +36,9 @@ def _cell(stat: dict[str, Any], percent: bool) -> str:
 
 
 def _tables(res: SimulationResult) -> list[Table]:
-    head = (f"{res.instance}: {res.trials} trials x {res.cycles} cycles, seed {res.seed}, "
-            f"allocations by {res.method} (mean ± 95% CI half-width)")
+    redrawn = ", learners redrawn per trial" if res.redraw else ""
+    head = (f"{res.instance}: {res.trials} trials x {res.cycles} cycles, seed {res.seed}"
+            f"{redrawn}, allocations by {res.method} (mean ± 95% CI half-width)")
     metrics = Table(title=head)
     metrics.add_column("metric", style="bold")
     for s in res.schemes:
@@ -81,17 +82,24 @@ def _tables(res: SimulationResult) -> list[Table]:
               show_default=True, help="Solver of every allocation.")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Wall-clock limit per solve, seconds.")
+@click.option("--redraw", is_flag=True,
+              help="Draw every learner's state distribution and price again for each trial "
+                   "(thesis 4.3.1: softmax(one_hot / 0.5) on a uniform peak state, price "
+                   "N(1, 0.5) clipped to [0.1, 1.5]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON instead of tables.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the result JSON to this file (atomically).")
 def simulate_cmd(path: str, schemes: str, cycles: int, trials: int, seed: int, method: str,
-                 time_limit: float | None, as_json: bool, output: str | None) -> None:
+                 time_limit: float | None, redraw: bool, as_json: bool,
+                 output: str | None) -> None:
     """Evaluate med allocation schemes on FILE under random learner states.
 
     Every trial draws each learner's state per cycle from its distribution; the MED and
     MMTT-Uncertain allocations are made once per trial and reused, MMTT-Ideal re-solves each
-    cycle knowing the states. Learners halt at the deadline. Reports the five metrics of thesis
-    4.3 with 95% confidence intervals. Exit code 1 if a scheme got no allocation at all.
+    cycle knowing the states. Each learner's times vary from cycle to cycle around its state's
+    times (lognormal, mean 1, its ``time_cv``). Learners halt at the deadline. Reports the
+    five metrics of thesis 4.3 with 95% confidence intervals. Exit code 1 if a scheme got no
+    allocation at all.
     """
     with guarded():
         refuse_overwrite(output, path)
@@ -100,7 +108,7 @@ def simulate_cmd(path: str, schemes: str, cycles: int, trials: int, seed: int, m
             raise UsageError(f"{path}: simulate works on med instances, this is {inst.problem}")
         names = [s.strip() for s in schemes.split(",") if s.strip()]
         res = simulate(inst, schemes=names, cycles=cycles, trials=trials, seed=seed,
-                       method=method, time_limit=time_limit)
+                       method=method, time_limit=time_limit, redraw=redraw)
         text = json.dumps(res.to_dict(), indent=2, allow_nan=False)
         if output:
             atomic_write(output, text + "\n")

@@ -3,8 +3,10 @@
 Each learner turns its own benchmark scores (training rate c_k, bandwidth b_k) into the largest
 number of shards a_k it can train for mu passes before the deadline (Eq. 3.5), so the
 orchestrator never learns device characteristics. The centralised staleness-aware baseline
-``csa`` reuses the mel-async solver. Subset benchmarking itself (measuring c_k and b_k on this
-machine) lives in :mod:`mel_opt.benchmarking`.
+``csa`` reuses the mel-async solver; ``csa-thesis`` is the rounded CSA rule of the thesis
+author's experiment code, whose deadline misses (truancy) the thesis reports. Subset
+benchmarking itself (measuring c_k and b_k on this machine) lives in
+:mod:`mel_opt.benchmarking`.
 """
 
 from __future__ import annotations
@@ -28,10 +30,17 @@ PROBLEM = ProblemSpec(
         "csa": MethodSpec("csa", methods.solve_csa,
                           "centralised staleness-aware split of total_shards (mel-async exact)",
                           "baseline", not_comparable="minimises staleness of a fixed total"),
+        "csa-thesis": MethodSpec("csa-thesis", methods.solve_csa_thesis,
+                                 "the thesis code's CSA rule: (c_k + b_k)-weighted rounded "
+                                 "shares of total_shards, rounded passes (may miss D)",
+                                 "baseline",
+                                 not_comparable="splits a fixed total by a rounded rule and may "
+                                                "miss the deadline (truancy)"),
     },
     default_method="dab",
     sense="max",
-    key_metrics=("shards_per_cycle", "max_eta_s", "truancy", "learners_used", "max_staleness"),
+    key_metrics=("shards_per_cycle", "max_eta_s", "truancy", "deadline_met", "learners_used",
+                 "max_staleness"),
     generate=generate,
     presets=PRESETS,
 )

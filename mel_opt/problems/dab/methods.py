@@ -8,6 +8,11 @@
          reference [6] in paper 002 is paper 000): with full knowledge of every c_k and b_k it
          splits a fixed ``total_shards`` and lets each learner do as many passes as fit, with
          the least staleness. That is the mel-async problem, solved by its ``exact`` method.
+``csa-thesis``  the CSA rule as the thesis author's code applied it (``author_csa.py``):
+         rounded (c_k + b_k)-weighted shares of ``total_shards`` and rounded passes with a
+         floor of one. The deadline and the total are targets it may miss: its solution
+         declares them soft, and the verifier reports the miss (``deadline_met``,
+         ``truancy_pct``, ``shards_off_total``) instead of rejecting the answer.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import numpy as np
 
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
+from mel_opt.problems.dab.author_csa import author_csa
 from mel_opt.problems.dab.instance import DabInstance
 from mel_opt.problems.dab.latency import eta, one_shard_time, shard_bound
 from mel_opt.result import SolverInfo, Status
@@ -175,3 +181,22 @@ def solve_csa(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
         msg += f"; {out_msg}"
     return MethodOutput(term, {"shards": shards.tolist(), "tau": tau.tolist()}, solver, extras,
                         msg)
+
+
+def solve_csa_thesis(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
+    """The thesis author's CSA rule (:func:`~mel_opt.problems.dab.author_csa.author_csa`).
+
+    Returns ``{"shards", "tau", "soft_targets": True}`` with termination ``feasible``: the rule
+    always gives an answer, and whether it meets the deadline is what the thesis measures
+    (its truancy, Figs. 3.6-3.7), so the verifier reports the deadline and the total as
+    targets (met or missed by how much), not as constraints.
+    """
+    if inst.total_shards is None:
+        raise UsageError("method 'csa-thesis' needs total_shards in the instance (the number "
+                         "of shards the centralised allocation splits)")
+    sol: dict[str, Any] = {**author_csa(inst), "soft_targets": True}
+    return MethodOutput(
+        Termination.FEASIBLE, sol, SolverInfo("thesis author's CSA rule", "1"), {},
+        "centralised rule of the thesis' experiment code: (c_k + b_k)-weighted shares of "
+        "total_shards and passes rounded, at least one; it may miss the deadline (see "
+        "deadline_met and truancy_pct)")

@@ -24,6 +24,12 @@ from mel_opt.io.validate import Validator, join, readonly_array
 from mel_opt.problems.base import Instance
 
 PROB_TOL = 1e-6  # |sum(state_probs) - 1| allowed (JSON files carry rounded probabilities)
+#: Default coefficient of variation of a learner's time within one state, from run to run.
+#: Calibrated from the thesis' Chapter 3 measurements (derivation in ``generate.py``'s module
+#: docstring and the package README): subset benchmarking's training-time error levels off at
+#: about 4.4% (Fig. 3.2, 6-10 shards) and the download-time error is 10.4% at 10 shards
+#: (Fig. 3.3); a mean absolute error e of a normal spread means a CV of e / sqrt(2 / pi).
+DEFAULT_TIME_CV = 0.06
 
 _STATES = "states"  # per-state lists have one entry per state
 #: The fields of a med file. Shards and iterations are bounded so that sums and products of
@@ -51,6 +57,11 @@ FIELDS: tuple[Field, ...] = (
                     item=number("", 0.0, 1.0, sign=None), length_of=_STATES),
               Field("bandwidth_Bps", "list", doc="b_jk, bandwidth in each state",
                     item=number("", 1e-3, 1e15, unit="byte/s"), length_of=_STATES),
+              number("time_cv", 0.0, 2.0, sign="non-negative", required=False,
+                     default=DEFAULT_TIME_CV,
+                     doc="coefficient of variation of the learner's time within one state, "
+                         "run to run (the simulator's noise; the methods plan on expected "
+                         "times and ignore it)"),
               Field("train_rate", "list", length_of="tasks",
                     length_message="must have one row per task ({n}), got {got}",
                     doc="R_ijk, shards/s per task (rows) and state (columns)",
@@ -90,6 +101,9 @@ class MedInstance(Instance):
         b_jk [bytes/s].
     train_rate : ndarray (n, m, h)
         R_ijk stored learner-major as in the file: ``train_rate[j, i, k]`` [shards/s].
+    time_cv : ndarray (n,)
+        Coefficient of variation of learner j's time within a state from one cycle to the next
+        (>= 0; 0: none). Only :mod:`mel_opt.problems.med.simulate` uses it.
     """
 
     problem: ClassVar[str] = "med"
@@ -107,6 +121,7 @@ class MedInstance(Instance):
     probs: np.ndarray
     bandwidth: np.ndarray
     train_rate: np.ndarray
+    time_cv: np.ndarray
 
     @property
     def n_tasks(self) -> int:
@@ -172,6 +187,7 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MedInstance:
         probs=readonly_array(probs),
         bandwidth=readonly_array(learners.columns["bandwidth_Bps"]),
         train_rate=readonly_array(learners.columns["train_rate"]),
+        time_cv=readonly_array(learners.col("time_cv")),
         description=desc if isinstance(desc, str) else "",
     )
 

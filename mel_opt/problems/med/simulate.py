@@ -4,19 +4,30 @@ Each trial runs ``cycles`` global update cycles (GUCs). In every cycle every lea
 drawn from its distribution gamma_j; the draws are made once and shared by every scheme (a paired
 comparison). Schemes:
 
-- ``med``: the MED allocation (4.4) with expected delays, solved once and reused for all cycles
-  (as the thesis and the author's code did);
+- ``med``: the MED allocation (4.4) with expected delays, solved once per trial and reused for
+  all its cycles (as the thesis and the author's code did);
 - ``mmtt-uncertain``: per trial, one extra "benchmark" state drawn per learner, (4.4) solved with
   those states taken as certain, reused for all cycles;
 - ``mmtt-ideal``: (4.4) re-solved in every cycle with the learners' true states of that cycle
-  (knowledge no real orchestrator has; the bound the thesis compares against).
+  (knowledge no real orchestrator has; the bound the thesis compares against). It knows the
+  states, not the run-to-run noise below.
 
 A learner j given d shards of task i, in state k, downloads the model and its shards
 ((Omega_i + alpha_i d) / b_jk), trains tau_i passes (tau_i d / R_ijk) and uploads the model
-(Omega_i / b_jk). Learner halting (thesis 4.1): it watches the clock from the start of its local
-update (downloads included) and stops training once the time reaches T_i, then uploads what it
-has (continuous checking; the author's code checked every 10 batches). If its downloads alone
-end after T_i it trains nothing.
+(Omega_i / b_jk). Run-to-run noise: in each (trial, cycle) all three times of learner j are
+multiplied by one factor F = exp(sigma_j Z - sigma_j^2 / 2), Z ~ N(0, 1), sigma_j^2 =
+ln(1 + cv_j^2) with cv_j the learner's ``time_cv``: a lognormal with mean 1 and coefficient of
+variation cv_j (F = 1 when cv_j = 0). The factors are shared by the schemes like the states;
+every scheme plans on the noise-free times. Learner halting (thesis 4.1): it watches the clock
+from the start of its local update (downloads included) and stops training once the time
+reaches T_i, then uploads what it has (continuous checking; the author's code checked every 10
+batches). If its downloads alone end after T_i it trains nothing.
+
+``redraw=True`` follows Section 4.3.1, where each trial starts with new learners: before the
+trial, every learner's state distribution and price are drawn again by
+:func:`mel_opt.problems.med.generate.draw_learners` (peak state uniform, softmax(one_hot / 0.5);
+price N(1, 0.5) clipped to [0.1, 1.5]); rates, bandwidths, tasks and ``time_cv`` stay those of
+the instance. MED and MMTT-Uncertain then solve once per trial, MMTT-Ideal once per cycle.
 
 Metrics per (trial, cycle, task), then averaged over tasks and cycles, then over trials with a
 95% Student-t confidence interval:
@@ -40,15 +51,17 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.io.validate import readonly_array
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.med import methods
+from mel_opt.problems.med.generate import draw_learners
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.latency import state_times
 
@@ -92,6 +105,7 @@ class SimulationResult:
     method: str
     schemes: list[SchemeResult]
     wall_time_s: float = 0.0
+    redraw: bool = False
 
     def paired(self) -> dict[str, dict[str, dict[str, float | int | None]]]:
         """Per other scheme and metric: the paired difference (other - first scheme)."""
@@ -109,6 +123,7 @@ class SimulationResult:
             "trials": self.trials,
             "seed": self.seed,
             "method": self.method,
+            "redraw": self.redraw,
             "confidence": 0.95,
             "wall_time_s": self.wall_time_s,
             "schemes": {
@@ -211,35 +226,77 @@ def interval(values: np.ndarray, level: float = 0.95) -> dict[str, float | int |
 # --------------------------------------------------------------------------------------------
 # state draws and evaluation
 # --------------------------------------------------------------------------------------------
-def draw_states(inst: MedInstance, trials: int, cycles: int, seed: int
-                ) -> tuple[np.ndarray, np.ndarray]:
+def _streams(seed: int) -> list[np.random.SeedSequence]:
+    """Independent streams of ``SeedSequence(seed)``: cycle states, benchmark states, noise,
+    redraw. Each draw has its own stream, so switching one on does not move the others."""
+    return list(np.random.SeedSequence(seed).spawn(4))
+
+
+def draw_states(inst: MedInstance, trials: int, cycles: int, seed: int,
+                probs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The shared draws: cycle states (trials, cycles, n) and benchmark states (trials, n).
 
-    Two independent streams of one ``SeedSequence(seed)``, so the cycle states do not depend on
-    which schemes run.
+    ``probs`` (trials, n, h) gives each trial's distributions (default: the instance's for
+    every trial). The uniforms come from their own streams of ``SeedSequence(seed)``, so the
+    states do not depend on which schemes run, and a learner whose distribution is redrawn
+    keeps its uniforms.
     """
-    s_cycle, s_bench = np.random.SeedSequence(seed).spawn(2)
-    cdf = np.cumsum(inst.probs, axis=1)
-    cdf[:, -1] = 1.0
+    s_cycle, s_bench = _streams(seed)[:2]
+    p = np.broadcast_to(inst.probs, (trials, *inst.probs.shape)) if probs is None else probs
+    cdf = np.cumsum(p, axis=-1)
+    cdf[..., -1] = 1.0
 
-    def pick(u: np.ndarray) -> np.ndarray:
-        return (u[..., None] > cdf).sum(axis=-1)
+    def pick(u: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return (u[..., None] > c).sum(axis=-1)
 
-    cyc = pick(np.random.default_rng(s_cycle).random((trials, cycles, inst.n_learners)))
-    bench = pick(np.random.default_rng(s_bench).random((trials, inst.n_learners)))
+    cyc = pick(np.random.default_rng(s_cycle).random((trials, cycles, inst.n_learners)),
+               cdf[:, None])
+    bench = pick(np.random.default_rng(s_bench).random((trials, inst.n_learners)), cdf)
     return cyc, bench
 
 
-def evaluate(inst: MedInstance, alloc: Allocation, states: np.ndarray) -> dict[str, np.ndarray]:
+def noise_factors(cv: np.ndarray, trials: int, cycles: int, seed: int) -> np.ndarray:
+    """Run-to-run factors (trials, cycles, n): lognormal, mean 1, coefficient of variation cv_j.
+
+    F = exp(sigma_j Z - sigma_j^2 / 2) with sigma_j^2 = ln(1 + cv_j^2) and Z the standard
+    normals ``default_rng(stream).standard_normal((trials, cycles, n))`` of the third stream of
+    ``SeedSequence(seed)``; then E[F] = 1 and sd(F) = cv_j exactly (F = 1 where cv_j = 0).
+    """
+    sigma = np.sqrt(np.log1p(np.asarray(cv, dtype=float) ** 2))
+    z = np.random.default_rng(_streams(seed)[2]).standard_normal((trials, cycles, sigma.size))
+    return np.exp(sigma * z - 0.5 * sigma**2)
+
+
+def redraw_learners(inst: MedInstance, trials: int, seed: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-trial distributions (trials, n, h) and prices (trials, n), thesis Section 4.3.1.
+
+    Trial t uses :func:`~mel_opt.problems.med.generate.draw_learners` with a generator on the
+    t-th child of the fourth stream of ``SeedSequence(seed)``.
+    """
+    kids = _streams(seed)[3].spawn(trials)
+    probs = np.empty((trials, inst.n_learners, inst.n_states))
+    prices = np.empty((trials, inst.n_learners))
+    for t, kid in enumerate(kids):
+        probs[t], prices[t] = draw_learners(np.random.default_rng(kid), inst.n_learners,
+                                            inst.n_states)
+    return probs, prices
+
+
+def evaluate(inst: MedInstance, alloc: Allocation, states: np.ndarray,
+             noise: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Metrics per (trial, cycle) of an allocation under the drawn states (vectorised).
 
-    Returns arrays (T, C), NaN where ``alloc.ok`` is False. See the module docstring for the
-    halting rule and the metric definitions.
+    ``noise`` (T, C, n) multiplies each learner's download, training and upload times (default
+    1: the state times exactly). Returns arrays (T, C), NaN where ``alloc.ok`` is False. See
+    the module docstring for the halting rule and the metric definitions.
     """
     task = np.where(alloc.task >= 0, alloc.task, 0)
     d = np.where(alloc.task >= 0, alloc.shards, 0)
     used = d > 0
     down, train, up = state_times(inst, task, d, states)
+    if noise is not None:
+        down, train, up = down * noise, train * noise, up * noise
     T = inst.deadline[task]
     finished = used & (down + train <= T)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -273,67 +330,44 @@ def evaluate(inst: MedInstance, alloc: Allocation, states: np.ndarray) -> dict[s
 # --------------------------------------------------------------------------------------------
 # schemes
 # --------------------------------------------------------------------------------------------
-Solver = Callable[[np.ndarray | None], MethodOutput]
+Solver = Callable[[int, int], MethodOutput]
+KeyOf = Callable[[int, int], Hashable]
 
 
-def _allocate(inst: MedInstance, trials: int, cycles: int, keys: np.ndarray | None,
-              solve: Solver, res: SchemeResult, per_cycle: bool) -> Allocation:
-    """Allocations for every (trial, cycle); ``keys`` are the states each solve assumes
-    ((T, C, n) per cycle, (T, n) per trial, None for one solve), solved once per distinct key."""
+def _allocate(inst: MedInstance, trials: int, cycles: int, key_of: KeyOf, solve: Solver,
+              res: SchemeResult) -> Allocation:
+    """Allocations for every (trial, cycle); ``key_of(trial, cycle)`` names what a solve
+    depends on, and ``solve(trial, cycle)`` runs at the first (trial, cycle) of each distinct
+    key, its answer reused for the others."""
     n = inst.n_learners
     task = np.full((trials, cycles, n), -1, dtype=np.int64)
     shards = np.zeros((trials, cycles, n), dtype=np.int64)
     ok = np.zeros((trials, cycles), dtype=bool)
-    cache: dict[bytes | None, tuple[np.ndarray, np.ndarray] | None] = {}
-
-    def get(key: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
-        tag = None if key is None else key.tobytes()
-        if tag not in cache:
-            t0 = time.perf_counter()
-            out = solve(key)
-            res.solve_time_s += time.perf_counter() - t0
-            res.solves += 1
-            if out.solution is None:
-                res.failed_solves += 1
-                if len(res.messages) < 5:
-                    res.messages.append(f"{out.termination.value}: {out.message}")
-                cache[tag] = None
-            else:
-                cache[tag] = (np.asarray(out.solution["assignment"], dtype=np.int64),
-                              np.asarray(out.solution["d"], dtype=np.int64).sum(axis=0))
-        return cache[tag]
-
+    cache: dict[Hashable, tuple[np.ndarray, np.ndarray] | None] = {}
     for tr in range(trials):
         for cy in range(cycles):
-            if keys is None:
-                got = get(None)
-            elif per_cycle:
-                got = get(keys[tr, cy])
-            else:
-                got = get(keys[tr])
+            key = key_of(tr, cy)
+            if key not in cache:
+                t0 = time.perf_counter()
+                out = solve(tr, cy)
+                res.solve_time_s += time.perf_counter() - t0
+                res.solves += 1
+                if out.solution is None:
+                    res.failed_solves += 1
+                    if len(res.messages) < 5:
+                        res.messages.append(f"{out.termination.value}: {out.message}")
+                    cache[key] = None
+                else:
+                    cache[key] = (np.asarray(out.solution["assignment"], dtype=np.int64),
+                                  np.asarray(out.solution["d"], dtype=np.int64).sum(axis=0))
+            got = cache[key]
             if got is not None:
                 task[tr, cy], shards[tr, cy] = got
                 ok[tr, cy] = True
     return Allocation(task, shards, ok)
 
 
-def simulate(inst: MedInstance, *, schemes: Sequence[str] = SCHEMES, cycles: int = 5,
-             trials: int = 40, seed: int = 0, method: str = "exact",
-             time_limit: float | None = None) -> SimulationResult:
-    """Run the Monte-Carlo evaluation (module docstring).
-
-    Parameters
-    ----------
-    schemes : names from ``SCHEMES``; the first is the reference of the paired differences.
-    cycles, trials : int
-        GUCs per trial and number of trials.
-    seed : int
-        Seeds every draw; the result is a function of (instance, schemes, cycles, trials, seed).
-    method : ``exact`` or ``highs``
-        Solver of every allocation.
-    time_limit : float, optional
-        Per solve [s].
-    """
+def _check_args(schemes: Sequence[str], method: str, cycles: int, trials: int) -> None:
     if not schemes:
         raise UsageError("no scheme to simulate")
     unknown = [s for s in schemes if s not in SCHEMES]
@@ -346,34 +380,65 @@ def simulate(inst: MedInstance, *, schemes: Sequence[str] = SCHEMES, cycles: int
         raise UsageError(f"method must be exact or highs, got {method!r}")
     if cycles < 1 or trials < 1:
         raise UsageError("cycles and trials must be at least 1")
+
+
+def simulate(inst: MedInstance, *, schemes: Sequence[str] = SCHEMES, cycles: int = 5,
+             trials: int = 40, seed: int = 0, method: str = "exact",
+             time_limit: float | None = None, redraw: bool = False) -> SimulationResult:
+    """Run the Monte-Carlo evaluation (module docstring).
+
+    Parameters
+    ----------
+    schemes : names from ``SCHEMES``; the first is the reference of the paired differences.
+    cycles, trials : int
+        GUCs per trial and number of trials.
+    seed : int
+        Seeds every draw; the result is a function of (instance, schemes, cycles, trials, seed,
+        redraw).
+    method : ``exact`` or ``highs``
+        Solver of every allocation.
+    time_limit : float, optional
+        Per solve [s].
+    redraw : bool
+        Draw every learner's state distribution and price again for each trial, as the thesis
+        did (Section 4.3.1); False keeps the instance's for every trial.
+    """
+    _check_args(schemes, method, cycles, trials)
     start = time.perf_counter()
-    cyc_states, bench_states = draw_states(inst, trials, cycles, seed)
+    if redraw:
+        probs, prices = redraw_learners(inst, trials, seed)
+        insts = [replace(inst, probs=readonly_array(probs[t]), price=readonly_array(prices[t]))
+                 for t in range(trials)]
+        cyc_states, bench_states = draw_states(inst, trials, cycles, seed, probs)
+    else:
+        insts = [inst] * trials
+        cyc_states, bench_states = draw_states(inst, trials, cycles, seed)
+    noise = noise_factors(inst.time_cv, trials, cycles, seed)
     opts = SolveOptions(time_limit=time_limit)
+    solve_med = methods.solve_highs if method == "highs" else methods.solve_exact
+    # what each solve depends on: the trial's instance (only when redrawn) and the states
+    per_trial: KeyOf = (lambda tr, cy: tr) if redraw else (lambda tr, cy: None)
+    keys: dict[str, KeyOf] = {
+        "med": per_trial,
+        "mmtt-uncertain": lambda tr, cy: (per_trial(tr, cy), bench_states[tr].tobytes()),
+        "mmtt-ideal": lambda tr, cy: (per_trial(tr, cy), cyc_states[tr, cy].tobytes()),
+    }
+    solvers: dict[str, Solver] = {
+        "med": lambda tr, cy: solve_med(insts[tr], opts),
+        "mmtt-uncertain": lambda tr, cy: methods.solve_known_states(
+            insts[tr], bench_states[tr], time_limit, method),
+        "mmtt-ideal": lambda tr, cy: methods.solve_known_states(
+            insts[tr], cyc_states[tr, cy], time_limit, method),
+    }
     results = []
     for name in schemes:
         res = SchemeResult(name, {}, {})
-        solver: Solver
-        if name == "med":
-            solve_med = methods.solve_highs if method == "highs" else methods.solve_exact
-
-            def solver(_: np.ndarray | None, f: Callable[..., MethodOutput] = solve_med
-                       ) -> MethodOutput:
-                return f(inst, opts)
-
-            alloc = _allocate(inst, trials, cycles, None, solver, res, False)
-        else:
-            keys = cyc_states if name == "mmtt-ideal" else bench_states
-
-            def solver(states: np.ndarray | None) -> MethodOutput:
-                assert states is not None
-                return methods.solve_known_states(inst, states, time_limit, method)
-
-            alloc = _allocate(inst, trials, cycles, keys, solver, res, name == "mmtt-ideal")
+        alloc = _allocate(inst, trials, cycles, keys[name], solvers[name], res)
         res.cycles_without_allocation = int((~alloc.ok).sum())
-        res.per_cycle = evaluate(inst, alloc, cyc_states)
+        res.per_cycle = evaluate(inst, alloc, cyc_states, noise)
         with warnings.catch_warnings():  # a trial without any allocation gives NaN, quietly
             warnings.simplefilter("ignore", category=RuntimeWarning)
             res.per_trial = {k: np.nanmean(v, axis=1) for k, v in res.per_cycle.items()}
         results.append(res)
     return SimulationResult(inst.name, cycles, trials, seed, method, results,
-                            time.perf_counter() - start)
+                            time.perf_counter() - start, redraw)

@@ -38,7 +38,8 @@ def test_generate_tasks_experiment_and_hetero():
               "experiment=tasks")
     doc = json.loads(res.stdout)
     assert doc["budget"] == 200
-    assert [t["deadline_s"] for t in doc["tasks"]] == [65.0, 50.0, 50.0, 50.0]
+    # Table 4.1 + 5 s (Section 4.3.1.2)
+    assert [t["deadline_s"] for t in doc["tasks"]] == [60.0, 45.0, 45.0, 45.0]
     res = run("generate", "med", "--preset", "hetero", "--learners", "20", "--tasks", "5",
               "--seed", "1")
     assert res.exit_code == 0
