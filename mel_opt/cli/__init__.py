@@ -1,7 +1,8 @@
 """The ``melopt`` command line.
 
-Commands live in ``cmd_*.py`` modules of this package and attach themselves to the group in
-:mod:`mel_opt.cli.app`; they are discovered here, so adding a command touches no shared file.
+Commands live in the modules of this package and attach themselves to the group in
+:mod:`mel_opt.cli.app`; every module except ``app``, ``__init__`` and ``_*`` is imported here,
+so adding a command touches no shared file.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pkgutil
 from mel_opt.cli.app import cli
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if _info.name.startswith("cmd_"):
+    if _info.name != "app" and not _info.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_info.name}")
 
 
