@@ -32,7 +32,7 @@ from mel_opt.training.partition import Partition, make_pools, parse_partition, p
 PROBLEMS = ("mel-async", "dab", "feel")
 TRAINING_ONLY: dict[str, tuple[str, ...]] = {
     "mel-async": (),
-    "dab": (),
+    "dab": ("csa-fixed",),
     "feel": ("individual", "model-based", "gradient-based"),
 }
 
@@ -179,6 +179,34 @@ def _mel_async(inst: Any, sol: dict[str, Any], tr: Trainer, part: Partition,
     return run_local_cycles(tr, plan, pools, cycles, rng)
 
 
+def csa_fixed_shards(inst: Any) -> np.ndarray:
+    """The thesis' CSA as run in its deadline experiment (Section 3.4.2): a fixed amount of data.
+
+    ``total_shards`` are split over the learners so that they finish together (the least
+    makespan of Eq. 3.4 with mu passes: eta_k = alpha_k + beta_k a_k with alpha_k =
+    2 Omega_m / b_k and beta_k = Omega_d / b_k + mu / c_k), whatever the deadline: when the
+    data does not fit, the cycle runs past D. Whole shards: the floor of the continuous split,
+    then one more shard at a time to the learner that finishes earliest with it.
+    """
+    if inst.total_shards is None:
+        raise UsageError("scheme 'csa-fixed' needs total_shards in the instance")
+    ones = np.ones(inst.K)
+    alpha = dab_times(inst, 0 * ones, inst.iterations * ones)
+    beta = dab_times(inst, ones, inst.iterations * ones) - alpha
+    total = float(inst.total_shards)
+    lo, hi = 0.0, float(alpha.max() + beta.max() * total)
+    for _ in range(200):  # sum_k max(0, (t - alpha_k) / beta_k) = total, increasing in t
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.maximum(0.0, (mid - alpha) / beta).sum() < total else (lo, mid)
+    a = np.floor(np.maximum(0.0, (hi - alpha) / beta)).astype(np.int64)
+    while a.sum() > total:
+        a[int(np.argmax(a))] -= 1
+    for _ in range(int(total - a.sum())):
+        k = int(np.argmin(alpha + beta * (a + 1)))
+        a[k] += 1
+    return a
+
+
 def _dab(inst: Any, sol: dict[str, Any], tr: Trainer, part: Partition,
          rng: np.random.Generator, cycles: int, noise: float) -> Iterator[CycleRecord]:
     shards = np.asarray(sol["shards"], dtype=np.int64)
@@ -264,6 +292,8 @@ def train(inst: Any, settings: TrainSettings, *, data: Dataset | None = None,
                          f"the {inst.K} learners")
     run = TrainRun(inst.name, problem, settings)
     for scheme in settings.schemes:
+        if scheme == "csa-fixed":
+            run.allocations[scheme] = {"shards": csa_fixed_shards(inst).tolist()}
         if scheme in TRAINING_ONLY[problem]:
             continue
         out = _allocate(inst, scheme, settings.time_limit)
