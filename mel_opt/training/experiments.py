@@ -200,26 +200,42 @@ def paper004_table2(out_dir: str | Path, seeds: int = 3, quick: bool = False,
         run = _feel_runs(inst, TABLE2_SCHEMES, settings, ds, 30 if quick else 1500,
                          5 if quick else 300)
         summary = _save(run, Path(out_dir) / f"paper004_K{K}_{part}", out)
-        speed = {}
+        secs: dict[str, float | None] = {}
         for s in TABLE2_SCHEMES:
             e = summary["schemes"][s]
             t = e["targets"][f"{target:g}"]
-            speed[s] = t["speedup"]
+            all_seeds = t["reached"] == f"{seeds}/{seeds}"
+            secs[s] = _mean(t["seconds"]) if all_seeds else None
             acc, sp = PAPER004[(K, part)][s]
             out.rows.append({"K": K, "partition": part, "scheme": s,
                              "accuracy": e["final_accuracy"], "paper_accuracy": acc,
                              "seconds_to_target": t["seconds"], "reached": t["reached"],
                              "speedup": t["speedup"], "paper_speedup": sp})
-        order = sorted((v, k) for k, v in speed.items() if v is not None)
-        ours = [k for _, k in order[::-1]]
-        if not ours or ours[0] != "closed-form":
-            problems.append(f"K={K} {part}: fastest is {ours[0] if ours else 'none'}")
-        elif speed["closed-form"] is not None and speed["closed-form"] > 2.0:
-            problems.append(f"K={K} {part}: closed-form {speed['closed-form']:.3g}x faster "
-                            "than individual learning (paper: 1.03-1.26x)")
+        problems += _table2_claims(K, part, secs)
     out.verdict = "reproduced" if not problems else "differs: " + "; ".join(problems)
     out.wall_s = time.perf_counter() - start
     return out
+
+
+def _table2_claims(K: int, part: str, secs: dict[str, float | None]) -> list[str]:
+    """Where Table II's ordering fails: the closed form should be fastest, 1.03-1.26x faster
+    than individual learning, faster than both FEEL schemes (seconds to the target, schemes
+    that reached it with every seed)."""
+    paper = PAPER004[(K, part)]
+    cf = secs["closed-form"]
+    if cf is None:
+        return [f"K={K} {part}: closed-form does not reach the target with every seed"]
+    notes = []
+    for s in ("individual", "model-based", "gradient-based"):
+        want = paper["closed-form"][1] / paper[s][1]
+        other = secs[s]
+        if other is None:
+            notes.append(f"K={K} {part}: {s} never reaches the target with every seed "
+                         f"(paper: closed-form {want:.2g}x faster)")
+        elif not 0.5 * want <= other / cf <= 2.0 * want:
+            notes.append(f"K={K} {part}: closed-form {other / cf:.3g}x faster than {s} "
+                         f"(paper {want:.2g}x)")
+    return notes
 
 
 GPU_SCHEMES = ("closed-form", "online", "full-batch", "random-batch")
@@ -347,17 +363,32 @@ def thesis_dab(out_dir: str | Path, seeds: int = 5, quick: bool = False,
     fig = _dab_figure(out.rows, runs, Path(out_dir) / "thesis_dab.png")
     if fig is not None:
         out.figures.append(fig)
-    tru = {s: [r["truancy"]["mean"] for r in out.rows if r["scheme"] == s
-               and r["status"] == "trained"] for s in ("dab", "csa-fixed")}
-    dab_max = max(tru["dab"]) if tru["dab"] else None
-    csa_max = max(tru["csa-fixed"]) if tru["csa-fixed"] else None
-    if dab_max is not None and csa_max is not None and dab_max < 15 and csa_max > 50:
-        out.verdict = (f"reproduced: DAB truancy at most {dab_max:.3g}% against up to "
-                       f"{csa_max:.3g}% for CSA with fixed data")
-    else:
-        out.verdict = f"differs: DAB truancy up to {dab_max}%, fixed-data CSA up to {csa_max}%"
+    out.verdict = _dab_verdict(out.rows, deadlines[-1])
     out.wall_s = time.perf_counter() - start
     return out
+
+
+def _dab_verdict(rows: list[dict[str, Any]], last: float) -> str:
+    """DAB's truancy should stay low at every deadline while fixed-data CSA overruns; at the
+    last deadline the thesis also has CSA 63% late and DAB ahead on time."""
+    def tru(s: str) -> list[tuple[float, float]]:
+        return [(r["deadline_s"], r["truancy"]["mean"]) for r in rows
+                if r["scheme"] == s and r["status"] == "trained"]
+
+    dab, fixed = tru("dab"), tru("csa-fixed")
+    if not dab or not fixed:
+        return "differs: a scheme did not train"
+    dab_max = max(t for _, t in dab)
+    late = [d for d, t in fixed if t > 2 * dab_max]
+    fixed_last = dict(fixed).get(last)
+    head = (f"DAB truancy {min(t for _, t in dab):.3g}-{dab_max:.3g}% at every deadline; "
+            f"CSA with fixed data {max(t for _, t in fixed):.3g}% late at worst")
+    if dab_max < 15 and late and fixed_last is not None and fixed_last > dab_max:
+        return f"reproduced: {head}"
+    return (f"differs: {head}, but only at D <= {max(late) if late else 0:g} s "
+            f"(at D = {last:g} s CSA is {fixed_last:.3g}% late, the thesis 63%): the data "
+            "CSA fixes here (what DAB places at 55 s) fits the longer deadlines; the thesis "
+            "does not say how much data its CSA fixed")
 
 
 def _dab_figure(rows: list[dict[str, Any]], runs: dict[float, TrainRun],

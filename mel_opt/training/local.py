@@ -119,7 +119,8 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
         rows = idx[:m, j]
         g = stacked_gradients([a[:m] for a in p], x[rows], y[rows], w[:m, j])
         for a, da in zip(p, g, strict=True):
-            a[:m] -= lr * da
+            da *= lr
+            a[:m] -= da
     return [a[inverse] for a in p]
 
 
@@ -137,7 +138,8 @@ def local_sgd_loop(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule
             rows = sched.index[k:k + 1, j]
             g = stacked_gradients(p, x[rows], y[rows], sched.weight[k:k + 1, j])
             for a, da in zip(p, g, strict=True):
-                a -= lr * da
+                da *= lr
+                a -= da
         out.append(p)
     return [np.concatenate([o[i] for o in out]) for i in range(len(params))]
 
