@@ -24,6 +24,8 @@ import numpy as np
 
 from mel_opt.training.mlp import Params, stacked_forward, stacked_gradients
 
+GATHER_BYTES = 1 << 25  # minibatch features gathered at once by local_sgd [bytes]
+
 
 @dataclass(frozen=True, eq=False)
 class Schedule:
@@ -113,14 +115,24 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
     inverse = np.argsort(order)
     p = [a[order].copy() for a in params]
     idx, w = sched.index[order], sched.weight[order]
-    active = np.sort(sched.steps)[::-1]  # S_k sorted down: learners active at step j = prefix
-    for j in range(int(active[0]) if active.size else 0):
-        m = int(np.searchsorted(-active, -j, side="left"))  # number with S_k > j
-        rows = idx[:m, j]
-        g = stacked_gradients([a[:m] for a in p], x[rows], y[rows], w[:m, j])
-        for a, da in zip(p, g, strict=True):
-            da *= lr
-            a[:m] -= da
+    K, S, bs = idx.shape
+    n_steps = int(sched.steps.max()) if K else 0
+    # learners still training at step j: a prefix of the sorted axis, of this length
+    active = (sched.steps[order][:, None] > np.arange(n_steps)[None, :]).sum(axis=0)
+    # minibatches are gathered for a block of steps at once (one fancy-indexing call instead
+    # of one per step), the block kept to about GATHER_BYTES
+    block = max(1, GATHER_BYTES // max(1, K * bs * x.shape[1] * x.itemsize))
+    for j0 in range(0, n_steps, block):
+        j1 = min(j0 + block, n_steps)
+        m0 = int(active[j0])
+        xs, ys = x[idx[:m0, j0:j1]], y[idx[:m0, j0:j1]]
+        for j in range(j0, j1):
+            m = int(active[j])
+            g = stacked_gradients([a[:m] for a in p], xs[:m, j - j0], ys[:m, j - j0],
+                                  w[:m, j])
+            for a, da in zip(p, g, strict=True):
+                da *= lr
+                a[:m] -= da
     return [a[inverse] for a in p]
 
 

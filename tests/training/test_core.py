@@ -70,7 +70,12 @@ def test_softmax_regression_gradient_by_hand() -> None:
     assert stacked_loss(p, x, y)[0] == pytest.approx(np.log(3.0))
 
 
-def test_batched_trainer_equals_per_learner_loop_with_ragged_data_and_passes() -> None:
+@pytest.mark.parametrize("gather_bytes", [1, 1 << 25])  # a step per block, all in one
+def test_batched_trainer_equals_per_learner_loop_with_ragged_data_and_passes(
+        gather_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mel_opt.training.local as local
+
+    monkeypatch.setattr(local, "GATHER_BYTES", gather_bytes)
     x, y = _data()
     rng = np.random.default_rng(3)
     counts = [17, 5, 40, 1, 23, 9]  # ragged d_k, some below the minibatch size
