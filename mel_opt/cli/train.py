@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from mel_opt.api import load_instance
-from mel_opt.cli.app import cli, err, guarded, out
+from mel_opt.cli.app import cli, err, fail, guarded, out
 from mel_opt.errors import UsageError
 from mel_opt.training import TrainSettings, train, write_outputs
 
@@ -119,3 +119,5 @@ def train_cmd(path: str, schemes: str, cycles: int, seeds: int, dataset: str, pa
         files = "train.csv, summary.json" + (f", {summary['figure']}" if summary["figure"]
                                              else " (no figure: matplotlib is missing)")
         out.print(f"wrote {files} to {out_dir}", markup=False)
+        if not run.schemes:
+            fail("no scheme has an allocation: nothing was trained", 1)

@@ -154,6 +154,13 @@ def test_an_infeasible_scheme_is_reported_and_the_others_run(tmp_path: Path,
     assert "csa" in run.infeasible and run.schemes == ["dab"]
     summary = write_outputs(run, tmp_path / "out")
     assert summary["infeasible"]["csa"] and list(summary["schemes"]) == ["dab"]
+    res = CliRunner().invoke(cli, ["train", str(f), "--schemes", "csa,dab", "--cycles", "1",
+                                   "--seeds", "1", "--model", "softmax", "-o",
+                                   str(tmp_path / "cli")])
+    assert res.exit_code == 0 and "scheme csa has no allocation" in res.output
+    res = CliRunner().invoke(cli, ["train", str(f), "--schemes", "csa", "--cycles", "1",
+                                   "-o", str(tmp_path / "none")])
+    assert res.exit_code == 1 and "nothing was trained" in res.output
 
 
 def test_summary_cycles_seconds_intervals_and_speedup(digits: Any) -> None:
