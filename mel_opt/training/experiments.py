@@ -121,6 +121,7 @@ def paper000_fig3(out_dir: str | Path, seeds: int = 5, quick: bool = False,
                 out.rows.append({
                     "K": K, "target": target, "scheme": s, "max_staleness": stale[s],
                     "cycles": t["cycles"], "reached": t["reached"],
+                    "final_accuracy": summary["schemes"][s]["final_accuracy"],
                     "paper_cycles": paper.get("exact" if s == "kkt-sai" else s, "n/a")
                     if paper else "n/a",
                 })
