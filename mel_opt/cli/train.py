@@ -1,0 +1,123 @@
+"""``melopt train``: train a real model under each scheme's allocation on a virtual clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mel_opt.api import load_instance
+from mel_opt.cli.app import cli, err, fail, guarded, out
+from mel_opt.errors import UsageError
+from mel_opt.training import TrainSettings, train, write_outputs
+
+
+def _floats(text: str, option: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"{option} needs comma-separated numbers, got {text!r}") from None
+
+
+def _cell(iv: dict[str, Any], digits: int = 3) -> str:
+    if iv["mean"] is None:
+        return "-"
+    if iv["n"] > 1 and iv["hi"] > iv["lo"]:
+        return f"{iv['mean']:.{digits}g} [{iv['lo']:.{digits}g}, {iv['hi']:.{digits}g}]"
+    return f"{iv['mean']:.{digits}g}"
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    """The rich table of a training summary: per scheme and target, cycles and seconds."""
+    table = Table(title=f"{summary['instance']} ({summary['problem']}): training under each "
+                        f"allocation, mean [95% interval] over seeds; speedup vs "
+                        f"{summary['reference']}")
+    table.add_column("scheme")
+    table.add_column("target")
+    table.add_column("reached", justify="right")
+    table.add_column("cycles", justify="right")
+    table.add_column("seconds", justify="right")
+    table.add_column("speedup", justify="right")
+    table.add_column("final accuracy", justify="right")
+    has_truancy = any("truancy_percent" in e for e in summary["schemes"].values())
+    if has_truancy:
+        table.add_column("truancy %", justify="right")
+    for scheme, e in summary["schemes"].items():
+        for target, t in e["targets"].items():
+            row = [scheme, target, t["reached"], _cell(t["cycles"]), _cell(t["seconds"], 4),
+                   "-" if t["speedup"] is None else f"{t['speedup']:.3g}x",
+                   _cell(e["final_accuracy"])]
+            if has_truancy:
+                row.append(_cell(e["truancy_percent"]) if "truancy_percent" in e else "-")
+            table.add_row(*row)
+    for scheme, why in summary["infeasible"].items():
+        table.add_row(scheme, "-", "infeasible", why[:60], "", "", "")
+    return table
+
+
+@cli.command("train")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--schemes", required=True,
+              help="Comma-separated methods of the instance's problem and training baselines "
+                   "(feel: individual, model-based, gradient-based).")
+@click.option("--cycles", type=int, default=20, show_default=True,
+              help="Global cycles (communication rounds) per run.")
+@click.option("--seeds", type=int, default=3, show_default=True, help="Runs per scheme.")
+@click.option("--dataset", default="digits", show_default=True,
+              help="digits, fashion-mnist, mnist, or idx:DIR (MNIST-format files).")
+@click.option("--partition", default="iid", show_default=True,
+              help="iid, non-iid (2K single-label shards, two per learner) or dirichlet:ALPHA.")
+@click.option("--model", default="twonn", show_default=True,
+              help="softmax, twonn [F,50,20,C] or mlp000 [F,300,124,60,C].")
+@click.option("--target", "targets", default="0.9", show_default=True,
+              help="Comma-separated target accuracies in (0, 1].")
+@click.option("--lr", type=float, default=0.1, show_default=True, help="SGD learning rate.")
+@click.option("--batch-size", type=int, default=32, show_default=True,
+              help="Local minibatch (mel-async, dab).")
+@click.option("--time-noise", type=float, default=0.0, show_default=True,
+              help="dab: relative s.d. of actual learner times around the model.")
+@click.option("--reference", default=None, help="Scheme the speedups are measured against "
+                                                 "(default: the first).")
+@click.option("--max-train", type=int, default=None, help="Use at most this many training "
+                                                          "samples.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True,
+              help="Solver time limit per scheme [s].")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for train.csv, summary.json and train.png.")
+def train_cmd(path: str, schemes: str, cycles: int, seeds: int, dataset: str, partition: str,
+              model: str, targets: str, lr: float, batch_size: int, time_noise: float,
+              reference: str | None, max_train: int | None, time_limit: float,
+              out_dir: str) -> None:
+    """Solve PATH with each scheme, then train a model under every allocation.
+
+    The clock is virtual: a cycle lasts what the instance's latency model says. Writes
+    train.csv, summary.json and a figure of accuracy against time and cycles.
+    """
+    with guarded():
+        settings = TrainSettings(
+            schemes=tuple(s.strip() for s in schemes.split(",") if s.strip()), cycles=cycles,
+            seeds=seeds, dataset=dataset, partition=partition, model=model,
+            targets=_floats(targets, "--target"), lr=lr, batch_size=batch_size,
+            time_noise=time_noise, reference=reference, max_train=max_train,
+            time_limit=time_limit)
+        inst = load_instance(path)
+        with Progress(TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=True) as bar:
+            task = bar.add_task("train", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            run = train(inst, settings, progress=progress)
+        summary = write_outputs(run, out_dir)
+        for scheme, why in run.infeasible.items():
+            err.print(f"warning: scheme {scheme} has no allocation ({why}); not trained",
+                      markup=False)
+        out.print(summary_table(summary))
+        files = "train.csv, summary.json" + (f", {summary['figure']}" if summary["figure"]
+                                             else " (no figure: matplotlib is missing)")
+        out.print(f"wrote {files} to {out_dir}", markup=False)
+        if not run.schemes:
+            fail("no scheme has an allocation: nothing was trained", 1)

@@ -1,0 +1,195 @@
+"""Real data sets for the training emulator, read offline.
+
+- ``digits``: the handwritten digits that ship inside scikit-learn (1,797 images of 8 x 8
+  pixels, 10 classes; no download). A fixed, stratified 80/20 split (seed 0) gives the
+  training and the validation set, the same for every run.
+- IDX files (the MNIST / Fashion-MNIST format: big-endian header, magic 0x0000080D with D
+  dimensions, optionally gzip-compressed) from a directory holding ``train-images-idx3-ubyte``,
+  ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte``
+  (each possibly with ``.gz``). ``fashion-mnist`` and ``mnist`` name the directories where
+  Debian's ``dataset-fashion-mnist`` / ``dataset-mnist`` packages put them; ``idx:DIR`` (or a
+  directory path) reads any other.
+
+Pixels are scaled to [0, 1]; images are flattened to feature vectors.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mel_opt.errors import UsageError
+
+KNOWN_IDX_DIRS = {
+    "fashion-mnist": "/usr/share/datasets/fashion-mnist",
+    "mnist": "/usr/share/datasets/mnist",
+}
+DATASETS = ("digits", *KNOWN_IDX_DIRS, "idx:DIR")
+
+_IDX_TYPES: dict[int, str] = {0x08: "u1", 0x09: "i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4",
+                              0x0E: ">f8"}
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A labelled classification data set split into training and validation parts.
+
+    Attributes
+    ----------
+    name : str
+    x_train, x_test : ndarray, shape (n, features)
+        Features in [0, 1].
+    y_train, y_test : ndarray of int64, shape (n,)
+        Class indices 0 .. classes - 1.
+    classes : int
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    classes: int
+
+    @property
+    def features(self) -> int:
+        return int(self.x_train.shape[1])
+
+    def astype(self, dtype: np.dtype) -> Dataset:
+        """The same data with features of ``dtype``."""
+        return Dataset(self.name, self.x_train.astype(dtype, copy=False), self.y_train,
+                       self.x_test.astype(dtype, copy=False), self.y_test, self.classes)
+
+
+def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
+    """Read one IDX file (gzip-compressed if its name ends in ``.gz``).
+
+    Raises
+    ------
+    UsageError
+        If the file is missing, its magic number is not an IDX one or its size does not match
+        the dimensions in its header.
+    """
+    p = Path(path)
+    try:
+        raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such IDX file") from None
+    except (OSError, EOFError) as exc:
+        raise UsageError(f"{p}: cannot read ({exc})") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES or raw[3] < 1:
+        raise UsageError(f"{p}: not an IDX file (bad magic number)")
+    ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise UsageError(f"{p}: truncated IDX header")
+    shape = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    dtype = np.dtype(_IDX_TYPES[raw[2]])
+    body = raw[4 + 4 * ndim:]
+    if len(body) != int(np.prod(shape)) * dtype.itemsize:
+        raise UsageError(f"{p}: IDX body has {len(body)} bytes, the header {shape} needs "
+                         f"{int(np.prod(shape)) * dtype.itemsize}")
+    return np.frombuffer(body, dtype=dtype).reshape(shape)
+
+
+def _idx_file(directory: Path, stem: str) -> Path:
+    for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"),
+                 stem.replace("-idx", ".idx") + ".gz"):
+        if (directory / name).is_file():
+            return directory / name
+    raise UsageError(f"{directory}: no {stem}[.gz] (an IDX data set needs train-images-idx3-"
+                     "ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and "
+                     "t10k-labels-idx1-ubyte)")
+
+
+def load_idx_dir(directory: str | os.PathLike[str], name: str | None = None) -> Dataset:
+    """The four MNIST-format files of ``directory`` as a :class:`Dataset`."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise UsageError(f"IDX directory {d} does not exist")
+    parts = []
+    for split in ("train", "t10k"):
+        x = read_idx(_idx_file(d, f"{split}-images-idx3-ubyte"))
+        y = read_idx(_idx_file(d, f"{split}-labels-idx1-ubyte")).astype(np.int64)
+        if x.shape[0] != y.shape[0]:
+            raise UsageError(f"{d}: {split} has {x.shape[0]} images but {y.shape[0]} labels")
+        scale = 255.0 if x.dtype == np.uint8 else max(float(np.abs(x).max()), 1.0)
+        parts.append((x.reshape(x.shape[0], -1).astype(np.float64) / scale, y))
+    classes = int(max(parts[0][1].max(), parts[1][1].max())) + 1
+    return Dataset(name or d.name, parts[0][0], parts[0][1], parts[1][0], parts[1][1], classes)
+
+
+def _stratified_split(y: np.ndarray, test_fraction: float,
+                      seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for c in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        n_test = int(round(test_fraction * idx.size))
+        test.append(idx[:n_test])
+        train.append(idx[n_test:])
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
+def load_digits_dataset() -> Dataset:
+    """scikit-learn's 8 x 8 digits, a fixed stratified 80/20 split (seed 0)."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise UsageError("the digits data set needs scikit-learn: pip install "
+                         "'mel_opt[train]'") from None
+    bunch = load_digits()
+    x = np.asarray(bunch.data, dtype=np.float64) / 16.0
+    y = np.asarray(bunch.target, dtype=np.int64)
+    tr, te = _stratified_split(y, 0.2, 0)
+    return Dataset("digits", x[tr], y[tr], x[te], y[te], 10)
+
+
+def load_dataset(name: str, *, max_train: int | None = None,
+                 max_test: int | None = None) -> Dataset:
+    """A data set by name: ``digits``, ``fashion-mnist``, ``mnist``, ``idx:DIR`` or a directory.
+
+    Parameters
+    ----------
+    name : str
+    max_train, max_test : int, optional
+        Keep a fixed random subset (seed 0) of at most this many training / validation
+        samples (a large IDX set trains faster on a subset).
+
+    Raises
+    ------
+    UsageError
+        Unknown name, missing directory or files, unreadable files.
+    """
+    if name == "digits":
+        ds = load_digits_dataset()
+    elif name in KNOWN_IDX_DIRS:
+        directory = KNOWN_IDX_DIRS[name]
+        if not Path(directory).is_dir():
+            raise UsageError(f"data set {name!r} is not installed: {directory} does not exist "
+                             f"(Debian: apt install dataset-{name}; or pass --dataset idx:DIR)")
+        ds = load_idx_dir(directory, name)
+    elif name.startswith("idx:"):
+        ds = load_idx_dir(name[4:])
+    elif os.sep in name or Path(name).is_dir():
+        ds = load_idx_dir(name)
+    else:
+        raise UsageError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    return subsample(ds, max_train, max_test)
+
+
+def subsample(ds: Dataset, max_train: int | None, max_test: int | None) -> Dataset:
+    """``ds`` with at most ``max_train`` / ``max_test`` samples (fixed random subsets)."""
+    rng = np.random.default_rng(0)
+    parts = []
+    for x, y, cap in ((ds.x_train, ds.y_train, max_train), (ds.x_test, ds.y_test, max_test)):
+        if cap is not None and cap < 1:
+            raise UsageError(f"a subset size must be at least 1, got {cap}")
+        if cap is not None and cap < x.shape[0]:
+            keep = np.sort(rng.choice(x.shape[0], cap, replace=False))
+            x, y = x[keep], y[keep]
+        parts.append((x, y))
+    return Dataset(ds.name, parts[0][0], parts[0][1], parts[1][0], parts[1][1], ds.classes)
