@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from mel_opt.problems.dab import eta as _dab_eta
-from mel_opt.problems.feel.model import coefficients as _feel_coefficients
+from mel_opt.problems.feel.latency import coefficients as _feel_coefficients
 from mel_opt.problems.feel.roots import equalise as _equalise
 
 

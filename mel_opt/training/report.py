@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from collections import defaultdict
@@ -21,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.io import atomic_write_text
+from mel_opt.io import atomic_write
+from mel_opt.io.csvsafe import csv_text as safe_csv_text
 from mel_opt.training.run import TrainRun
 
 CSV_COLUMNS = ("scheme", "seed", "cycle", "time_s", "loss", "accuracy", "truancy")
@@ -95,14 +94,13 @@ def summarise(run: TrainRun) -> dict[str, Any]:
 
 def csv_text(run: TrainRun) -> str:
     """``train.csv``: one row per (scheme, seed, cycle), cycle 0 being the untrained model."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    for r in run.rows:
-        w.writerow([r["scheme"], r["seed"], r["cycle"], f"{r['time_s']:.6g}",
-                    f"{r['loss']:.6g}", f"{r['accuracy']:.6g}",
-                    "" if r["truancy"] is None else f"{r['truancy']:.6g}"])
-    return buf.getvalue()
+    def fmt(value: float | None) -> str:
+        return "" if value is None else f"{value:.6g}"
+
+    rows = ({"scheme": r["scheme"], "seed": r["seed"], "cycle": r["cycle"],
+             "time_s": fmt(r["time_s"]), "loss": fmt(r["loss"]),
+             "accuracy": fmt(r["accuracy"]), "truancy": fmt(r["truancy"])} for r in run.rows)
+    return safe_csv_text(CSV_COLUMNS, rows)
 
 
 def plot_run(run: TrainRun, path: Path) -> Path | None:
@@ -157,6 +155,6 @@ def write_outputs(run: TrainRun, out_dir: str | Path) -> dict[str, Any]:
     summary = summarise(run)
     fig = plot_run(run, out / "train.png") if run.rows else None
     summary["figure"] = None if fig is None else fig.name
-    atomic_write_text(out / "train.csv", csv_text(run))
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, allow_nan=False) + "\n")
+    atomic_write(out / "train.csv", csv_text(run))
+    atomic_write(out / "summary.json", json.dumps(summary, indent=1, allow_nan=False) + "\n")
     return summary
