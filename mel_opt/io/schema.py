@@ -128,7 +128,7 @@ def _description(f: Field) -> str:
     return text.strip("; ")
 
 
-def _field(f: Field) -> dict[str, Any]:
+def field_schema(f: Field) -> dict[str, Any]:
     """The full schema of field ``f`` (members that exist under a condition excluded)."""
     out: dict[str, Any] = {"type": _TYPES[f.kind]}
     desc = _description(f)
@@ -151,7 +151,7 @@ def _field(f: Field) -> dict[str, Any]:
             out["items"] = _item_object(f)
         else:
             assert f.item is not None, f"list field {f.key} declares neither fields nor item"
-            out["items"] = _field(f.item)
+            out["items"] = field_schema(f.item)
             if f.names:
                 out["uniqueItems"] = True
     return out
@@ -201,7 +201,7 @@ def _members(fields: tuple[Field, ...], cond: When | None) -> dict[str, Any]:
     required: list[str] = []
     for f in fields:
         if f.when == cond:
-            props[f.key] = _field(f)
+            props[f.key] = field_schema(f)
             if f.required:
                 required.append(f.key)
         elif cond is not None and f.when is None and _holds(f, cond):

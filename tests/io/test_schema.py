@@ -30,7 +30,7 @@ import pytest
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from mel_opt.api import parse_instance
+from mel_opt.api import load_instance, parse_instance, solve
 from mel_opt.cli import cli
 from mel_opt.errors import InstanceError, UsageError
 from mel_opt.io.fields import Field, walk
@@ -38,8 +38,8 @@ from mel_opt.io.json_io import parse_json_text
 from mel_opt.io.schema import (
     DIALECT,
     SOLUTIONS,
-    _field,
     cross_field_rules,
+    field_schema,
     instance_schema,
     problem_fields,
     result_schema,
@@ -408,7 +408,7 @@ def test_field_schemas_agree_with_check_value_at_the_bounds(table: str) -> None:
     for pattern, f in walk(fields):
         if f.kind in ("list", "object"):
             continue
-        schema = Draft202012Validator(_field(f))
+        schema = Draft202012Validator(field_schema(f))
         for value in _field_values(f):
             v = Validator()
             v.check_value(value, pattern, f)
@@ -557,6 +557,15 @@ def test_solve_json_validates_against_result_schema(problem: str) -> None:
     doc = json.loads(res.output)
     assert list(result_validator().iter_errors(doc)) == []
     assert set(SOLUTIONS[problem]) <= set(doc["solution"])
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_every_method_result_validates(problem: str) -> None:
+    inst = load_instance(ROOT / RESULT_FILES[problem])
+    for method in get_problem(problem).methods:
+        doc = json.loads(solve(inst, method, time_limit=60).to_json())
+        assert doc["method"] == method
+        assert list(result_validator().iter_errors(doc)) == [], method
 
 
 def test_result_schema_rejects_broken_results() -> None:
