@@ -55,6 +55,15 @@ FIELDS: tuple[Field, ...] = (
 )
 
 
+#: Rules of :func:`parse` beyond the field table, as (JSON path, rule): JSON Schema cannot
+#: express them, so the published schema lists them and mel_opt alone checks them.
+CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
+    ("resources[].budget", "exceeds local_cost + global_cost when use_min_loss is true"),
+    ("resources[].used", "at most budget"),
+    ("tau_current", f"search_factor * tau_current <= {MAX_SEARCH:,}"),
+)
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class AdaptiveTauInstance(Instance):
     """A validated adaptive-tau instance (arrays are read-only).

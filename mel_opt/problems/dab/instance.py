@@ -43,6 +43,13 @@ FIELDS: tuple[Field, ...] = (
 )
 
 
+#: Rules of :func:`parse` beyond the field table, as (JSON path, rule): JSON Schema cannot
+#: express them, so the published schema lists them and mel_opt alone checks them.
+CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
+    ("min_shards", "at most max_shards, or at most total_shards when max_shards is absent"),
+)
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class DabInstance(Instance):
     """A validated dab instance (arrays are read-only).

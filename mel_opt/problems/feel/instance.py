@@ -81,6 +81,13 @@ FIELDS: tuple[Field, ...] = (
 )
 
 
+#: Rules of :func:`parse` beyond the field table, as (JSON path, rule): JSON Schema cannot
+#: express them, so the published schema lists them and mel_opt alone checks them.
+CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
+    ("global_batch", "within [K, K * max_batch] (K devices; (17d)-(17e))"),
+)
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FeelInstance(Instance):
     """A validated feel instance (arrays are read-only; nothing here changes after parsing).

@@ -71,6 +71,16 @@ FIELDS: tuple[Field, ...] = (
 )
 
 
+#: Rules of :func:`parse` beyond the field table, as (JSON path, rule): JSON Schema cannot
+#: express them, so the published schema lists them and mel_opt alone checks them.
+CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
+    ("learners[].state_probs", f"sums to 1 (within {PROB_TOL:g})"),
+    ("learners", "at least as many learners as tasks (4.4f)"),
+    ("min_shards_per_learner", "n * min_shards_per_learner <= sum of the tasks' shards "
+     "(n learners; (4.4e) with (4.4c))"),
+)
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class MedInstance(Instance):
     """A validated med instance (arrays are read-only).

@@ -69,6 +69,19 @@ FIELDS: tuple[Field, ...] = (
 )
 
 
+#: Rules of :func:`parse` beyond the field table, as (JSON path, rule): JSON Schema cannot
+#: express them, so the published schema lists them and mel_opt alone checks them.
+CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
+    ("model", "required when a learner is given in the physical form"),
+    ("model.sample_bits", "positive in the task-parallel mode (samples are sent)"),
+    ("min_samples", "at most max_samples (d_l <= d_u)"),
+    ("max_samples", "K * max_samples >= total_samples (K learners)"),
+    ("min_samples", "K * min_samples <= total_samples (K learners)"),
+    ("learners[]", "can finish one update on min_samples samples within cycle_time_s, "
+     f"and at most {MAX_UPDATES:,} of them"),
+)
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class MelAsyncInstance(Instance):
     """A validated mel-async instance (coefficient form; arrays are read-only).
