@@ -12,7 +12,7 @@ A page asks for a table with an HTML comment on a line of its own:
 ``<!-- melopt:presets PROBLEM -->``
     the generator presets of the problem;
 ``<!-- melopt:metrics PROBLEM -->``
-    the metrics keys of a result, by solving the problem's smallest shipped instance with its
+    the solution and metrics keys of a result, by solving the problem's smallest shipped instance with its
     default method (so the list is what the code produces today).
 
 An unknown directive or problem fails the build.
@@ -149,8 +149,9 @@ def metrics_table(problem: str) -> str:
     spec = _spec(problem)
     path = _ROOT / METRICS_INSTANCE[problem]
     res = mel_opt.solve(mel_opt.load_instance(path), spec.default_method, seed=0)
-    rows = [f"Keys of `metrics` from `{spec.default_method}` on "
-            f"`{METRICS_INSTANCE[problem]}` (other methods add their own extras):", "",
+    solution = ", ".join(f"`{k}`" for k in res.solution)
+    rows = [f"`{spec.default_method}` on `{METRICS_INSTANCE[problem]}`: solution keys "
+            f"{solution}; keys of `metrics` (other methods add their own extras):", "",
             "| key | type | shown in tables |", "|---|---|---|"]
     for key, value in res.metrics.items():
         kind = type(value).__name__.replace("NoneType", "null")
