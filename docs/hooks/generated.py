@@ -12,8 +12,8 @@ A page asks for a table with an HTML comment on a line of its own:
 ``<!-- melopt:presets PROBLEM -->``
     the generator presets of the problem;
 ``<!-- melopt:metrics PROBLEM -->``
-    the solution and metrics keys of a result, by solving the problem's smallest shipped instance with its
-    default method (so the list is what the code produces today).
+    the solution and metrics keys of a result, by solving a small shipped instance of the
+    problem with its default method (so the list is what the code produces today).
 
 An unknown directive or problem fails the build.
 """
