@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 MELOPT := $(VENV)/bin/melopt
 
-.PHONY: run test install install-test lint bench dist clean
+.PHONY: run test install install-test lint docs bench dist clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PIP) install -e '.[test,check,plot,ray,dev,train]'
+	$(PIP) install -e '.[test,check,plot,ray,dev,train,docs]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -25,12 +25,16 @@ install-test: $(VENV)/.installed-test
 run: $(VENV)/.installed
 	$(MELOPT) solve instances
 
-test: lint
+test: lint docs
 	$(PY) -m pytest -p no:cacheprovider --timeout=900
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check mel_opt tests benchmarks
 	$(VENV)/bin/mypy mel_opt
+
+# The documentation site in site/ (open site/index.html); warnings are errors.
+docs: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site
 
 bench: $(VENV)/.installed-test
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
@@ -39,4 +43,4 @@ dist: $(VENV)/.installed-test
 	$(PY) -m build --outdir dist .
 
 clean:
-	rm -rf $(VENV) results build dist *.egg-info
+	rm -rf $(VENV) results build dist site *.egg-info

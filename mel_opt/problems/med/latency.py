@@ -10,7 +10,7 @@ delay (Eq. 4.3) is linear in d:
     delta_ij(d) = sum_k gamma_jk t_ijk(d) = A_ij + C_ij d,
     A_ij = 2 Omega_i E[1/b_j],   C_ij = alpha_i E[1/b_j] + tau_i E[1/R_ij].
 
-How mel_opt reads (4.3)-(4.4) (the decisions table of this package's README): the delay is
+How mel_opt reads (4.3)-(4.4) (the decisions table of the med page of the docs): the delay is
 charged only to assigned pairs (d_ij >= 1; a learner holding no shard of a task neither downloads
 its model nor delays it), as in the author's code where every term is multiplied by x_ij; the
 iterations tau_i multiply the training term, which Eq. 4.2 omits. An assigned learner holds at

@@ -61,7 +61,7 @@ class _Active:
 def analyse(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray) -> dict[str, Any]:
     """Multipliers of (9) at the point (z = max tau - min tau, tau, d) and the residuals.
 
-    Returns a JSON-safe dict (documented in the mel-async section of the README):
+    Returns a JSON-safe dict (documented on the mel-async page of the docs):
     ``lambda``, ``omega``, ``alpha``, ``nu``, ``nu_prime``, ``u``, ``u_prime`` (per learner
     where a list), ``mu_total`` (sum of mu + mu', 1 at a KKT point), ``active_pairs``,
     ``stationarity`` (largest |component of grad L|), ``primal`` (largest violation of (8b)-(8f),

@@ -5,7 +5,8 @@ repaired and improved by local search: move one learner to another task, or swap
 different tasks, while the exact value of the assignment (``evaluate.Evaluator``) falls. The
 iterated local search kicks a few random learners to random tasks, polishes with swaps that
 involve them and keeps what is better. On random instances with many learners and a binding
-budget this search, not branching, is what closes most of the gap (the README's measurements).
+budget this search, not branching, is what closes most of the gap (the measurements on the
+med page of the docs).
 """
 
 from __future__ import annotations
