@@ -43,7 +43,7 @@ from mel_opt.training import experiments as E
 from mel_opt.training import load_dataset
 from mel_opt.training.data import KNOWN_IDX_DIRS
 from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_schedule
-from mel_opt.training.mlp import init_params, layers_for
+from mel_opt.training.mlp import MLP, init_params, layers_for
 
 console = Console(width=160)
 
@@ -82,8 +82,9 @@ def speed() -> None:
     table = Table(title="Batched trainer vs per-learner loop, K = 20, digits (1,438 samples), "
                         "ragged d_k (6-144) and tau_k (2-13), minibatch 32, float32; CPU "
                         "seconds of this process (steadier than wall time on a shared "
-                        "machine), best of 5")
-    for col in ("model", "batched [CPU s]", "loop [CPU s]", "speedup", "max |difference|"):
+                        "machine), best of 7")
+    for col in ("model", "batched [CPU s]", "loop [CPU s]", "speedup", "max |difference|",
+                "GFLOP", "batched GFLOP/s", "loop GFLOP/s"):
         table.add_column(col, justify="right")
     rng = np.random.default_rng(0)
     K = 20
@@ -97,15 +98,20 @@ def speed() -> None:
         best = []
         for fn in (local_sgd, local_sgd_loop):
             times = []
-            for _ in range(5):
+            for _ in range(7):
                 t = time.process_time()
                 res = fn(p, x, ds.y_train, sched, 0.1)
                 times.append(time.process_time() - t)
             best.append((min(times), res))
         diff = max(float(np.abs(a - b).max()) for a, b in zip(best[0][1], best[1][1],
                                                                strict=True))
+        # the matrix-product FLOPs of every real sample's SGD step (padding excluded): the
+        # same for both trainers, so where they are most of the time no batching can help
+        gflop = MLP(layers_for(model, 64, 10)).train_flops_per_sample() * float(
+            (sched.weight > 0).sum()) / 1e9
         table.add_row(model, f"{best[0][0]:.4f}", f"{best[1][0]:.4f}",
-                      f"{best[1][0] / best[0][0]:.1f}x", f"{diff:.1e}")
+                      f"{best[1][0] / best[0][0]:.1f}x", f"{diff:.1e}", f"{gflop:.3f}",
+                      f"{gflop / best[0][0]:.1f}", f"{gflop / best[1][0]:.1f}")
     console.print(table)
 
 
