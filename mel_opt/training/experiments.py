@@ -322,8 +322,8 @@ def thesis_dab(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = 
                 out.rows.append({"deadline_s": D, "scheme": s, "status": "infeasible"})
                 continue
             e = summary["schemes"][s]
-            paper = THESIS_DAB.get("csa" if s == "csa-thesis" else s, {}) \
-                if D == 105.0 else {}
+            thesis = {"dab": "dab", "csa-thesis": "csa"}.get(s)  # the thesis' two schemes
+            paper = THESIS_DAB[thesis] if thesis and D == 105.0 else {}
             out.rows.append({"deadline_s": D, "scheme": s, "status": "trained",
                              "shards": int(sum(run.allocations[s]["shards"])),
                              "cycle_time_s": e["final_time_s"]["mean"] / settings.cycles,
