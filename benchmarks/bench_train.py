@@ -17,17 +17,18 @@ With no section named, all run. Sections:
 - ``gpu``: paper 004, Figs. 4-5: the proposed allocation against online, full-batch and random
   batch sizes on GPU devices.
 - ``dab``: thesis Ch. 3, Figs. 3.6-3.8: cycle time, truancy, loss and accuracy over deadlines
-  5-105 s, DAB against CSA.
+  5-105 s, DAB against the thesis' CSA rule (csa-thesis) and the exact CSA (csa).
 - ``fashion``: paper 000's experiment on a Fashion-MNIST subset (Debian's
   ``dataset-fashion-mnist``), skipped when it is not installed.
 
-Timings are wall-clock on whatever else the machine is running: noisy on a shared machine.
+Experiment timings are wall-clock on whatever else the machine runs: noisy on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,23 +37,44 @@ from rich.console import Console
 from rich.table import Table
 
 from mel_opt.benchmarking import blas_threads
+from mel_opt.reproduce import learning as L
+from mel_opt.reproduce.catalogue import Claim, verdict_of
 from mel_opt.training import experiments as E
 from mel_opt.training import load_dataset
 from mel_opt.training.data import KNOWN_IDX_DIRS
 from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_schedule
-from mel_opt.training.mlp import init_params, layers_for
+from mel_opt.training.mlp import MLP, init_params, layers_for
 
 console = Console(width=160)
 
 
-def cell(iv: Any, digits: int = 3) -> str:
-    if not isinstance(iv, dict):
-        return "-" if iv is None else (f"{iv:.{digits}g}" if isinstance(iv, float) else str(iv))
-    if iv.get("mean") is None:
-        return "never"
-    if iv["n"] > 1 and iv["hi"] > iv["lo"]:
-        return f"{iv['mean']:.{digits}g} [{iv['lo']:.{digits}g}, {iv['hi']:.{digits}g}]"
-    return f"{iv['mean']:.{digits}g}"
+def cell(row: dict[str, Any], key: str, digits: int = 3) -> str:
+    """A row's value; a mean with its ``_lo`` / ``_hi`` columns as "mean [lo, hi]"."""
+    v = row.get(key)
+    if v is None:
+        return "never" if f"{key}_lo" in row else "-"
+    if not isinstance(v, float):
+        return str(v)
+    lo, hi = row.get(f"{key}_lo"), row.get(f"{key}_hi")
+    if lo is not None and hi is not None and hi > lo:
+        return f"{v:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+    return f"{v:.{digits}g}"
+
+
+def show(title: str, o: E.ExperimentOutcome, columns: tuple[str, ...],
+         judge: Callable[[Any], list[Claim]]) -> None:
+    """Our rows beside the paper's columns, then the catalogue's claims and verdict on them."""
+    table = Table(title=f"{title}; {o.wall_s:.1f} s wall (busy machine)")
+    for col in columns:
+        table.add_column(col, justify="right")
+    for r in o.rows:
+        table.add_row(*(cell(r, c) for c in columns))
+    console.print(table)
+    claims = judge(o.rows)
+    for c in claims:
+        console.print(f"  [{'ok' if c.ok else 'NO'}] {c.text}: paper {c.paper}; ours {c.ours}",
+                      markup=False)
+    console.print(f"verdict: {verdict_of(claims)}", markup=False)
 
 
 def speed() -> None:
@@ -60,8 +82,9 @@ def speed() -> None:
     table = Table(title="Batched trainer vs per-learner loop, K = 20, digits (1,438 samples), "
                         "ragged d_k (6-144) and tau_k (2-13), minibatch 32, float32; CPU "
                         "seconds of this process (steadier than wall time on a shared "
-                        "machine), best of 5")
-    for col in ("model", "batched [CPU s]", "loop [CPU s]", "speedup", "max |difference|"):
+                        "machine), best of 7")
+    for col in ("model", "batched [CPU s]", "loop [CPU s]", "speedup", "max |difference|",
+                "GFLOP", "batched GFLOP/s", "loop GFLOP/s"):
         table.add_column(col, justify="right")
     rng = np.random.default_rng(0)
     K = 20
@@ -75,15 +98,20 @@ def speed() -> None:
         best = []
         for fn in (local_sgd, local_sgd_loop):
             times = []
-            for _ in range(5):
+            for _ in range(7):
                 t = time.process_time()
                 res = fn(p, x, ds.y_train, sched, 0.1)
                 times.append(time.process_time() - t)
             best.append((min(times), res))
         diff = max(float(np.abs(a - b).max()) for a, b in zip(best[0][1], best[1][1],
                                                                strict=True))
+        # the matrix-product FLOPs of every real sample's SGD step (padding excluded): the
+        # same for both trainers, so where they are most of the time no batching can help
+        gflop = MLP(layers_for(model, 64, 10)).train_flops_per_sample() * float(
+            (sched.weight > 0).sum()) / 1e9
         table.add_row(model, f"{best[0][0]:.4f}", f"{best[1][0]:.4f}",
-                      f"{best[1][0] / best[0][0]:.1f}x", f"{diff:.1e}")
+                      f"{best[1][0] / best[0][0]:.1f}x", f"{diff:.1e}", f"{gflop:.3f}",
+                      f"{gflop / best[0][0]:.1f}", f"{gflop / best[1][0]:.1f}")
     console.print(table)
 
 
@@ -91,74 +119,36 @@ def paper000(out: Path, seeds: int, data: Any = None, label: str = "digits") -> 
     for model in ("mlp000", "twonn"):
         o = E.paper000_fig3(out / f"paper000_{label}_{model}", seeds=seeds, model=model,
                             data=data)
-        table = Table(title=f"Paper 000 Fig. 3 on {label}, model {model}: cycles to target "
-                            f"(mean [95% CI] over {seeds} seeds) beside the paper; whole "
-                            f"experiment {o.wall_s:.1f} s wall")
-        for col in ("K", "target", "scheme", "max staleness", "ours: cycles", "reached",
-                    "paper: cycles", "ours: accuracy after 20 cycles"):
-            table.add_column(col, justify="right")
-        for r in o.rows:
-            paper = r["paper_cycles"]
-            table.add_row(str(r["K"]), f"{r['target']:g}", r["scheme"],
-                          cell(r["max_staleness"]), cell(r["cycles"]), r["reached"],
-                          "never" if paper is None else str(paper),
-                          cell(r["final_accuracy"]) if r["target"] == 0.95 else "")
-        console.print(table)
-        console.print(f"verdict ({model}): {o.verdict}")
+        show(f"Paper 000 Fig. 3 on {label}, model {model}: cycles to target, mean [95% CI] "
+             f"over {seeds} seeds, beside the paper", o,
+             ("K", "target", "scheme", "max_staleness", "cycles", "reached", "paper_cycles",
+              "final_accuracy"), L.judge_000)
 
 
-def table2(out: Path, seeds: int, data: Any = None, label: str = "digits") -> None:
-    o = E.paper004_table2(out / f"table2_{label}", seeds=seeds, data=data)
-    table = Table(title=f"Paper 004 Table II on {label} (CPU, TwoNN): final test accuracy and "
-                        f"speedup to 90% vs individual learning, {seeds} seeds; "
-                        f"{o.wall_s:.1f} s wall")
-    for col in ("K", "partition", "scheme", "ours: accuracy", "paper: accuracy",
-                "ours: s to 90%", "reached", "ours: speedup", "paper: speedup"):
-        table.add_column(col, justify="right")
-    for r in o.rows:
-        table.add_row(str(r["K"]), r["partition"], r["scheme"], cell(r["accuracy"]),
-                      f"{r['paper_accuracy']:.4f}", cell(r["seconds_to_target"], 4),
-                      r["reached"], cell(r["speedup"]), f"{r['paper_speedup']:g}x")
-    console.print(table)
-    console.print(f"verdict: {o.verdict}")
+def table2(out: Path, seeds: int) -> None:
+    o = E.paper004_table2(out / "table2", seeds=seeds)
+    show(f"Paper 004 Table II on digits (CPU, TwoNN): final test accuracy and speedup to 90% "
+         f"vs individual learning, {seeds} seeds", o,
+         ("K", "partition", "scheme", "accuracy", "paper_accuracy", "seconds_to_target",
+          "reached", "speedup", "paper_speedup"), L.judge_table2)
 
 
 def gpu(out: Path, seeds: int) -> None:
     o = E.paper004_gpu(out / "gpu", seeds=seeds)
-    table = Table(title=f"Paper 004 Figs. 4-5 (K = 6 GPU, TwoNN, digits): seconds to 90% and "
-                        f"accuracy at a common time horizon, {seeds} seeds; {o.wall_s:.1f} s "
-                        "wall. Paper: the proposed scheme converges fastest and most accurately")
-    for col in ("partition", "scheme", "batches", "s to 90%", "reached", "accuracy at horizon",
-                "horizon [s]"):
-        table.add_column(col, justify="right")
-    for r in o.rows:
-        table.add_row(r["partition"], r["scheme"], str(r["batch"]),
-                      cell(r["seconds_to_target"], 4), r["reached"],
-                      f"{r['accuracy_at_horizon']:.3f}", f"{r['horizon_s']:.4g}")
-    console.print(table)
-    console.print(f"verdict: {o.verdict}")
+    show(f"Paper 004 Figs. 4-5 (K = 6 GPU, TwoNN, digits), {seeds} seeds. Paper: the "
+         "proposed scheme converges fastest and most accurately", o,
+         ("partition", "scheme", "batch", "seconds_to_target", "reached",
+          "accuracy_at_horizon", "horizon_s"), L.judge_gpu)
 
 
 def dab(out: Path, seeds: int) -> None:
     o = E.thesis_dab(out / "dab", seeds=seeds)
-    table = Table(title=f"Thesis DAB deadline study (4 Jetson-Nano learners, TwoNN, digits, "
-                        f"10% time noise, 5 cycles, {seeds} seeds; {o.wall_s:.1f} s wall). "
-                        "Paper at D = 105 s: DAB 112 s / 7% / acc 0.91 / loss 1.53; "
-                        "CSA 172 s / 63% / 0.95 / 1.50")
-    for col in ("D [s]", "scheme", "cycle time [s]", "truancy %", "accuracy", "loss",
-                "paper: time / truancy / acc / loss"):
-        table.add_column(col, justify="right")
-    for r in o.rows:
-        if r["status"] != "trained":
-            table.add_row(f"{r['deadline_s']:g}", r["scheme"], "infeasible", "", "", "", "")
-            continue
-        paper = "" if r["paper_time_s"] is None else (
-            f"{r['paper_time_s']:g} / {r['paper_truancy']:g}% / {r['paper_accuracy']:g} / "
-            f"{r['paper_loss']:g}")
-        table.add_row(f"{r['deadline_s']:g}", r["scheme"], f"{r['cycle_time_s']:.4g}",
-                      cell(r["truancy"]), cell(r["accuracy"]), cell(r["loss"]), paper)
-    console.print(table)
-    console.print(f"verdict: {o.verdict}")
+    show(f"Thesis DAB deadline study (4 Jetson-Nano learners, time_cv 0.06, TwoNN, digits, "
+         f"5 cycles, {seeds} seeds). Thesis at D = 105 s: DAB 112 s / 7% / 0.91 / 1.53; "
+         "CSA 172 s / 63% / 0.95 / 1.50", o,
+         ("deadline_s", "scheme", "status", "shards", "cycle_time_s", "truancy_pct",
+          "accuracy", "loss", "paper_time_s", "paper_truancy_pct", "paper_accuracy"),
+         L.judge_dab)
 
 
 def fashion(out: Path, seeds: int) -> None:
@@ -167,18 +157,10 @@ def fashion(out: Path, seeds: int) -> None:
         return
     data = load_dataset("fashion-mnist", max_train=3_000, max_test=1_000)
     o = E.paper000_fig3(out / "paper000_fashion", seeds=seeds, model="twonn", data=data)
-    table = Table(title=f"Paper 000 Fig. 3 set-up on Fashion-MNIST (fixed subsets of 3,000 "
-                        f"training / 1,000 test images, TwoNN [784, 50, 20, 10], {seeds} "
-                        f"seeds): final validation accuracy after 20 cycles; {o.wall_s:.1f} s "
-                        "wall")
-    for col in ("K", "scheme", "max staleness", "final accuracy", "cycles to 95%"):
-        table.add_column(col, justify="right")
-    for r in o.rows:
-        if r["target"] != 0.95:
-            continue
-        table.add_row(str(r["K"]), r["scheme"], cell(r["max_staleness"]),
-                      cell(r["final_accuracy"]), cell(r["cycles"]))
-    console.print(table)
+    show(f"Paper 000 Fig. 3 set-up on Fashion-MNIST (fixed subsets of 3,000 training / 1,000 "
+         f"test images, TwoNN [784, 50, 20, 10], {seeds} seeds)", o,
+         ("K", "target", "scheme", "max_staleness", "cycles", "reached", "final_accuracy"),
+         L.judge_000)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Plots: sweeps, and the adaptive-tau objective G(tau) as a text chart or a figure.
 
 Sweeps: a metric against the swept parameter, one line per method, with bands. The band is the
-mean +- 1.96 standard errors over seeds (an approximate 95% confidence interval); points where
+95% Student-t confidence interval of the mean over seeds (:mod:`mel_opt.stats`); points where
 a method had no verified answer are left out and counted in the legend.
 
 Figures need matplotlib (``pip install 'mel_opt[plot]'``); they are drawn off-screen (Agg) to
@@ -21,6 +21,7 @@ import numpy as np
 
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_path
+from mel_opt.stats import mean_interval
 
 if TYPE_CHECKING:
     from mel_opt.problems.adaptive_tau import Scan
@@ -92,12 +93,9 @@ def aggregate(rows: Sequence[dict[str, str]], x: str, y: str, by: str = "method"
     for key in sorted(set(cells) | set(failed), key=lambda k: (k[0], k[1], k[2])):
         vals = cells.get(key, [])
         n = len(vals)
-        if n:
-            mean = sum(vals) / n
-            sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else 0.0
-            half = 1.96 * sd / math.sqrt(n)
-        else:
-            mean, half = math.nan, math.nan
+        iv = mean_interval(vals)
+        mean = math.nan if iv.mean is None else iv.mean
+        half = math.nan if iv.mean is None else (iv.half_width or 0.0)
         series[(key[0], key[1])].append((key[2], mean, half, n, failed.get(key, 0)))
     return series
 

@@ -76,8 +76,6 @@ def summary_table(summary: dict[str, Any]) -> Table:
 @click.option("--lr", type=float, default=0.1, show_default=True, help="SGD learning rate.")
 @click.option("--batch-size", type=int, default=32, show_default=True,
               help="Local minibatch (mel-async, dab).")
-@click.option("--time-noise", type=float, default=0.0, show_default=True,
-              help="dab: relative s.d. of actual learner times around the model.")
 @click.option("--reference", default=None, help="Scheme the speedups are measured against "
                                                  "(default: the first).")
 @click.option("--max-train", type=int, default=None, help="Use at most this many training "
@@ -87,12 +85,13 @@ def summary_table(summary: dict[str, Any]) -> Table:
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for train.csv, summary.json and train.png.")
 def train_cmd(path: str, schemes: str, cycles: int, seeds: int, dataset: str, partition: str,
-              model: str, targets: str, lr: float, batch_size: int, time_noise: float,
+              model: str, targets: str, lr: float, batch_size: int,
               reference: str | None, max_train: int | None, time_limit: float,
               out_dir: str) -> None:
     """Solve PATH with each scheme, then train a model under every allocation.
 
-    The clock is virtual: a cycle lasts what the instance's latency model says. Writes
+    The clock is virtual: a cycle lasts what the instance's latency model says (dab: plus each
+    learner's run-to-run noise, its ``time_cv`` in the instance). Writes
     train.csv, summary.json and a figure of accuracy against time and cycles.
     """
     with guarded():
@@ -100,7 +99,7 @@ def train_cmd(path: str, schemes: str, cycles: int, seeds: int, dataset: str, pa
             schemes=tuple(s.strip() for s in schemes.split(",") if s.strip()), cycles=cycles,
             seeds=seeds, dataset=dataset, partition=partition, model=model,
             targets=_floats(targets, "--target"), lr=lr, batch_size=batch_size,
-            time_noise=time_noise, reference=reference, max_train=max_train,
+            reference=reference, max_train=max_train,
             time_limit=time_limit)
         inst = load_instance(path)
         with Progress(TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),

@@ -252,7 +252,7 @@ def missing_needs(entry: Entry) -> list[str]:
     """The extras of ``entry.needs`` that are not installed ("plot" only costs the figure)."""
     import importlib.util
 
-    probes = {"plot": "matplotlib", "training": "mel_opt.training"}
+    probes = {"plot": "matplotlib", "training": "sklearn"}  # training: the digits data
     missing = []
     for need in entry.needs:
         module = probes.get(need, need)

@@ -16,22 +16,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from mel_opt.problems.dab import eta as _dab_eta
+from mel_opt.problems.dab.instance import DabInstance
+from mel_opt.problems.dab.latency import eta as _dab_eta
+from mel_opt.problems.feel.instance import FeelInstance
 from mel_opt.problems.feel.latency import coefficients as _feel_coefficients
 from mel_opt.problems.feel.roots import equalise as _equalise
+from mel_opt.problems.mel_async.instance import MelAsyncInstance
 
 
-def mel_async_times(inst: object, d: np.ndarray, tau: np.ndarray) -> np.ndarray:
+def mel_async_times(inst: MelAsyncInstance, d: np.ndarray, tau: np.ndarray) -> np.ndarray:
     """t_k of paper 000, Eq. (5) [s]."""
-    return np.asarray(inst.times(np.asarray(d, float), np.asarray(tau, float)))  # type: ignore[attr-defined]
+    return np.asarray(inst.times(np.asarray(d, float), np.asarray(tau, float)))
 
 
-def dab_times(inst: object, shards: np.ndarray, passes: np.ndarray) -> np.ndarray:
+def dab_times(inst: DabInstance, shards: np.ndarray, passes: np.ndarray) -> np.ndarray:
     """eta_k of thesis Eq. (3.4) for ``shards`` a_k and ``passes`` per learner [s]."""
     return np.asarray(_dab_eta(
-        shards, iterations=passes, model_bytes=inst.model_bytes,  # type: ignore[attr-defined]
-        shard_bytes=inst.shard_bytes, train_rate=inst.train_rate,  # type: ignore[attr-defined]
-        bandwidth=inst.bandwidth))  # type: ignore[attr-defined]
+        shards, iterations=passes, model_bytes=inst.model_bytes, shard_bytes=inst.shard_bytes,
+        train_rate=inst.train_rate, bandwidth=inst.bandwidth))
 
 
 class FeelClock:
@@ -42,9 +44,9 @@ class FeelClock:
     inst : FeelInstance
     """
 
-    def __init__(self, inst: object) -> None:
+    def __init__(self, inst: FeelInstance) -> None:
         self.inst = inst
-        self.co = _feel_coefficients(inst)  # type: ignore[arg-type]
+        self.co = _feel_coefficients(inst)
 
     def compute(self, batch: np.ndarray) -> np.ndarray:
         """t_k^L of Eq. (9) (CPU) or (27) (GPU) for one minibatch of ``batch`` samples [s]."""
@@ -64,8 +66,7 @@ class FeelClock:
         a message of ``message_bits`` (default: the instance's gradient) over slots chosen
         optimally for that work (the slot formula of Theorems 1-2: equal finishing times,
         sum of slots = frame), then run ``updates`` local model updates [s]."""
-        scale = 1.0 if message_bits is None else message_bits / float(
-            self.inst.gradient_bits)  # type: ignore[attr-defined]
+        scale = 1.0 if message_bits is None else message_bits / float(self.inst.gradient_bits)
         a = self.co.a * scale
         b = self.co.b * scale
         up = _equalise(a, np.asarray(work, dtype=float), self.co.frame_up)

@@ -120,18 +120,23 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
     # learners still training at step j: a prefix of the sorted axis, of this length
     active = (sched.steps[order][:, None] > np.arange(n_steps)[None, :]).sum(axis=0)
     # minibatches are gathered for a block of steps at once (one fancy-indexing call instead
-    # of one per step), the block kept to about GATHER_BYTES
+    # of one per step), the block kept to about GATHER_BYTES; the block's one-hot targets are
+    # built in one call too, and the learning rate is folded into the loss weights, so a step
+    # is the forward and backward products and one in-place update per parameter
     block = max(1, GATHER_BYTES // max(1, K * bs * x.shape[1] * x.itemsize))
+    classes = p[-1].shape[-1]
     for j0 in range(0, n_steps, block):
         j1 = min(j0 + block, n_steps)
         m0 = int(active[j0])
-        xs, ys = x[idx[:m0, j0:j1]], y[idx[:m0, j0:j1]]
+        xs = x[idx[:m0, j0:j1]]
+        ws = w[:m0, j0:j1] * np.asarray(lr, dtype=w.dtype)
+        target = np.zeros((*ws.shape, classes), dtype=w.dtype)
+        np.put_along_axis(target, y[idx[:m0, j0:j1]][..., None], ws[..., None], axis=-1)
         for j in range(j0, j1):
             m = int(active[j])
-            g = stacked_gradients([a[:m] for a in p], xs[:m, j - j0], ys[:m, j - j0],
-                                  w[:m, j])
+            g = stacked_gradients([a[:m] for a in p], xs[:m, j - j0], y, ws[:m, j - j0],
+                                  target[:m, j - j0])
             for a, da in zip(p, g, strict=True):
-                da *= lr
                 a[:m] -= da
     return [a[inverse] for a in p]
 

@@ -113,7 +113,7 @@ def stacked_loss(params: Params, x: np.ndarray, y: np.ndarray,
 
 
 def stacked_gradients(params: Params, x: np.ndarray, y: np.ndarray,
-                      weight: np.ndarray) -> Params:
+                      weight: np.ndarray, target: np.ndarray | None = None) -> Params:
     """Gradients of :func:`stacked_loss` (with ``weight``) for every learner at once.
 
     Parameters
@@ -126,12 +126,19 @@ def stacked_gradients(params: Params, x: np.ndarray, y: np.ndarray,
     weight : ndarray, shape (K, m)
         Per-sample weight of the loss: 1/m_k on the m_k real samples of learner k's minibatch
         and 0 on padding, so ragged minibatches give each learner its own mean loss.
+    target : ndarray, shape (K, m, classes), optional
+        The one-hot labels times ``weight``, when the caller has them (the batched trainer
+        builds them for many steps at once); ``y`` is then not read.
     """
     acts = stacked_forward(params, x)
-    g = acts[-1].copy()
-    K, m = y.shape
-    g[np.arange(K)[:, None], np.arange(m)[None, :], y] -= 1.0
-    g *= weight[:, :, None]  # d loss / d logits of softmax + cross-entropy, per sample
+    K, m = weight.shape
+    if target is None:
+        g = acts[-1].copy()
+        g[np.arange(K)[:, None], np.arange(m)[None, :], y] -= 1.0
+        g *= weight[:, :, None]  # d loss / d logits of softmax + cross-entropy, per sample
+    else:
+        g = acts[-1] * weight[:, :, None]
+        g -= target
     n_layers = len(params) // 2
     grads: Params = [np.empty(0)] * len(params)
     ones = np.ones((1, m), dtype=g.dtype)  # sums over the minibatch as products (faster)

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -21,23 +20,20 @@ import numpy as np
 
 from mel_opt.io import atomic_write
 from mel_opt.io.csvsafe import csv_text as safe_csv_text
+from mel_opt.stats import band, mean_interval
 from mel_opt.training.run import TrainRun
 
 CSV_COLUMNS = ("scheme", "seed", "cycle", "time_s", "loss", "accuracy", "truancy")
 
 
 def interval(values: list[float]) -> dict[str, Any]:
-    """Mean and 95% Student-t interval of ``values`` (n = 0: nulls; n = 1: zero width)."""
-    n = len(values)
-    if n == 0:
+    """Mean and 95% Student-t interval of ``values`` (:func:`mel_opt.stats.mean_interval`) as
+    ``{"mean", "lo", "hi", "n"}``; n = 0: nulls; n = 1: zero width."""
+    iv = mean_interval(values)
+    if iv.mean is None:
         return {"mean": None, "lo": None, "hi": None, "n": 0}
-    mean = float(np.mean(values))
-    if n == 1:
-        return {"mean": mean, "lo": mean, "hi": mean, "n": 1}
-    from scipy.stats import t as student_t
-
-    half = float(student_t.ppf(0.975, n - 1) * np.std(values, ddof=1) / math.sqrt(n))
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n}
+    half = iv.half_width or 0.0
+    return {"mean": iv.mean, "lo": iv.mean - half, "hi": iv.mean + half, "n": iv.n}
 
 
 def _by_run(run: TrainRun) -> dict[str, dict[int, list[dict[str, Any]]]]:
@@ -119,9 +115,7 @@ def plot_run(run: TrainRun, path: Path) -> Path | None:
         seeds = list(runs[scheme].values())
         acc = np.array([[r["accuracy"] for r in rows] for rows in seeds])
         t = np.array([[r["time_s"] for r in rows] for rows in seeds]).mean(axis=0)
-        mean = acc.mean(axis=0)
-        half = 1.96 * acc.std(axis=0, ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 \
-            else np.zeros_like(mean)
+        mean, half = band(acc)
         cyc = np.arange(mean.size)
         for ax, xs in ((axes[0], t), (axes[1], cyc)):
             line = ax.plot(xs, mean, label=scheme, lw=1.4)[0]

@@ -16,6 +16,11 @@ import numpy as np
 
 from mel_opt import api
 from mel_opt.errors import UsageError
+from mel_opt.problems.base import Instance
+from mel_opt.problems.dab.instance import DabInstance
+from mel_opt.problems.feel.instance import FeelInstance
+from mel_opt.problems.mel_async.instance import MelAsyncInstance
+from mel_opt.stats import lognormal_factors
 from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.emulate import (
     CycleRecord,
@@ -32,7 +37,7 @@ from mel_opt.training.partition import Partition, make_pools, parse_partition, p
 PROBLEMS = ("mel-async", "dab", "feel")
 TRAINING_ONLY: dict[str, tuple[str, ...]] = {
     "mel-async": (),
-    "dab": ("csa-fixed",),
+    "dab": (),
     "feel": ("individual", "model-based", "gradient-based"),
 }
 
@@ -61,9 +66,6 @@ class TrainSettings:
         Local minibatch of mel-async and dab passes (feel uses B^max for local epochs).
     dtype : str
         ``float32`` or ``float64``.
-    time_noise : float
-        dab: relative standard deviation of each learner's actual time around eta_k
-        (log-normal, mean one); 0 runs exactly to the time model.
     param_bits : float or None
         feel: bits of the model parameters sent by model-based FEEL and individual learning
         (default: the instance's gradient size, i.e. parameters sent at the gradient's b bits).
@@ -85,7 +87,6 @@ class TrainSettings:
     lr: float = 0.1
     batch_size: int = 32
     dtype: str = "float32"
-    time_noise: float = 0.0
     param_bits: float | None = None
     reference: str | None = None
     max_train: int | None = None
@@ -150,13 +151,11 @@ def check_settings(problem: str, s: TrainSettings) -> Partition:
         raise UsageError("--lr must be positive and --batch-size at least 1")
     if s.dtype not in ("float32", "float64"):
         raise UsageError(f"--dtype must be float32 or float64, got {s.dtype!r}")
-    if s.time_noise < 0:
-        raise UsageError(f"--time-noise must be >= 0, got {s.time_noise:g}")
     layers_for(s.model, 1, 1)  # unknown model -> UsageError
     return parse_partition(s.partition)
 
 
-def _allocate(inst: Any, scheme: str, time_limit: float | None) -> dict[str, Any] | str:
+def _allocate(inst: Instance, scheme: str, time_limit: float | None) -> dict[str, Any] | str:
     """The scheme's solution, or why there is none."""
     res = api.solve(inst, scheme, time_limit=time_limit, seed=0)
     if not res.ok:
@@ -164,7 +163,7 @@ def _allocate(inst: Any, scheme: str, time_limit: float | None) -> dict[str, Any
     return dict(res.solution)
 
 
-def _mel_async(inst: Any, sol: dict[str, Any], tr: Trainer, part: Partition,
+def _mel_async(inst: MelAsyncInstance, sol: dict[str, Any], tr: Trainer, part: Partition,
                rng: np.random.Generator, cycles: int) -> Iterator[CycleRecord]:
     d = np.asarray(sol["d"], dtype=np.int64)
     tau = np.asarray(sol["tau"], dtype=np.int64)
@@ -179,36 +178,11 @@ def _mel_async(inst: Any, sol: dict[str, Any], tr: Trainer, part: Partition,
     return run_local_cycles(tr, plan, pools, cycles, rng)
 
 
-def csa_fixed_shards(inst: Any) -> np.ndarray:
-    """The thesis' CSA as run in its deadline experiment (Section 3.4.2): a fixed amount of data.
-
-    ``total_shards`` are split over the learners so that they finish together (the least
-    makespan of Eq. 3.4 with mu passes: eta_k = alpha_k + beta_k a_k with alpha_k =
-    2 Omega_m / b_k and beta_k = Omega_d / b_k + mu / c_k), whatever the deadline: when the
-    data does not fit, the cycle runs past D. Whole shards: the floor of the continuous split,
-    then one more shard at a time to the learner that finishes earliest with it.
-    """
-    if inst.total_shards is None:
-        raise UsageError("scheme 'csa-fixed' needs total_shards in the instance")
-    ones = np.ones(inst.K)
-    alpha = dab_times(inst, 0 * ones, inst.iterations * ones)
-    beta = dab_times(inst, ones, inst.iterations * ones) - alpha
-    total = float(inst.total_shards)
-    lo, hi = 0.0, float(alpha.max() + beta.max() * total)
-    for _ in range(200):  # sum_k max(0, (t - alpha_k) / beta_k) = total, increasing in t
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if np.maximum(0.0, (mid - alpha) / beta).sum() < total else (lo, mid)
-    a = np.floor(np.maximum(0.0, (hi - alpha) / beta)).astype(np.int64)
-    while a.sum() > total:
-        a[int(np.argmax(a))] -= 1
-    for _ in range(int(total - a.sum())):
-        k = int(np.argmin(alpha + beta * (a + 1)))
-        a[k] += 1
-    return a
-
-
-def _dab(inst: Any, sol: dict[str, Any], tr: Trainer, part: Partition,
-         rng: np.random.Generator, cycles: int, noise: float) -> Iterator[CycleRecord]:
+def _dab(inst: DabInstance, sol: dict[str, Any], tr: Trainer, part: Partition,
+         rng: np.random.Generator, cycles: int) -> Iterator[CycleRecord]:
+    """Thesis Ch. 3 cycles: learner k trains a_k shards for its passes (the solution's tau_k,
+    else mu); the cycle ends with the last update, each eta_k times the learner's run-to-run
+    noise factor (the instance's ``time_cv``, :func:`mel_opt.stats.lognormal_factors`)."""
     shards = np.asarray(sol["shards"], dtype=np.int64)
     passes = np.asarray(sol.get("tau") or [inst.iterations] * inst.K, dtype=np.int64)
     used = shards > 0
@@ -217,10 +191,10 @@ def _dab(inst: Any, sol: dict[str, Any], tr: Trainer, part: Partition,
     samples = shards * per_shard
     times = dab_times(inst, shards[used], passes[used])
     D = float(inst.deadline)
+    cv = inst.time_cv[used]
 
     def cycle_time(r: np.random.Generator) -> tuple[float, float | None]:
-        factor = np.exp(noise * r.standard_normal(times.size) - 0.5 * noise**2)
-        t = float((times * factor).max())
+        t = float((times * lognormal_factors(cv, r.standard_normal(times.size))).max())
         return t, 100.0 * max(0.0, t - D) / D
 
     sizes = proportional_sizes(np.where(used, samples, 1e-9).astype(float),
@@ -231,7 +205,7 @@ def _dab(inst: Any, sol: dict[str, Any], tr: Trainer, part: Partition,
     return run_local_cycles(tr, plan, pools, cycles, rng)
 
 
-def _feel(inst: Any, scheme: str, sol: dict[str, Any] | None, tr: Trainer, part: Partition,
+def _feel(inst: FeelInstance, scheme: str, sol: dict[str, Any] | None, tr: Trainer, part: Partition,
           rng: np.random.Generator, cycles: int, seed: int,
           param_bits: float | None) -> Iterator[CycleRecord]:
     clock = FeelClock(inst)
@@ -263,7 +237,7 @@ def _feel(inst: Any, scheme: str, sol: dict[str, Any] | None, tr: Trainer, part:
     return run_feel(tr, rounds, pools, cycles, rng, inst.max_batch)
 
 
-def train(inst: Any, settings: TrainSettings, *, data: Dataset | None = None,
+def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = None,
           progress: Callable[[int, int], None] | None = None) -> TrainRun:
     """Solve ``inst`` with every scheme and train under each allocation.
 
@@ -284,6 +258,7 @@ def train(inst: Any, settings: TrainSettings, *, data: Dataset | None = None,
     """
     problem = api.problem_of(inst)
     part = check_settings(problem, settings)
+    assert isinstance(inst, (MelAsyncInstance, DabInstance, FeelInstance))  # checked above
     ds = data if data is not None else load_dataset(
         settings.dataset, max_train=settings.max_train, max_test=settings.max_test)
     ds = ds.astype(np.dtype(settings.dtype))
@@ -292,8 +267,6 @@ def train(inst: Any, settings: TrainSettings, *, data: Dataset | None = None,
                          f"the {inst.K} learners")
     run = TrainRun(inst.name, problem, settings)
     for scheme in settings.schemes:
-        if scheme == "csa-fixed":
-            run.allocations[scheme] = {"shards": csa_fixed_shards(inst).tolist()}
         if scheme in TRAINING_ONLY[problem]:
             continue
         out = _allocate(inst, scheme, settings.time_limit)
@@ -310,13 +283,14 @@ def train(inst: Any, settings: TrainSettings, *, data: Dataset | None = None,
             tr = Trainer(ds, init_params(layers, seed, ds.x_train.dtype), settings.lr,
                          settings.batch_size)
             rng = np.random.default_rng([seed, 7])
-            if problem == "mel-async":
+            if isinstance(inst, MelAsyncInstance):
                 assert sol is not None
                 records = _mel_async(inst, sol, tr, part, rng, settings.cycles)
-            elif problem == "dab":
+            elif isinstance(inst, DabInstance):
                 assert sol is not None
-                records = _dab(inst, sol, tr, part, rng, settings.cycles, settings.time_noise)
+                records = _dab(inst, sol, tr, part, rng, settings.cycles)
             else:
+                assert isinstance(inst, FeelInstance)  # check_settings allows only these three
                 records = _feel(inst, scheme, sol, tr, part, rng, settings.cycles, seed,
                                 settings.param_bits)
             for rec in records:

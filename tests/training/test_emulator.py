@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -37,6 +38,11 @@ def _mel_async(K: int = 4, T: float = 10.0, same: bool = False) -> Any:
     return api.parse_instance({"problem": "mel-async", "schema_version": 1, "name": "t",
                                "cycle_time_s": T, "total_samples": 400 * K // 4,
                                "min_samples": 10, "max_samples": 400, "learners": learners})
+
+
+def _noisy(inst: Any, cv: float) -> Any:
+    """The dab instance with every learner's run-to-run time_cv set to ``cv``."""
+    return dataclasses.replace(inst, time_cv=np.full(inst.K, cv))
 
 
 def test_digits_is_the_sklearn_set() -> None:
@@ -89,9 +95,8 @@ def test_sync_with_equal_data_is_plain_federated_averaging(digits: Any) -> None:
 
 
 def test_same_seed_same_numbers(digits: Any) -> None:
-    inst = api.load_instance(ROOT / "instances/dab/mnist_ffn_testbed.json")
-    s = TrainSettings(schemes=("dab", "csa"), cycles=2, seeds=2, model="softmax",
-                      time_noise=0.1)
+    inst = _noisy(api.load_instance(ROOT / "instances/dab/mnist_ffn_testbed.json"), 0.1)
+    s = TrainSettings(schemes=("dab", "csa"), cycles=2, seeds=2, model="softmax")
     a, b = train(inst, s, data=digits), train(inst, s, data=digits)
     assert a.rows == b.rows
     by_seed = [[(r["loss"], r["time_s"]) for r in a.rows if r["seed"] == k and r["cycle"] > 0]
@@ -114,8 +119,8 @@ def test_dab_cycle_ends_with_the_last_update(digits: Any) -> None:
         rows = [r for r in run.rows if r["scheme"] == scheme and r["cycle"] > 0]
         assert [r["time_s"] for r in rows] == pytest.approx([t, 2 * t])
         assert all(r["truancy"] == 0.0 for r in rows)  # no noise: the deadline holds
-    noisy = train(inst, TrainSettings(schemes=("dab",), cycles=6, seeds=2, model="softmax",
-                                      time_noise=0.3), data=digits)
+    noisy = train(_noisy(inst, 0.3), TrainSettings(schemes=("dab",), cycles=6, seeds=2,
+                                                   model="softmax"), data=digits)
     tru = [r["truancy"] for r in noisy.rows if r["cycle"] > 0]
     assert min(tru) >= 0.0 and max(tru) > 0.0  # noise pushes some cycles past D
 

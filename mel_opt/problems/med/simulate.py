@@ -48,7 +48,6 @@ re-drawn.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Callable, Hashable, Sequence
@@ -64,6 +63,7 @@ from mel_opt.problems.med import methods
 from mel_opt.problems.med.generate import draw_learners
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.latency import state_times
+from mel_opt.stats import interval, lognormal_factors
 
 SCHEMES = ("med", "mmtt-uncertain", "mmtt-ideal")
 METRICS = ("training_time_s", "satisfaction", "fulfilment", "drop_rate", "occupancy",
@@ -142,88 +142,6 @@ class SimulationResult:
 
 
 # --------------------------------------------------------------------------------------------
-# statistics
-# --------------------------------------------------------------------------------------------
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbt = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-           + a * math.log(x) + b * math.log(1.0 - x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(lbt) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """Student-t distribution function with ``df`` degrees of freedom."""
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
-
-
-def t_quantile(p: float, df: float) -> float:
-    """Quantile of the Student-t distribution (bisection on ``t_cdf``)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError("p must lie in (0, 1)")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
-
-
-def interval(values: np.ndarray, level: float = 0.95) -> dict[str, float | int | None]:
-    """Mean and two-sided Student-t confidence interval over the finite ``values``."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    n = int(v.size)
-    if n == 0:
-        return {"mean": None, "low": None, "high": None, "half_width": None, "n": 0}
-    mean = float(v.mean())
-    if n == 1:
-        return {"mean": mean, "low": None, "high": None, "half_width": None, "n": 1}
-    half = t_quantile(0.5 + level / 2.0, n - 1) * float(v.std(ddof=1)) / math.sqrt(n)
-    return {"mean": mean, "low": mean - half, "high": mean + half, "half_width": half, "n": n}
-
-
-# --------------------------------------------------------------------------------------------
 # state draws and evaluation
 # --------------------------------------------------------------------------------------------
 def _streams(seed: int) -> list[np.random.SeedSequence]:
@@ -258,13 +176,14 @@ def draw_states(inst: MedInstance, trials: int, cycles: int, seed: int,
 def noise_factors(cv: np.ndarray, trials: int, cycles: int, seed: int) -> np.ndarray:
     """Run-to-run factors (trials, cycles, n): lognormal, mean 1, coefficient of variation cv_j.
 
-    F = exp(sigma_j Z - sigma_j^2 / 2) with sigma_j^2 = ln(1 + cv_j^2) and Z the standard
-    normals ``default_rng(stream).standard_normal((trials, cycles, n))`` of the third stream of
+    F = exp(sigma_j Z - sigma_j^2 / 2) with sigma_j^2 = ln(1 + cv_j^2)
+    (:func:`mel_opt.stats.lognormal_factors`) and Z the standard normals
+    ``default_rng(stream).standard_normal((trials, cycles, n))`` of the third stream of
     ``SeedSequence(seed)``; then E[F] = 1 and sd(F) = cv_j exactly (F = 1 where cv_j = 0).
     """
-    sigma = np.sqrt(np.log1p(np.asarray(cv, dtype=float) ** 2))
-    z = np.random.default_rng(_streams(seed)[2]).standard_normal((trials, cycles, sigma.size))
-    return np.exp(sigma * z - 0.5 * sigma**2)
+    cv = np.asarray(cv, dtype=float)
+    z = np.random.default_rng(_streams(seed)[2]).standard_normal((trials, cycles, cv.size))
+    return lognormal_factors(cv, z)
 
 
 def redraw_learners(inst: MedInstance, trials: int, seed: int

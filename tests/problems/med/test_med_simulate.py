@@ -15,9 +15,7 @@ from mel_opt.problems.med.simulate import (
     Allocation,
     draw_states,
     evaluate,
-    interval,
     simulate,
-    t_quantile,
 )
 
 
@@ -132,19 +130,6 @@ def test_infeasible_solves_are_reported_not_redrawn(make_doc):
     slow_cycle = (states == 1).all(axis=2)
     assert ideal.cycles_without_allocation == int(slow_cycle.sum())
     assert 0 < int(slow_bench.sum()) < 5  # the seed exercises both outcomes
-
-
-def test_t_quantiles_and_interval():
-    # tables: t_{0.975}(1) = 12.7062, t_{0.975}(4) = 2.7764, t_{0.975}(39) = 2.0227,
-    # t_{0.95}(10) = 1.8125
-    assert t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-4)
-    assert t_quantile(0.975, 4) == pytest.approx(2.7764, abs=1e-4)
-    assert t_quantile(0.975, 39) == pytest.approx(2.0227, abs=1e-4)
-    assert t_quantile(0.95, 10) == pytest.approx(1.8125, abs=1e-4)
-    # values 1, 2, 3, 4, 5: mean 3, sd sqrt(2.5), half = 2.7764 * sqrt(2.5) / sqrt(5)
-    got = interval(np.array([1, 2, 3, 4, 5, np.nan]))
-    assert got["n"] == 5 and got["mean"] == pytest.approx(3.0)
-    assert got["half_width"] == pytest.approx(2.7764 * np.sqrt(0.5), abs=1e-4)
 
 
 def test_cli_simulate_json_and_errors(tmp_path, tiny, make_doc):
