@@ -10,11 +10,13 @@ the traceback instead.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
+import numpy as np
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -86,16 +88,31 @@ def guarded() -> Iterator[None]:
         fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", 1)
 
 
+SHOWN_ITEMS = 8  # elements of a list (or keys of a mapping) a table cell shows
+SHOWN_FIELDS = 40  # rows of metrics and solution fields a result table shows
+
+
 def fmt(value: Any, digits: int = 6) -> str:
+    """One table cell: numbers to ``digits`` significant digits, sequences, arrays and mappings
+    cut to their first :data:`SHOWN_ITEMS` entries with their length (the full values are in
+    the result JSON), so a cell never grows with the instance."""
     if value is None:
         return "-"
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
-    if isinstance(value, float):
+    if isinstance(value, (float, np.floating)):
         return f"{value:.{digits}g}"
-    if isinstance(value, (list, tuple)):
-        shown = ", ".join(fmt(v, 4) for v in value[:8])
-        return f"[{shown}{', ...' if len(value) > 8 else ''}]"
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return fmt(value.item(), digits)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        shown = ", ".join(fmt(v, 4) for v in value[:SHOWN_ITEMS])
+        more = f", ... ({len(value)} items)" if len(value) > SHOWN_ITEMS else ""
+        return f"[{shown}{more}]"
+    if isinstance(value, dict):
+        items = list(itertools.islice(value.items(), SHOWN_ITEMS))
+        shown = ", ".join(f"{k}: {fmt(v, 4)}" for k, v in items)
+        more = f", ... ({len(value)} keys)" if len(value) > SHOWN_ITEMS else ""
+        return f"{{{shown}{more}}}"
     return str(value)
 
 
@@ -118,24 +135,31 @@ def verification_text(res: Result) -> str:
 
 
 def result_panel(res: Result, key_metrics: Sequence[str]) -> Table:
-    """A two-column table of one result: status, objective, metrics, verification."""
+    """A two-column table of one result: status, objective, metrics, verification.
+
+    Its size does not grow with the instance: per-learner metrics (lists, arrays) stay in the
+    JSON, solution vectors show their first entries, and at most :data:`SHOWN_FIELDS` metric
+    and solution rows are shown, then one row saying how many more the JSON holds.
+    """
     t = Table(title=f"{res.instance}: {res.problem} / {res.method}", show_header=False)
     t.add_column("field", style="bold")
     t.add_column("value")
     style = STATUS_STYLE.get(res.status.value, "white")
     t.add_row("status", f"[{style}]{res.status.value}[/]")
     t.add_row("objective", fmt(res.objective))
-    for key in key_metrics:
-        if key in res.metrics:
-            t.add_row(key, fmt(res.metrics[key]))
-    for key, value in res.metrics.items():
-        if key not in key_metrics and not isinstance(value, (list, dict)):
-            t.add_row(key, fmt(value))
-    for key, value in res.solution.items():
-        t.add_row(f"solution.{key}", fmt(value))
+    fields = [(key, res.metrics[key]) for key in key_metrics if key in res.metrics]
+    fields += [(key, value) for key, value in res.metrics.items()
+               if key not in key_metrics and not isinstance(value, (list, dict, np.ndarray))]
+    fields += [(f"solution.{key}", value) for key, value in res.solution.items()]
+    for key, value in fields[:SHOWN_FIELDS]:
+        t.add_row(key, fmt(value))
+    if len(fields) > SHOWN_FIELDS:
+        t.add_row("...", f"{len(fields) - SHOWN_FIELDS} more fields in the result JSON (--json)")
     t.add_row("verification", verification_text(res))
     t.add_row("solver", f"{res.solver.name} {res.solver.version}".strip())
     t.add_row("solve time", f"{res.solve_time_s:.4g} s")
+    if res.timings:
+        t.add_row("timings", ", ".join(f"{k} {v:.3g} s" for k, v in res.timings.items()))
     if res.message:
         t.add_row("note", res.message)
     return t
