@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sys
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
-import numpy as np
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -29,7 +28,9 @@ from rich.progress import (
 from rich.table import Table
 
 from mel_opt.errors import InstanceError, MelOptError
-from mel_opt.result import Result
+
+if TYPE_CHECKING:
+    from mel_opt.result import Result
 
 
 def _console(stderr: bool = False) -> Console:
@@ -47,6 +48,55 @@ class State:
     debug = False
 
 
+class Commands(dict[str, click.Command]):
+    """The commands of :data:`cli`, imported when first looked at.
+
+    ``melopt --version`` (and any use of the group that never looks a command up) then costs no
+    import of the command modules and the library behind them. :attr:`loader` (set by
+    :mod:`mel_opt.cli`) imports the command modules, which add their commands here; it runs
+    once, before the first read.
+    """
+
+    loader: Callable[[], None] | None = None
+
+    def _load(self) -> None:
+        loader, self.loader = self.loader, None  # cleared first: loading adds commands here
+        if loader is not None:
+            loader()
+
+    def __getitem__(self, name: str) -> click.Command:
+        self._load()
+        return super().__getitem__(name)
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return super().__contains__(name)
+
+    def __iter__(self) -> Iterator[str]:
+        self._load()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._load()
+        return super().__len__()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self._load()
+        return super().get(name, default)
+
+    def keys(self) -> Any:
+        self._load()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._load()
+        return super().values()
+
+    def items(self) -> Any:
+        self._load()
+        return super().items()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mel_opt", prog_name="melopt")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks instead of one-line errors.")
@@ -57,6 +107,9 @@ def cli(debug: bool) -> None:
     2 invalid input or usage.
     """
     State.debug = debug
+
+
+cli.commands = Commands()
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -96,6 +149,8 @@ def fmt(value: Any, digits: int = 6) -> str:
     """One table cell: numbers to ``digits`` significant digits, sequences, arrays and mappings
     cut to their first :data:`SHOWN_ITEMS` entries with their length (the full values are in
     the result JSON), so a cell never grows with the instance."""
+    import numpy as np  # loaded already by whatever made the value
+
     if value is None:
         return "-"
     if isinstance(value, (bool, np.bool_)):
@@ -141,6 +196,8 @@ def result_panel(res: Result, key_metrics: Sequence[str]) -> Table:
     JSON, solution vectors show their first entries, and at most :data:`SHOWN_FIELDS` metric
     and solution rows are shown, then one row saying how many more the JSON holds.
     """
+    import numpy as np
+
     t = Table(title=f"{res.instance}: {res.problem} / {res.method}", show_header=False)
     t.add_column("field", style="bold")
     t.add_column("value")
