@@ -21,14 +21,17 @@ def command_modules(path: Iterable[str]) -> list[str]:
     return sorted(n for n in names if n != "app" and not n.startswith("_"))
 
 
-def load_commands() -> None:
-    """Import every command module; each adds its commands to :data:`cli`."""
-    for name in command_modules(__path__):
-        importlib.import_module(f"{__name__}.{name}")
+def load_commands(name: str | None = None) -> None:
+    """Import the command module called ``name`` if there is one, or every command module
+    when ``name`` is None; each adds its commands to :data:`cli`."""
+    for module in command_modules(__path__):
+        if name is None or module == name:
+            importlib.import_module(f"{__name__}.{module}")
 
 
 # The modules load when a command is first looked up (see app.Commands), not here: then
-# ``melopt --version`` imports neither them nor the library behind them.
+# ``melopt --version`` imports neither them nor the library behind them, and ``melopt solve``
+# only the module of its own family.
 cli.commands.loader = load_commands  # type: ignore[attr-defined]
 
 

@@ -52,17 +52,23 @@ class Commands(dict[str, click.Command]):
     """The commands of :data:`cli`, imported when first looked at.
 
     ``melopt --version`` (and any use of the group that never looks a command up) then costs no
-    import of the command modules and the library behind them. :attr:`loader` (set by
-    :mod:`mel_opt.cli`) imports the command modules, which add their commands here; it runs
-    once, before the first read.
+    import of the command modules and the library behind them, and running one command imports
+    first the module named like it (``solve`` -> ``mel_opt.cli.solve``), the others only if the
+    command is not there. :attr:`loader` (set by :mod:`mel_opt.cli`) imports the module of that
+    name, or every command module when given None; each adds its commands here.
     """
 
-    loader: Callable[[], None] | None = None
+    loader: Callable[[str | None], None] | None = None
 
-    def _load(self) -> None:
+    def _load(self, name: str | None = None) -> None:
+        if self.loader is None:
+            return
+        if name is not None:
+            self.loader(name)
+            if super().__contains__(name):
+                return
         loader, self.loader = self.loader, None  # cleared first: loading adds commands here
-        if loader is not None:
-            loader()
+        loader(None)
 
     def __getitem__(self, name: str) -> click.Command:
         self._load()
@@ -80,8 +86,8 @@ class Commands(dict[str, click.Command]):
         self._load()
         return super().__len__()
 
-    def get(self, name: str, default: Any = None) -> Any:
-        self._load()
+    def get(self, name: str, default: Any = None) -> Any:  # click's get_command
+        self._load(name)
         return super().get(name, default)
 
     def keys(self) -> Any:

@@ -75,6 +75,18 @@ def test_commands_without_a_model_import_no_pyomo(tmp_path, args):
     assert code == 0
     assert _heavy(modules) == []
     assert "mel_opt.cli.solve" in modules  # the command did run
+    if args[0] == "solve":  # found in the module of its name: no other command module loads
+        assert {m for m in modules if m.startswith("mel_opt.cli.")} == {
+            "mel_opt.cli.app", "mel_opt.cli.solve"}
+
+
+def test_commands_outside_their_namesake_module_are_still_found(tmp_path):
+    # tau-scan lives in cli/tau.py: looked up by name, then found by loading every module
+    code, modules = _loaded(tmp_path, "cli", "tau-scan",
+                            str(INSTANCES / "adaptive-tau" / "svm_defaults.json"))
+    assert code == 0 and "mel_opt.cli.tau" in modules
+    code, _ = _loaded(tmp_path, "cli", "no-such-command")
+    assert code == 2
 
 
 def test_building_a_model_still_imports_pyomo(tmp_path):
