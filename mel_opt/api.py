@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,27 @@ def parse_instance(doc: Any, source: str | None = None, name: str | None = None)
     return get_problem(problem).parse(root, source)
 
 
-def load_instance(path: str | os.PathLike[str]) -> Instance:
-    """Read and validate an instance file (JSON); the instance's name defaults to the file stem."""
+def load_instance(path: str | os.PathLike[str], *,
+                  timings: dict[str, float] | None = None) -> Instance:
+    """Read and validate an instance file (JSON); the instance's name defaults to the file stem.
+
+    Parameters
+    ----------
+    path
+        The instance file.
+    timings
+        When given, receives the seconds spent in ``load`` (reading the file and parsing its
+        JSON) and in ``validate`` (checking the document and building the instance); the keys
+        of :attr:`Result.timings <mel_opt.result.Result.timings>`.
+    """
+    start = time.perf_counter()
     doc = read_json_file(path)
-    return parse_instance(doc, str(path), Path(path).stem)
+    loaded = time.perf_counter()
+    inst = parse_instance(doc, str(path), Path(path).stem)
+    if timings is not None:
+        timings["load"] = loaded - start
+        timings["validate"] = time.perf_counter() - loaded
+    return inst
 
 
 def problem_of(instance: Instance) -> str:
@@ -67,7 +85,8 @@ def solve(
 
     The solution is re-checked against the instance by the problem's verifier, which shares no
     code with the method. Solver failures become a result with status ``error``; invalid
-    requests (unknown method) raise :class:`~mel_opt.errors.UsageError`.
+    requests (unknown method) raise :class:`~mel_opt.errors.UsageError`. The result's
+    ``timings`` hold ``solve`` and, when a solution was verified, ``verify`` (seconds).
     """
     spec = get_problem(problem_of(instance))
     mspec = spec.method(method)
@@ -80,15 +99,18 @@ def solve(
         return Result(
             instance=instance.name, problem=spec.name, method=mspec.name, status=Status.ERROR,
             objective=None, solution={}, metrics={}, verification=None, solve_time_s=elapsed,
-            solver=SolverInfo(mspec.name), message=str(exc),
+            solver=SolverInfo(mspec.name), message=str(exc), timings={"solve": elapsed},
         )
     elapsed = time.perf_counter() - start
     status = status_from_termination(out.termination)
     verification = None
     metrics: dict[str, Any] = {}
     objective = None
+    timings = {"solve": elapsed}
     if out.solution is not None and status.has_solution:
+        verify_start = time.perf_counter()
         checked = spec.verify(instance, out.solution)
+        timings["verify"] = time.perf_counter() - verify_start
         verification = checked.verification
         metrics = dict(checked.metrics)
         objective = checked.objective
@@ -106,12 +128,16 @@ def solve(
         solve_time_s=elapsed,
         solver=out.solver,
         message=out.message,
+        timings=timings,
     )
 
 
 def solve_file(path: str | os.PathLike[str], method: str | None = None, **kw: Any) -> Result:
-    """Load and solve one instance file."""
-    return solve(load_instance(path), method, **kw)
+    """Load and solve one instance file; the result's timings include ``load`` and
+    ``validate``."""
+    timings: dict[str, float] = {}
+    res = solve(load_instance(path, timings=timings), method, **kw)
+    return replace(res, timings={**timings, **res.timings})
 
 
 def methods(problem: str | None = None) -> dict[str, list[str]]:

@@ -2,19 +2,20 @@
 
 Only the CLI imports click and rich. The commands live in the other modules of this package,
 one per command family, and attach themselves to :data:`cli`. Every command runs inside
-:func:`guarded`, which turns mel_opt's exceptions into one readable line on stderr and the exit
-code of the design brief (0 solved, 1 no solution, 2 invalid input or usage); ``--debug`` shows
+:func:`guarded`, which turns mel_opt's exceptions into one readable line on stderr and an
+exit code (0 solved, 1 no solution, 2 invalid input or usage, 130 interrupted); ``--debug`` shows
 the traceback instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -29,7 +30,9 @@ from rich.progress import (
 from rich.table import Table
 
 from mel_opt.errors import InstanceError, MelOptError, UsageError
-from mel_opt.result import Result
+
+if TYPE_CHECKING:
+    from mel_opt.result import Result
 
 
 def _console(stderr: bool = False) -> Console:
@@ -47,6 +50,61 @@ class State:
     debug = False
 
 
+class Commands(dict[str, click.Command]):
+    """The commands of :data:`cli`, imported when first looked at.
+
+    ``melopt --version`` (and any use of the group that never looks a command up) then costs no
+    import of the command modules and the library behind them, and running one command imports
+    first the module named like it (``solve`` -> ``mel_opt.cli.solve``), the others only if the
+    command is not there. :attr:`loader` (set by :mod:`mel_opt.cli`) imports the module of that
+    name, or every command module when given None; each adds its commands here.
+    """
+
+    loader: Callable[[str | None], None] | None = None
+
+    def _load(self, name: str | None = None) -> None:
+        if self.loader is None:
+            return
+        if name is not None:
+            self.loader(name)
+            if super().__contains__(name):
+                return
+        loader, self.loader = self.loader, None  # cleared first: loading adds commands here
+        loader(None)
+
+    def __getitem__(self, name: str) -> click.Command:
+        self._load()
+        return super().__getitem__(name)
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return super().__contains__(name)
+
+    def __iter__(self) -> Iterator[str]:
+        self._load()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._load()
+        return super().__len__()
+
+    def get(self, name: str, default: Any = None) -> Any:  # click's get_command
+        self._load(name)
+        return super().get(name, default)
+
+    def keys(self) -> Any:
+        self._load()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._load()
+        return super().values()
+
+    def items(self) -> Any:
+        self._load()
+        return super().items()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mel_opt", prog_name="melopt")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks instead of one-line errors.")
@@ -54,9 +112,12 @@ def cli(debug: bool) -> None:
     """mel_opt: resource allocation for Mobile Edge Learning.
 
     Exit codes: 0 solved, 1 no solution (infeasible, time limit, solver failure),
-    2 invalid input or usage.
+    2 invalid input or usage, 130 interrupted (Ctrl-C).
     """
     State.debug = debug
+
+
+cli.commands = Commands()
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -127,16 +188,33 @@ def refuse_overwrite(output: str | None, *inputs: str | Path) -> None:
                              f"input: choose another output file")
 
 
+SHOWN_ITEMS = 8  # elements of a list (or keys of a mapping) a table cell shows
+SHOWN_FIELDS = 40  # rows of metrics and solution fields a result table shows
+
+
 def fmt(value: Any, digits: int = 6) -> str:
+    """One table cell: numbers to ``digits`` significant digits, sequences, arrays and mappings
+    cut to their first :data:`SHOWN_ITEMS` entries with their length (the full values are in
+    the result JSON), so a cell never grows with the instance."""
+    import numpy as np  # loaded already by whatever made the value
+
     if value is None:
         return "-"
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
-    if isinstance(value, float):
+    if isinstance(value, (float, np.floating)):
         return f"{value:.{digits}g}"
-    if isinstance(value, (list, tuple)):
-        shown = ", ".join(fmt(v, 4) for v in value[:8])
-        return f"[{shown}{', ...' if len(value) > 8 else ''}]"
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return fmt(value.item(), digits)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        shown = ", ".join(fmt(v, 4) for v in value[:SHOWN_ITEMS])
+        more = f", ... ({len(value)} items)" if len(value) > SHOWN_ITEMS else ""
+        return f"[{shown}{more}]"
+    if isinstance(value, dict):
+        items = list(itertools.islice(value.items(), SHOWN_ITEMS))
+        shown = ", ".join(f"{k}: {fmt(v, 4)}" for k, v in items)
+        more = f", ... ({len(value)} keys)" if len(value) > SHOWN_ITEMS else ""
+        return f"{{{shown}{more}}}"
     return str(value)
 
 
@@ -146,6 +224,7 @@ STATUS_STYLE = {
     "feasible": "yellow",
     "infeasible": "red",
     "time_limit": "yellow",
+    "iteration_limit": "yellow",
     "error": "red",
 }
 
@@ -159,24 +238,33 @@ def verification_text(res: Result) -> str:
 
 
 def result_panel(res: Result, key_metrics: Sequence[str]) -> Table:
-    """A two-column table of one result: status, objective, metrics, verification."""
+    """A two-column table of one result: status, objective, metrics, verification.
+
+    Its size does not grow with the instance: per-learner metrics (lists, arrays) stay in the
+    JSON, solution vectors show their first entries, and at most :data:`SHOWN_FIELDS` metric
+    and solution rows are shown, then one row saying how many more the JSON holds.
+    """
+    import numpy as np
+
     t = Table(title=f"{res.instance}: {res.problem} / {res.method}", show_header=False)
     t.add_column("field", style="bold")
     t.add_column("value")
     style = STATUS_STYLE.get(res.status.value, "white")
     t.add_row("status", f"[{style}]{res.status.value}[/]")
     t.add_row("objective", fmt(res.objective))
-    for key in key_metrics:
-        if key in res.metrics:
-            t.add_row(key, fmt(res.metrics[key]))
-    for key, value in res.metrics.items():
-        if key not in key_metrics and not isinstance(value, (list, dict)):
-            t.add_row(key, fmt(value))
-    for key, value in res.solution.items():
-        t.add_row(f"solution.{key}", fmt(value))
+    fields = [(key, res.metrics[key]) for key in key_metrics if key in res.metrics]
+    fields += [(key, value) for key, value in res.metrics.items()
+               if key not in key_metrics and not isinstance(value, (list, dict, np.ndarray))]
+    fields += [(f"solution.{key}", value) for key, value in res.solution.items()]
+    for key, value in fields[:SHOWN_FIELDS]:
+        t.add_row(key, fmt(value))
+    if len(fields) > SHOWN_FIELDS:
+        t.add_row("...", f"{len(fields) - SHOWN_FIELDS} more fields in the result JSON (--json)")
     t.add_row("verification", verification_text(res))
     t.add_row("solver", f"{res.solver.name} {res.solver.version}".strip())
     t.add_row("solve time", f"{res.solve_time_s:.4g} s")
+    if res.timings:
+        t.add_row("timings", ", ".join(f"{k} {v:.3g} s" for k, v in res.timings.items()))
     if res.message:
         t.add_row("note", res.message)
     return t

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from mel_opt.cli.app import (
 from mel_opt.errors import MelOptError, UsageError
 from mel_opt.io.atomic import atomic_write
 from mel_opt.problems import all_problems, get_problem
-from mel_opt.result import Result
+from mel_opt.result import Result, dumps
 
 
 def instance_files(paths: tuple[str, ...]) -> list[Path]:
@@ -88,17 +89,26 @@ def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output:
             raise UsageError("no instance files found")
         refuse_overwrite(output, *files)
         if len(files) == 1:
-            inst = load_instance(files[0])
-            res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
-            spec = get_problem(res.problem)
-            if output:
-                atomic_write(output, res.to_json() + "\n")
-            if as_json:
-                click.echo(res.to_json())
-            else:
-                out.print(result_panel(res, spec.key_metrics))
+            res = _solve_one(files[0], method, time_limit, seed, opts)
+            if output or as_json:
+                res, data = res.to_json_timed()
+                if output:
+                    atomic_write(output, data + b"\n")
+                if as_json:
+                    click.echo(data)
+            if not as_json:
+                out.print(result_panel(res, get_problem(res.problem).key_metrics))
             raise SystemExit(exit_code_of(res))
         _solve_many(files, method, as_json, output, time_limit, seed, opts)
+
+
+def _solve_one(path: Path, method: str | None, time_limit: float | None, seed: int,
+               opts: dict[str, Any]) -> Result:
+    """Load, validate, solve and verify one file; the result's timings hold every phase."""
+    timings: dict[str, float] = {}
+    inst = load_instance(path, timings=timings)
+    res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
+    return replace(res, timings={**timings, **res.timings})
 
 
 def _solve_many(files: list[Path], method: str | None, as_json: bool, output: str | None,
@@ -111,8 +121,7 @@ def _solve_many(files: list[Path], method: str | None, as_json: bool, output: st
     code = 0
     for f in files:
         try:
-            inst = load_instance(f)
-            res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
+            res = _solve_one(f, method, time_limit, seed, opts)
         except MelOptError as exc:
             code = max(code, exc.exit_code)
             err.print(f"error: {exc}", markup=False)
@@ -128,11 +137,13 @@ def _solve_many(files: list[Path], method: str | None, as_json: bool, output: st
         table.add_row(str(f), res.problem, res.method, f"[{style}]{res.status.value}[/]",
                       fmt(res.objective), metrics, verification_text(res),
                       f"{res.solve_time_s:.3g}")
-        results.append(res.to_dict())
-    if output:
-        atomic_write(output, json.dumps(results, indent=2) + "\n")
-    if as_json:
-        click.echo(json.dumps(results, indent=2))
+        results.append(res.document())
+    if output or as_json:
+        data = dumps(results)
+        if output:
+            atomic_write(output, data + b"\n")
+        if as_json:
+            click.echo(data)
     else:
         out.print(table)
     raise SystemExit(code)

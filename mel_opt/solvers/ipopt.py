@@ -10,18 +10,24 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mel_opt.errors import SolverUnavailableError, UsageError
-from mel_opt.nlp import CompiledNLP, NLPEvaluationError, compile_nlp
+from mel_opt.lazy import lazy_module
 from mel_opt.solvers.base import (
     Availability,
     SolutionStatus,
     SolverResult,
     TerminationCondition,
 )
+
+if TYPE_CHECKING:
+    from mel_opt import nlp as _nlp
+    from mel_opt.nlp import CompiledNLP
+else:  # the compiler (and scipy.sparse) load with the first model handed to Ipopt
+    _nlp = lazy_module("mel_opt.nlp")
 
 __all__ = [
     "STATUS_MAP",
@@ -186,20 +192,20 @@ class _Callbacks:
     def objective(self, x: np.ndarray) -> float:
         try:
             return self._nlp.objective(x)
-        except NLPEvaluationError:
+        except _nlp.NLPEvaluationError:
             # Ipopt cuts the step back when f or g cannot be evaluated at a trial point.
             raise self._err() from None
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         try:
             return self._nlp.gradient(x)
-        except NLPEvaluationError:
+        except _nlp.NLPEvaluationError:
             raise self._err() from None
 
     def constraints(self, x: np.ndarray) -> np.ndarray:
         try:
             return self._nlp.constraints_values(x)
-        except NLPEvaluationError:
+        except _nlp.NLPEvaluationError:
             raise self._err() from None
 
     def jacobianstructure(self) -> tuple[np.ndarray, np.ndarray]:
@@ -208,7 +214,7 @@ class _Callbacks:
     def jacobian(self, x: np.ndarray) -> np.ndarray:
         try:
             return self._nlp.jacobian(x)
-        except NLPEvaluationError:
+        except _nlp.NLPEvaluationError:
             raise self._err() from None
 
     def intermediate(self, alg_mod: int, iter_count: int, *_: Any) -> bool:
@@ -225,7 +231,7 @@ class _CallbacksWithHessian(_Callbacks):
     def hessian(self, x: np.ndarray, lagrange: np.ndarray, obj_factor: float) -> np.ndarray:
         try:
             return self._nlp.hessian(x, lagrange, obj_factor)
-        except NLPEvaluationError:
+        except _nlp.NLPEvaluationError:
             raise self._err() from None
 
 
@@ -319,7 +325,7 @@ def _objective_at(nlp: CompiledNLP, x: np.ndarray) -> float | None:
     """Objective in the model's own sense at ``x``; None when not finite or not evaluable."""
     try:
         value = nlp.sense * nlp.objective(x)
-    except NLPEvaluationError:
+    except _nlp.NLPEvaluationError:
         return None
     return value if math.isfinite(value) else None
 
@@ -522,7 +528,7 @@ def solve_nlp(
     import cyipopt
 
     start = time.perf_counter()
-    nlp = compile_nlp(model, hessian=hessian == "exact")
+    nlp = _nlp.compile_nlp(model, hessian=hessian == "exact")
     trivial = _without_ipopt(nlp)
     if trivial is not None:
         return trivial

@@ -19,11 +19,17 @@ numbers of order one. :func:`unscale` maps a solution back to SI units.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyomo.environ as pyo
 
+from mel_opt.lazy import lazy_module
 from mel_opt.problems.feel.instance import MIN_BATCH, FeelInstance
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:  # Pyomo loads when a model is built, not when the package is imported
+    pyo = lazy_module("pyomo.environ")
 
 SLOT_FLOOR = 1e-9  # least slot as a fraction of the frame (keeps 1/x evaluable)
 

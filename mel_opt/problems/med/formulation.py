@@ -29,11 +29,11 @@ Strengthening (valid for every optimal solution, so the optimum is unchanged):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyomo.environ as pyo
 
+from mel_opt.lazy import lazy_module
 from mel_opt.problems.med import split
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.latency import (
@@ -42,6 +42,11 @@ from mel_opt.problems.med.latency import (
     coefficients,
     learner_types,
 )
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:  # Pyomo loads when a model is built, not when the package is imported
+    pyo = lazy_module("pyomo.environ")
 
 
 def best_case_levels(inst: MedInstance, coef: Coefficients) -> np.ndarray:

@@ -10,10 +10,17 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pyomo.environ as pyo
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from mel_opt.lazy import lazy_module
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:  # Pyomo loads when a model is built, not when the package is imported
+    pyo = lazy_module("pyomo.environ")
 
 FORMS = ("pairwise", "minmax")
 PAIRWISE_MAX_K = 30  # above this the O(K) form is the default
