@@ -24,13 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyomo.environ as pyo
 
+from mel_opt.lazy import lazy_module
 from mel_opt.problems.mel_async import windows as W
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 from mel_opt.solvers.base import Termination
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:  # Pyomo loads when the second stage builds its model, not when the package is imported
+    pyo = lazy_module("pyomo.environ")
 
 MAX_BINARIES = 10_000  # over all optimal windows; beyond it the second stage is not attempted
 # (the linearised concave objective has a weak LP bound: HiGHS needs seconds at K = 2,000)
