@@ -42,7 +42,7 @@ class TypeSpace:
         self.count = np.array([m.size for m in self.members], dtype=np.int64)
         self.rep = np.array([m[0] for m in self.members], dtype=np.int64)
         self.shape = tuple(int(c) + 1 for c in self.count)
-        self.size = int(np.prod(self.shape))
+        self.size = math.prod(self.shape)  # Python ints: np.prod wraps around past 2^63
 
     def digits(self) -> np.ndarray:
         """Every count vector, (size, K), in C order of the box."""

@@ -60,3 +60,14 @@ def test_many_types_path_agrees_with_type_programme():
     b = branch_and_bound.solve(inst, coefficients(inst), time_limit=60)
     assert a.termination.value == b.termination.value == "optimal"
     assert a.objective == pytest.approx(b.objective, rel=1e-9)
+
+
+def test_type_space_size_is_exact_beyond_int64() -> None:
+    # 70 types of one learner each: 2^70 count vectors. np.prod wrapped this around to 0 and
+    # let a 1,000-learner instance past the size check into np.indices (64 dimensions at most).
+    import numpy as np
+
+    from mel_opt.problems.med.search.type_box import TypeSpace
+
+    space = TypeSpace(np.arange(70))
+    assert space.size == 2**70
