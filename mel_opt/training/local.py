@@ -130,11 +130,13 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
         m0 = int(active[j0])
         xs = x[idx[:m0, j0:j1]]
         ws = w[:m0, j0:j1] * np.asarray(lr, dtype=w.dtype)
-        target = np.zeros((*ws.shape, classes), dtype=w.dtype)
-        np.put_along_axis(target, y[idx[:m0, j0:j1]][..., None], ws[..., None], axis=-1)
+        # one-hot targets times the weights, class axis before the sample axis (the layout
+        # stacked_gradients takes them in)
+        target = np.zeros((m0, j1 - j0, classes, bs), dtype=w.dtype)
+        np.put_along_axis(target, y[idx[:m0, j0:j1]][:, :, None, :], ws[:, :, None, :], axis=2)
         for j in range(j0, j1):
             m = int(active[j])
-            g = stacked_gradients([a[:m] for a in p], xs[:m, j - j0], y, ws[:m, j - j0],
+            g = stacked_gradients([a[:m] for a in p], xs[:m, j - j0], None, ws[:m, j - j0],
                                   target[:m, j - j0])
             for a, da in zip(p, g, strict=True):
                 a[:m] -= da
