@@ -123,8 +123,9 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
     j_of, k_of = np.nonzero(steps[None, :] > np.arange(n_steps)[:, None])
     rows = sched.index[order[k_of], j_of]
     coef = sched.weight[order[k_of], j_of] * np.asarray(lr, dtype=sched.weight.dtype)
-    active = np.bincount(j_of, minlength=n_steps)
-    offsets = np.concatenate([[0], np.cumsum(active)])
+    active = np.bincount(j_of, minlength=n_steps).tolist()
+    offsets = np.concatenate([[0], np.cumsum(active, dtype=np.int64)])
+    starts = offsets.tolist()
     # minibatches are gathered for a block of steps at once (one fancy-indexing call instead
     # of one per step), the block kept to about GATHER_BYTES; the block's one-hot targets are
     # built in one call too, and the learning rate is folded into the loss weights, so a step
@@ -135,7 +136,7 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
     while j0 < n_steps:
         fits = int(np.searchsorted(offsets, offsets[j0] + per_block, side="right")) - 1
         j1 = min(max(j0 + 1, fits), n_steps)
-        r0, r1 = int(offsets[j0]), int(offsets[j1])
+        r0, r1 = starts[j0], starts[j1]
         xs = x[rows[r0:r1]]
         ws = coef[r0:r1]
         # one-hot targets times the weights, class axis before the sample axis (the layout
@@ -143,8 +144,8 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
         target = np.zeros((r1 - r0, classes, bs), dtype=ws.dtype)
         np.put_along_axis(target, y[rows[r0:r1]][:, None, :], ws[:, None, :], axis=1)
         for j in range(j0, j1):
-            m = int(active[j])
-            s = slice(int(offsets[j]) - r0, int(offsets[j + 1]) - r0)
+            m = active[j]
+            s = slice(starts[j] - r0, starts[j + 1] - r0)
             g = stacked_gradients([a[:m] for a in p], xs[s], None, ws[s], target[s])
             for a, da in zip(p, g, strict=True):
                 a[:m] -= da
