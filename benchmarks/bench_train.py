@@ -77,14 +77,15 @@ def show(title: str, o: E.ExperimentOutcome, columns: tuple[str, ...],
     console.print(f"verdict: {verdict_of(claims)}", markup=False)
 
 
-def speed() -> None:
+def speed(repeats: int = 15) -> None:
     ds = load_dataset("digits")
     table = Table(title="Batched trainer vs per-learner loop, K = 20, digits (1,438 samples), "
                         "ragged d_k (6-144) and tau_k (2-13), minibatch 32, float32; CPU "
-                        "seconds of this process (steadier than wall time on a shared "
-                        "machine), best of 7")
+                        f"seconds of this process (steadier than wall time on a shared "
+                        f"machine), best of {repeats}, the two trainers alternating")
     for col in ("model", "batched [CPU s]", "loop [CPU s]", "speedup", "max |difference|",
-                "GFLOP", "batched GFLOP/s", "loop GFLOP/s"):
+                "steps batched / loop", "us per step batched / loop", "GFLOP",
+                "batched GFLOP/s", "loop GFLOP/s"):
         table.add_column(col, justify="right")
     rng = np.random.default_rng(0)
     K = 20
@@ -93,25 +94,30 @@ def speed() -> None:
     x = ds.x_train.astype(np.float32)
     samples = [rng.choice(x.shape[0], int(n), replace=False) for n in sizes]
     sched = make_schedule(samples, tau, 32, np.random.default_rng(1), np.float32)
+    # the batched trainer takes max_k S_k steps (each over the learners still training), the
+    # loop sum_k S_k single-learner steps: their ratio is the speedup if a batched step cost
+    # no more than a single-learner one
+    n_batched, n_loop = int(sched.steps.max()), int(sched.steps.sum())
     for model in ("softmax", "twonn", "mlp000"):
         p = broadcast(init_params(layers_for(model, 64, 10), 0, np.float32), K)
-        best = []
-        for fn in (local_sgd, local_sgd_loop):
-            times = []
-            for _ in range(7):
+        times: dict[Callable[..., Any], list[float]] = {local_sgd: [], local_sgd_loop: []}
+        res = {}
+        for _ in range(repeats):
+            for fn, spent in times.items():
                 t = time.process_time()
-                res = fn(p, x, ds.y_train, sched, 0.1)
-                times.append(time.process_time() - t)
-            best.append((min(times), res))
-        diff = max(float(np.abs(a - b).max()) for a, b in zip(best[0][1], best[1][1],
-                                                               strict=True))
+                res[fn] = fn(p, x, ds.y_train, sched, 0.1)
+                spent.append(time.process_time() - t)
+        fast, slow = min(times[local_sgd]), min(times[local_sgd_loop])
+        diff = max(float(np.abs(a - b).max())
+                   for a, b in zip(res[local_sgd], res[local_sgd_loop], strict=True))
         # the matrix-product FLOPs of every real sample's SGD step (padding excluded): the
         # same for both trainers, so where they are most of the time no batching can help
         gflop = MLP(layers_for(model, 64, 10)).train_flops_per_sample() * float(
             (sched.weight > 0).sum()) / 1e9
-        table.add_row(model, f"{best[0][0]:.4f}", f"{best[1][0]:.4f}",
-                      f"{best[1][0] / best[0][0]:.1f}x", f"{diff:.1e}", f"{gflop:.3f}",
-                      f"{gflop / best[0][0]:.1f}", f"{gflop / best[1][0]:.1f}")
+        table.add_row(model, f"{fast:.4f}", f"{slow:.4f}", f"{slow / fast:.1f}x",
+                      f"{diff:.1e}", f"{n_batched} / {n_loop}",
+                      f"{fast / n_batched * 1e6:.0f} / {slow / n_loop * 1e6:.0f}",
+                      f"{gflop:.3f}", f"{gflop / fast:.1f}", f"{gflop / slow:.1f}")
     console.print(table)
 
 

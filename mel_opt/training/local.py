@@ -112,32 +112,45 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
         SGD learning rate.
     """
     order = np.argsort(-sched.steps, kind="stable")
-    inverse = np.argsort(order)
-    p = [a[order].copy() for a in params]
-    idx, w = sched.index[order], sched.weight[order]
-    K, S, bs = idx.shape
-    n_steps = int(sched.steps.max()) if K else 0
-    # learners still training at step j: a prefix of the sorted axis, of this length
-    active = (sched.steps[order][:, None] > np.arange(n_steps)[None, :]).sum(axis=0)
+    p = [a[order] for a in params]
+    steps = sched.steps[order]
+    n_steps = int(steps.max()) if steps.size else 0
+    bs = sched.index.shape[2]
+    # the learner-steps that are trained, step by step: at step j the learners still training
+    # are a prefix of the sorted axis, active[j] long, and their minibatches are the rows
+    # offsets[j]:offsets[j + 1] of `rows`, so nothing is gathered or computed for learners
+    # that have finished and every step's slice of the gathered arrays is contiguous
+    j_of, k_of = np.nonzero(steps[None, :] > np.arange(n_steps)[:, None])
+    rows = sched.index[order[k_of], j_of]
+    coef = sched.weight[order[k_of], j_of] * np.asarray(lr, dtype=sched.weight.dtype)
+    active = np.bincount(j_of, minlength=n_steps).tolist()
+    offsets = np.concatenate([[0], np.cumsum(active, dtype=np.int64)])
+    starts = offsets.tolist()
     # minibatches are gathered for a block of steps at once (one fancy-indexing call instead
     # of one per step), the block kept to about GATHER_BYTES; the block's one-hot targets are
     # built in one call too, and the learning rate is folded into the loss weights, so a step
     # is the forward and backward products and one in-place update per parameter
-    block = max(1, GATHER_BYTES // max(1, K * bs * x.shape[1] * x.itemsize))
+    per_block = max(1, GATHER_BYTES // max(1, bs * x.shape[1] * x.itemsize))
     classes = p[-1].shape[-1]
-    for j0 in range(0, n_steps, block):
-        j1 = min(j0 + block, n_steps)
-        m0 = int(active[j0])
-        xs = x[idx[:m0, j0:j1]]
-        ws = w[:m0, j0:j1] * np.asarray(lr, dtype=w.dtype)
-        target = np.zeros((*ws.shape, classes), dtype=w.dtype)
-        np.put_along_axis(target, y[idx[:m0, j0:j1]][..., None], ws[..., None], axis=-1)
+    j0 = 0
+    while j0 < n_steps:
+        fits = int(np.searchsorted(offsets, offsets[j0] + per_block, side="right")) - 1
+        j1 = min(max(j0 + 1, fits), n_steps)
+        r0, r1 = starts[j0], starts[j1]
+        xs = x[rows[r0:r1]]
+        ws = coef[r0:r1]
+        # one-hot targets times the weights, class axis before the sample axis (the layout
+        # stacked_gradients takes them in)
+        target = np.zeros((r1 - r0, classes, bs), dtype=ws.dtype)
+        np.put_along_axis(target, y[rows[r0:r1]][:, None, :], ws[:, None, :], axis=1)
         for j in range(j0, j1):
-            m = int(active[j])
-            g = stacked_gradients([a[:m] for a in p], xs[:m, j - j0], y, ws[:m, j - j0],
-                                  target[:m, j - j0])
+            m = active[j]
+            s = slice(starts[j] - r0, starts[j + 1] - r0)
+            g = stacked_gradients([a[:m] for a in p], xs[s], None, ws[s], target[s])
             for a, da in zip(p, g, strict=True):
                 a[:m] -= da
+        j0 = j1
+    inverse = np.argsort(order)
     return [a[inverse] for a in p]
 
 

@@ -71,34 +71,53 @@ def init_params(layers: Sequence[int], seed: int = 0, dtype: DTypeLike = np.floa
     return out
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    """Softmax over the last (class) axis, in place. The row maximum is taken class by class
-    and the row sum as a product: numpy reduces a short last axis row by row, far slower."""
-    top = z[..., 0].copy()
-    for c in range(1, z.shape[-1]):
-        np.maximum(top, z[..., c], out=top)
-    z -= top[..., None]
-    np.exp(z, out=z)
-    z /= z @ np.ones((z.shape[-1], 1), dtype=z.dtype)
-    return z
+def _forward(params: Params, x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """The forward pass up to the softmax's unnormalised terms.
+
+    Parameters
+    ----------
+    params : list of ndarray
+        Stacked parameters (see :func:`stacked_forward`).
+    x : ndarray, shape (K, m, features)
+
+    Returns
+    -------
+    acts : list of ndarray
+        The input ``x`` and every hidden activation, each (K, m, n).
+    e : ndarray, shape (K, classes, m)
+        exp(z - max_c z) of the output logits z, class axis before the sample axis: the
+        softmax is e / s. It is a view of a class-major (classes, K, m) array, so the
+        reductions over the class axis run over the outermost axis (numpy reduces a short
+        innermost axis row by row, far slower); the product writes it in that layout
+        directly, as z^T = W^T a^T (BLAS takes the transposed operands as they are).
+    s : ndarray, shape (K, 1, m)
+        The class sums of ``e``.
+    """
+    acts = [x]
+    n_layers = len(params) // 2
+    for i in range(n_layers - 1):
+        z = acts[-1] @ params[2 * i]
+        z += params[2 * i + 1][:, None, :]
+        acts.append(np.maximum(z, 0, out=z))
+    w_out, b_out = params[-2], params[-1]
+    K, _, classes = w_out.shape
+    e = np.empty((classes, K, x.shape[1]), dtype=np.result_type(w_out, x)).transpose(1, 0, 2)
+    np.matmul(w_out.transpose(0, 2, 1), acts[-1].transpose(0, 2, 1), out=e)
+    e += b_out[:, :, None]
+    e -= np.maximum.reduce(e, axis=1, keepdims=True)  # the shift keeps exp finite
+    np.exp(e, out=e)
+    return acts, e, np.add.reduce(e, axis=1, keepdims=True)
 
 
 def stacked_forward(params: Params, x: np.ndarray) -> list[np.ndarray]:
     """Activations of every layer for learners' minibatches ``x`` of shape (K, m, features).
 
     ``params`` are stacked over the learner axis (W_i: (K, n_in, n_out), b_i: (K, n_out)).
-    The last entry is the softmax output (K, m, classes).
+    The last entry is the softmax output (K, m, classes) (a transposed view).
     """
-    acts = [x]
-    n_layers = len(params) // 2
-    for i in range(n_layers):
-        z = acts[-1] @ params[2 * i]
-        z += params[2 * i + 1][:, None, :]
-        if i < n_layers - 1:
-            acts.append(np.maximum(z, 0, out=z))
-        else:
-            acts.append(_softmax(z))
-    return acts
+    acts, e, s = _forward(params, x)
+    e /= s
+    return [*acts, e.transpose(0, 2, 1)]
 
 
 def stacked_loss(params: Params, x: np.ndarray, y: np.ndarray,
@@ -112,7 +131,7 @@ def stacked_loss(params: Params, x: np.ndarray, y: np.ndarray,
     return np.asarray((nll * weight).sum(axis=1))
 
 
-def stacked_gradients(params: Params, x: np.ndarray, y: np.ndarray,
+def stacked_gradients(params: Params, x: np.ndarray, y: np.ndarray | None,
                       weight: np.ndarray, target: np.ndarray | None = None) -> Params:
     """Gradients of :func:`stacked_loss` (with ``weight``) for every learner at once.
 
@@ -122,27 +141,34 @@ def stacked_gradients(params: Params, x: np.ndarray, y: np.ndarray,
         Stacked parameters (see :func:`stacked_forward`).
     x : ndarray, shape (K, m, features)
     y : ndarray of int, shape (K, m)
-        Class indices.
+        Class indices (not read when ``target`` is given).
     weight : ndarray, shape (K, m)
         Per-sample weight of the loss: 1/m_k on the m_k real samples of learner k's minibatch
         and 0 on padding, so ragged minibatches give each learner its own mean loss.
-    target : ndarray, shape (K, m, classes), optional
-        The one-hot labels times ``weight``, when the caller has them (the batched trainer
-        builds them for many steps at once); ``y`` is then not read.
+    target : ndarray, shape (K, classes, m), optional
+        The one-hot labels times ``weight``, class axis before the sample axis, when the
+        caller has them (the batched trainer builds them for many steps at once).
     """
-    acts = stacked_forward(params, x)
+    acts, e, s = _forward(params, x)
     K, m = weight.shape
+    # d loss / d logits of softmax + cross-entropy, per sample: weight * (softmax - one-hot),
+    # the softmax's division folded into the (K, 1, m) factor weight / s; class-major (K, C, m)
+    g = e
+    g *= weight[:, None, :] / s
     if target is None:
-        g = acts[-1].copy()
-        g[np.arange(K)[:, None], np.arange(m)[None, :], y] -= 1.0
-        g *= weight[:, :, None]  # d loss / d logits of softmax + cross-entropy, per sample
+        g[np.arange(K)[:, None], y, np.arange(m)] -= weight
     else:
-        g = acts[-1] * weight[:, :, None]
         g -= target
     n_layers = len(params) // 2
     grads: Params = [np.empty(0)] * len(params)
-    ones = np.ones((1, m), dtype=g.dtype)  # sums over the minibatch as products (faster)
-    for i in range(n_layers - 1, -1, -1):
+    ones = np.ones((m, 1), dtype=g.dtype)  # sums over the minibatch as products (faster)
+    grads[-2] = acts[-1].transpose(0, 2, 1) @ g.transpose(0, 2, 1)
+    grads[-1] = (g @ ones)[:, :, 0]
+    if n_layers > 1:  # back to sample-major (K, m, n) for the hidden layers
+        g = g.transpose(0, 2, 1) @ params[-2].transpose(0, 2, 1)
+        g *= acts[-1] > 0  # the derivative of ReLU
+    ones = ones.T
+    for i in range(n_layers - 2, -1, -1):
         grads[2 * i] = acts[i].transpose(0, 2, 1) @ g
         grads[2 * i + 1] = (ones @ g)[:, 0, :]
         if i > 0:

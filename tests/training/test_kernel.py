@@ -1,0 +1,52 @@
+"""The batched kernel's layout choices: the class-major softmax and the trainer's step-major
+gathering, checked on numbers worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_schedule
+from mel_opt.training.mlp import init_params, layers_for, stacked_forward, stacked_gradients
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_is_shifted_so_huge_logits_stay_finite(dtype: type) -> None:
+    # zero weights, biases (1000, 1001, -1000): p = (1, e, e^-2000 ~ 0) / (1 + e); without
+    # the shift by the class maximum exp(1000) overflows in either precision
+    p = [np.zeros((1, 2, 3), dtype=dtype), np.array([[1000.0, 1001.0, -1000.0]], dtype=dtype)]
+    x = np.ones((1, 4, 2), dtype=dtype)
+    out = stacked_forward(p, x)[-1]
+    assert out.shape == (1, 4, 3) and out.dtype == dtype
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    assert np.allclose(out, np.array([1.0, np.e, 0.0]) / (1 + np.e), atol=tol, rtol=0)
+
+
+def test_one_hot_target_gives_the_same_gradients_as_labels() -> None:
+    # the batched trainer hands weight * one-hot in (K, classes, m) layout instead of labels
+    rng = np.random.default_rng(0)
+    p = broadcast(init_params(layers_for("twonn", 4, 3), seed=1), 2)
+    x = rng.normal(size=(2, 5, 4))
+    y = np.array([[0, 2, 1, 1, 0], [2, 2, 0, 1, 1]])
+    w = np.array([[0.2] * 5, [1 / 3, 1 / 3, 1 / 3, 0.0, 0.0]])
+    target = np.zeros((2, 3, 5))
+    for k in range(2):
+        for i in range(5):
+            target[k, y[k, i], i] = w[k, i]
+    want = stacked_gradients(p, x, y, w)
+    got = stacked_gradients(p, x, None, w, target)
+    for a, b in zip(got, want, strict=True):
+        assert np.max(np.abs(a - b)) < 1e-15
+
+
+def test_no_learner_training_leaves_every_model_as_it_was() -> None:
+    x = np.random.default_rng(2).normal(size=(30, 4))
+    y = np.arange(30) % 3
+    sched = make_schedule([np.arange(10), np.arange(10, 30)], np.array([0, 0]), 8,
+                          np.random.default_rng(3))
+    p = broadcast(init_params(layers_for("softmax", 4, 3), seed=4), 2)
+    for got in (local_sgd(p, x, y, sched, 0.5), local_sgd_loop(p, x, y, sched, 0.5)):
+        for a, b in zip(got, p, strict=True):
+            assert np.array_equal(a, b)
