@@ -19,7 +19,9 @@ interrupt a long call into C; the solver adapters have their own limits for thos
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
+import os
 import signal
 import threading
 import time
@@ -37,7 +39,11 @@ __all__ = [
     "current",
     "hard_stop",
     "limit",
+    "process_start",
 ]
+
+# The first moment this module ran: the fallback for :func:`process_start`.
+IMPORTED_AT = time.perf_counter()
 
 
 class TimeLimitReached(MelOptError):
@@ -105,6 +111,28 @@ class Deadline:
         return None if self.time_limit is None else self.remaining()
 
 
+def process_start() -> float:
+    """``time.perf_counter()`` reading of when this process started.
+
+    The command line counts ``--time-limit`` from here, so interpreter start-up, imports and
+    loading the instance are inside the limit the user asked for. Read from Linux's
+    ``/proc/self/stat`` (start in clock ticks after boot) against ``/proc/uptime``; elsewhere,
+    or if the reading is implausible, the moment mel_opt was imported.
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        age = uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+    except (OSError, ValueError, IndexError):
+        return IMPORTED_AT
+    now = time.perf_counter()
+    if not 0.0 <= age <= now - IMPORTED_AT + 60.0:
+        return IMPORTED_AT
+    return min(IMPORTED_AT, now - age)
+
+
 _NONE = Deadline(None, 0.0)
 _CURRENT: ContextVar[Deadline] = ContextVar("mel_opt_deadline", default=_NONE)
 
@@ -139,6 +167,21 @@ def limit(time_limit: float | None, start: float | None = None) -> Iterator[Dead
 _ARMED = threading.local()
 
 
+class _DropTimeLimitRecords(logging.Filter):
+    """Pyomo logs an ERROR before re-raising any exception from a rule; the guard's stop is
+    not an error, and the result says why the method stopped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "TimeLimitReached" not in record.getMessage()
+
+
+_QUIET = _DropTimeLimitRecords()
+
+
+def _log_handlers() -> list[logging.Handler]:
+    return [*logging.getLogger("pyomo").handlers, *logging.getLogger().handlers]
+
+
 def _raise_on_alarm(signum: int, frame: Any) -> None:
     raise TimeLimitReached(
         f"time limit of {current().time_limit:g} s reached (stopped by the guard timer)")
@@ -164,6 +207,9 @@ def hard_stop(deadline: Deadline, grace: float) -> Iterator[None]:
         return
     previous = signal.signal(signal.SIGALRM, _raise_on_alarm)
     _ARMED.on = True
+    handlers = _log_handlers()
+    for handler in handlers:
+        handler.addFilter(_QUIET)
     try:
         signal.setitimer(signal.ITIMER_REAL, max(1e-3, deadline.remaining() + grace))
         yield
@@ -173,6 +219,8 @@ def hard_stop(deadline: Deadline, grace: float) -> Iterator[None]:
                 signal.setitimer(signal.ITIMER_REAL, 0.0)
                 signal.signal(signal.SIGALRM, previous)
                 _ARMED.on = False
+                for handler in handlers:
+                    handler.removeFilter(_QUIET)
                 break
             except TimeLimitReached:
                 continue

@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from mel_opt import deadline
 from mel_opt.api import load_instance, solve
 from mel_opt.cli.app import (
     STATUS_STYLE,
@@ -64,8 +65,11 @@ def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output:
         if not files:
             raise UsageError("no instance files found")
         if len(files) == 1:
-            inst = load_instance(files[0])
-            res = solve(inst, method, time_limit=time_limit, seed=seed)
+            # One file: the limit counts from the process start (start-up and loading included).
+            with deadline.limit(time_limit, start=deadline.process_start()) as until:
+                with deadline.hard_stop(until, 0.0):
+                    inst = load_instance(files[0])
+                res = solve(inst, method, time_limit=time_limit, seed=seed)
             spec = get_problem(res.problem)
             if output:
                 atomic_write(output, res.to_json() + "\n")
