@@ -26,7 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from mel_opt.api import load_instance, parse_instance
+from mel_opt.api import parse_instance
 from mel_opt.io.atomic import atomic_write
 from mel_opt.problems import get_problem
 
@@ -41,6 +41,8 @@ CASES: list[tuple[str, str | None, dict[str, int], dict[str, str], tuple[str, ..
      "N = 1,000, M = 10"),
     ("dab", "random", {"learners": 100_000}, {}, ("dab", "csa"), "K = 100,000"),
 ]
+
+HANG_S = 120.0  # a run still going after this is reported as a hang
 
 QUICK = {"mel-async": 800, "feel": 5000, "med": 200, "dab": 5000}
 
@@ -61,7 +63,10 @@ def _run(path: Path, method: str, limit: float) -> tuple[float, str, int, str]:
     cmd = [sys.executable, "-m", "mel_opt.cli", "solve", str(path), "--method", method,
            "--time-limit", str(limit), "--json"]
     t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20 * limit + 120)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - t, "hang", -1, f"killed after {HANG_S:g} s"
     wall = time.perf_counter() - t
     try:
         res = json.loads(proc.stdout)
@@ -69,6 +74,18 @@ def _run(path: Path, method: str, limit: float) -> tuple[float, str, int, str]:
     except (json.JSONDecodeError, KeyError, TypeError):
         status, note = "-", proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
     return wall, status, proc.returncode, note
+
+
+def _load_time(path: Path) -> float:
+    """Seconds ``load_instance`` takes on ``path`` in a subprocess (inf past HANG_S)."""
+    code = ("import sys, time; from mel_opt.api import load_instance; t = time.perf_counter(); "
+            "load_instance(sys.argv[1]); print(time.perf_counter() - t)")
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                              text=True, timeout=HANG_S, check=True)
+    except subprocess.TimeoutExpired:
+        return float("inf")
+    return float(proc.stdout.strip())
 
 
 def main() -> None:
@@ -89,9 +106,7 @@ def main() -> None:
             if only and problem not in only:
                 continue
             path = _instance(Path(tmp), problem, preset, size, params, args.quick)
-            t = time.perf_counter()
-            load_instance(path)
-            load = time.perf_counter() - t
+            load = _load_time(path)
             for method in methods:
                 wall, status, code, note = _run(path, method, args.limit)
                 table.add_row(problem, label, method, f"{load:.2f}", f"{wall:.2f}", status,

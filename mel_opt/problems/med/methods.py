@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt import deadline
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.med import formulation
@@ -46,7 +47,7 @@ def solve_exact(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
 
     Extras: ``bound`` (proven lower bound), ``gap`` (relative), and the search statistics.
     """
-    out = dispatch.solve(inst, time_limit=opts.time_limit)
+    out = dispatch.solve(inst, time_limit=deadline.current().seconds())
     extras: dict[str, Any] = {"bound": out.bound}
     if out.objective is not None and out.bound is not None:
         extras["gap"] = max(0.0, out.objective - out.bound) / max(1e-12, abs(out.objective))
