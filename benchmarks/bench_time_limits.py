@@ -26,7 +26,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from mel_opt.api import parse_instance
 from mel_opt.io.atomic import atomic_write
 from mel_opt.problems import get_problem
 
@@ -53,7 +52,6 @@ def _instance(folder: Path, problem: str, preset: str | None, size: dict[str, in
         size = {**size, "learners": min(size["learners"], QUICK[problem])}
     doc: dict[str, Any] = get_problem(problem).generate(  # type: ignore[misc]
         preset, seed=1, params=params, tasks=size.get("tasks"), learners=size["learners"])
-    parse_instance(doc)
     path = folder / f"{problem}_{'_'.join(f'{k}{v}' for k, v in size.items())}_{len(params)}.json"
     atomic_write(path, json.dumps(doc))
     return path
