@@ -135,10 +135,9 @@ def solve(
     )
 
 
-# The hard-stop timer fires this long after the deadline (a fraction of short limits): the
-# cooperative checks of the methods get the first chance to return their incumbent.
+# The hard-stop timer fires this long after the deadline: the cooperative checks of the
+# methods get the first chance to return their incumbent (the limit is kept within 0.5 s).
 _GRACE_S = 0.25
-_GRACE_SHARE = 0.05
 
 
 def _call_method(
@@ -152,10 +151,8 @@ def _call_method(
     ValueError...), gives ``error`` with a one-line message instead of an internal error.
     Usage errors (bad options) still raise.
     """
-    limit = opts.time_limit
-    grace = _GRACE_S if limit is None else min(_GRACE_S, _GRACE_SHARE * limit)
     try:
-        with deadline.limit(limit) as dl, deadline.hard_stop(dl, grace):
+        with deadline.limit(opts.time_limit) as dl, deadline.hard_stop(dl, _GRACE_S):
             out = mspec.func(instance, opts)
     except deadline.TimeLimitReached as exc:
         if isinstance(exc.incumbent, MethodOutput):

@@ -182,7 +182,24 @@ def _log_handlers() -> list[logging.Handler]:
     return [*logging.getLogger("pyomo").handlers, *logging.getLogger().handlers]
 
 
+# How long the guard waits before trying again when it lands inside an import.
+_IMPORT_RETRY_S = 0.02
+
+
+def _importing(frame: Any) -> bool:
+    """True when ``frame`` runs inside an import: stopping there could leave a module half
+    initialised (and Pyomo's lazy imports would remember it as unavailable)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _raise_on_alarm(signum: int, frame: Any) -> None:
+    if _importing(frame):
+        signal.setitimer(signal.ITIMER_REAL, _IMPORT_RETRY_S)
+        return
     raise TimeLimitReached(
         f"time limit of {current().time_limit:g} s reached (stopped by the guard timer)")
 
