@@ -8,6 +8,7 @@ input, which the fuzz benchmark covers).
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -239,7 +240,7 @@ def test_cli_shows_no_traceback_and_no_warning(tmp_path: Path, method: str, code
     script = tmp_path / "run.py"
     script.write_text(SCRIPT.format(tests=tests))
     inst = tmp_path / "fake.json"
-    inst.write_text('{"problem": "%s", "schema_version": 1}' % FAKE)
+    inst.write_text(json.dumps({"problem": FAKE, "schema_version": 1}))
     proc = subprocess.run([sys.executable, str(script), "solve", str(inst), "--method", method,
                            "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == code, proc.stderr
