@@ -172,7 +172,7 @@ class _DropTimeLimitRecords(logging.Filter):
     not an error, and the result says why the method stopped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "TimeLimitReached" not in record.getMessage()
+        return "stopped by the guard timer" not in record.getMessage()
 
 
 _QUIET = _DropTimeLimitRecords()
@@ -196,11 +196,17 @@ def _importing(frame: Any) -> bool:
     return False
 
 
+class _GuardStop(BaseException):
+    """The guard timer's stop while the block runs. A BaseException, as KeyboardInterrupt, so
+    that no ``except Exception`` on the way (Pyomo's rule wrappers, availability probes)
+    swallows it; :func:`hard_stop` turns it into :class:`TimeLimitReached` at its boundary."""
+
+
 def _raise_on_alarm(signum: int, frame: Any) -> None:
     if _importing(frame):
         signal.setitimer(signal.ITIMER_REAL, _IMPORT_RETRY_S)
         return
-    raise TimeLimitReached(
+    raise _GuardStop(
         f"time limit of {current().time_limit:g} s reached (stopped by the guard timer)")
 
 
@@ -230,6 +236,8 @@ def hard_stop(deadline: Deadline, grace: float) -> Iterator[None]:
     try:
         signal.setitimer(signal.ITIMER_REAL, max(1e-3, deadline.remaining() + grace))
         yield
+    except _GuardStop as exc:
+        raise TimeLimitReached(str(exc)) from None
     finally:
         while True:  # an alarm landing while disarming is moot: the block already ended
             try:
@@ -239,5 +247,5 @@ def hard_stop(deadline: Deadline, grace: float) -> Iterator[None]:
                 for handler in handlers:
                     handler.removeFilter(_QUIET)
                 break
-            except TimeLimitReached:
+            except _GuardStop:
                 continue
