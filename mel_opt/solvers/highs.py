@@ -130,7 +130,7 @@ def solve_milp(
     from pyomo.contrib.appsi.solvers.highs import Highs
 
     until = deadline.current().within(time_limit)
-    if until.expired():
+    if deadline.current().expired():  # the solve in progress has run out
         return SolverResult(termination=TerminationCondition.TIME_LIMIT,
                             solution_status=SolutionStatus.NONE, objective=None,
                             message="time limit reached before HiGHS started")
@@ -140,7 +140,7 @@ def solve_milp(
     if until.time_limit is not None:
         # HiGHS counts from its own start, which comes after the translation below; 5 % of
         # what remains is kept for that translation and for reading the answer back.
-        opt.config.time_limit = max(1e-3, 0.95 * until.remaining())
+        opt.config.time_limit = max(1e-9, 0.95 * until.remaining())
     opt.config.mip_gap = float(mip_gap)
     highs_options = {"mip_rel_gap": float(mip_gap), "output_flag": False}
     if threads is not None:

@@ -503,7 +503,8 @@ def solve_nlp(
         :mod:`mel_opt.deadline` (whichever ends first holds). What remains after compiling
         becomes Ipopt's ``max_wall_time`` and ``max_cpu_time``, and the intermediate callback
         stops Ipopt once the deadline passes; a deadline passed before Ipopt starts returns
-        ``TIME_LIMIT`` without a point (or raises TimeLimitReached before the compile).
+        ``TIME_LIMIT`` without a point (TimeLimitReached is raised instead when the current
+        deadline had passed before the call).
     hessian : {"exact", "lbfgs"}
         Exact Lagrangian Hessian, or Ipopt's limited-memory quasi-Newton approximation
         (second derivatives are then not even built).
@@ -545,13 +546,17 @@ def solve_nlp(
         raise SolverUnavailableError(f"Ipopt unavailable: {avail.reason}")
     import cyipopt
 
+    # A solve whose deadline has passed stops here (api.solve reports it); a time_limit of this
+    # call alone gives a TIME_LIMIT result below instead.
+    deadline.check("the model build")
     until = deadline.current().within(time_limit)
-    until.check("the model build")
     nlp = compile_nlp(model, hessian=hessian == "exact")
     trivial = _without_ipopt(nlp)
     if trivial is not None:
         return trivial
-    if until.expired():
+    if deadline.current().expired():
+        # The solve in progress has run out (a call's own tiny limit still lets Ipopt make its
+        # first check and classify the starting point).
         return _deadline_result(nlp, "time limit reached while compiling the model")
 
     cls = _CallbacksWithHessian if hessian == "exact" else _Callbacks
