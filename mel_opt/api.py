@@ -137,7 +137,7 @@ def solve(
 
 # The hard-stop timer fires this long after the deadline: the cooperative checks of the
 # methods get the first chance to return their incumbent (the limit is kept within 0.5 s).
-_GRACE_S = 0.25
+_GRACE_S = 0.4
 
 
 def _call_method(
