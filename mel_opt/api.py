@@ -8,18 +8,28 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mel_opt.errors import InstanceError, Issue, MelOptError, SolverError
+import numpy as np
+
+from mel_opt import deadline
+from mel_opt.errors import (
+    InstanceError,
+    Issue,
+    MelOptError,
+    SolverError,
+)
 from mel_opt.io.json_io import read_json_file
 from mel_opt.io.validate import Validator
 from mel_opt.problems import SolveOptions, all_problems, get_problem
-from mel_opt.problems.base import Instance
+from mel_opt.problems.base import Checked, Instance, MethodOutput, MethodSpec
 from mel_opt.result import Result, SolverInfo, Status, status_from_termination
 
 SCHEMA_VERSION = 1
@@ -84,52 +94,151 @@ def solve(
     """Solve ``instance`` with ``method`` (default: the problem's recommended one) and verify.
 
     The solution is re-checked against the instance by the problem's verifier, which shares no
-    code with the method. Solver failures become a result with status ``error``; invalid
-    requests (unknown method) raise :class:`~mel_opt.errors.UsageError`. The result's
-    ``timings`` hold ``solve`` and, when a solution was verified, ``verify`` (seconds).
+    code with the method. Invalid requests (unknown method, bad option) raise
+    :class:`~mel_opt.errors.UsageError`; everything else ends in a result, and a solved
+    status (exit code 0) only stands for an answer the verifier accepts with finite
+    violations and a finite objective, whose numbers are finite and not negative. Otherwise:
+
+    - the method raised (SolverError, or arithmetic trouble such as ZeroDivisionError or
+      OverflowError): status ``error`` with the exception in ``message``;
+    - the verifier rejected a solved answer: status ``error``, ``message`` names the failing
+      checks, ``verification`` is kept;
+    - ``time_limit`` seconds passed (the deadline of :mod:`mel_opt.deadline`, which every long
+      loop and solver adapter reads): the method's incumbent, or status ``time_limit``.
+
+    Numerical RuntimeWarnings raised meanwhile are collected into ``message``, not printed.
+    The result's ``timings`` hold ``solve`` and, when a solution was verified, ``verify``
+    (seconds).
     """
     spec = get_problem(problem_of(instance))
     mspec = spec.method(method)
     opts = SolveOptions(time_limit=time_limit, seed=seed, extra=dict(options or {}))
     start = time.perf_counter()
-    try:
-        out = mspec.func(instance, opts)
-    except SolverError as exc:
+    with warnings.catch_warnings(record=True) as caught:
+        # Numerical warnings become a note of the result, never lines on stderr.
+        warnings.simplefilter("always")
+        out, status, message = _call_method(mspec, instance, opts)
         elapsed = time.perf_counter() - start
-        return Result(
-            instance=instance.name, problem=spec.name, method=mspec.name, status=Status.ERROR,
-            objective=None, solution={}, metrics={}, verification=None, solve_time_s=elapsed,
-            solver=SolverInfo(mspec.name), message=str(exc), timings={"solve": elapsed},
-        )
-    elapsed = time.perf_counter() - start
-    status = status_from_termination(out.termination)
-    verification = None
-    metrics: dict[str, Any] = {}
-    objective = None
-    timings = {"solve": elapsed}
-    if out.solution is not None and status.has_solution:
-        verify_start = time.perf_counter()
-        checked = spec.verify(instance, out.solution)
-        timings["verify"] = time.perf_counter() - verify_start
-        verification = checked.verification
-        metrics = dict(checked.metrics)
-        objective = checked.objective
-    for key, value in out.extras.items():
-        metrics.setdefault(key, value)
+        timings = {"solve": elapsed}
+        verification = None
+        metrics: dict[str, Any] = {}
+        objective = None
+        if out is not None and out.solution is not None and status.has_solution:
+            verify_start = time.perf_counter()
+            try:
+                checked = spec.verify(instance, out.solution)
+            except MelOptError:
+                raise
+            except Exception as exc:  # the verifier's own arithmetic trouble: no answer stands
+                status, message = Status.ERROR, f"the verifier failed: {_describe(exc)}"
+            else:
+                timings["verify"] = time.perf_counter() - verify_start
+                verification = checked.verification
+                metrics = dict(checked.metrics)
+                objective = checked.objective
+                rejection = _rejection(checked, out.solution)
+                if rejection:
+                    status = Status.ERROR
+                    message = f"method returned an answer that fails verification: {rejection}"
+        for key, value in (out.extras if out is not None else {}).items():
+            metrics.setdefault(key, value)
+        message = _with_warnings(message, caught)
     return Result(
         instance=instance.name,
         problem=spec.name,
         method=mspec.name,
         status=status,
         objective=objective,
-        solution=dict(out.solution or {}),
+        solution=dict(out.solution or {}) if out is not None else {},
         metrics=metrics,
         verification=verification,
         solve_time_s=elapsed,
-        solver=out.solver,
-        message=out.message,
+        solver=out.solver if out is not None else SolverInfo(mspec.name),
+        message=message,
         timings=timings,
     )
+
+
+# The hard-stop timer fires this long after the deadline: the cooperative checks of the
+# methods get the first chance to return their incumbent (the limit is kept within 0.5 s).
+_GRACE_S = 0.4
+
+
+def _call_method(
+    mspec: MethodSpec, instance: Any, opts: SolveOptions
+) -> tuple[MethodOutput | None, Status, str]:
+    """Run one method under its deadline: (output or None, status, message).
+
+    A :class:`~mel_opt.deadline.TimeLimitReached` gives its incumbent or ``time_limit``; a
+    SolverError, or any exception that is not one of mel_opt's deliberate errors (a bug or
+    arithmetic trouble in the method: ZeroDivisionError, OverflowError, FloatingPointError,
+    ValueError...), gives ``error`` with a one-line message instead of an internal error.
+    Usage errors (bad options) still raise.
+    """
+    try:
+        with deadline.limit(opts.time_limit) as dl, deadline.hard_stop(dl, _GRACE_S):
+            out = mspec.func(instance, opts)
+    except deadline.TimeLimitReached as exc:
+        if isinstance(exc.incumbent, MethodOutput):
+            out = exc.incumbent
+        else:
+            return None, Status.TIME_LIMIT, str(exc)
+    except SolverError as exc:
+        return None, Status.ERROR, str(exc)
+    except MelOptError:
+        raise
+    except Exception as exc:
+        return None, Status.ERROR, f"the method failed: {_describe(exc)}"
+    return out, status_from_termination(out.termination), out.message
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _rejection(checked: Checked, solution: Mapping[str, Any]) -> str:
+    """Why a solved status may not stand for this verified answer ('' when it may).
+
+    The verifier must accept it with finite violations and give it a finite objective, and
+    every number of the solution must be finite and, but for the -1 sentinels of
+    :data:`_SIGNED_KEYS`, non-negative.
+    """
+    ver = checked.verification
+    values = [ver.max_violation, *ver.checks.values()]
+    if not ver.feasible or not all(math.isfinite(v) for v in values):
+        worst = sorted(ver.checks.items(), key=lambda kv: -_order(kv[1]))
+        named = ", ".join(f"{k} = {v:.3g}" for k, v in worst[:3] if _order(v) > 0)
+        return named or "; ".join(ver.notes) or f"max violation {ver.max_violation:.3g}"
+    if checked.objective is None or not math.isfinite(float(checked.objective)):
+        return f"the verifier found no finite objective (got {checked.objective})"
+    for key, value in solution.items():
+        nums = [float(v) for v in np.asarray(value, dtype=object).ravel()
+                if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)]
+        if any(not math.isfinite(v) for v in nums):
+            return f"solution.{key} holds a non-finite number"
+        floor = -1.0 if key in _SIGNED_KEYS else 0.0
+        if any(v < floor for v in nums):
+            return f"solution.{key} holds a negative quantity ({min(nums):g})"
+    return ""
+
+
+# Solution keys whose -1 is a sentinel, not a quantity (med: a learner with no task).
+_SIGNED_KEYS = frozenset({"assignment"})
+
+
+def _order(value: float) -> float:
+    """Sort key of a check's violation: NaN counts as the worst."""
+    return math.inf if math.isnan(value) else value
+
+
+def _with_warnings(message: str, caught: list[warnings.WarningMessage]) -> str:
+    """``message`` plus one note naming the distinct numerical warnings raised (never shown
+    on stderr)."""
+    texts = sorted({str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)})
+    if not texts:
+        return message
+    note = f"numerical warnings: {'; '.join(texts[:3])}" + (" ..." if len(texts) > 3 else "")
+    return f"{message} ({note})" if message else note
 
 
 def solve_file(path: str | os.PathLike[str], method: str | None = None, **kw: Any) -> Result:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from mel_opt import deadline
 from mel_opt.api import load_instance, solve
 from mel_opt.cli.app import (
     STATUS_STYLE,
@@ -89,7 +91,9 @@ def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output:
             raise UsageError("no instance files found")
         refuse_overwrite(output, *files)
         if len(files) == 1:
-            res = _solve_one(files[0], method, time_limit, seed, opts)
+            # One file: the limit counts from the process start (start-up and loading included).
+            with deadline.limit(time_limit, start=deadline.process_start()) as until:
+                res = _solve_one(files[0], method, time_limit, seed, opts, until)
             if output or as_json:
                 res, data = res.to_json_timed()
                 if output:
@@ -103,10 +107,15 @@ def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output:
 
 
 def _solve_one(path: Path, method: str | None, time_limit: float | None, seed: int,
-               opts: dict[str, Any]) -> Result:
-    """Load, validate, solve and verify one file; the result's timings hold every phase."""
+               opts: dict[str, Any], until: deadline.Deadline | None = None) -> Result:
+    """Load, validate, solve and verify one file; the result's timings hold every phase.
+
+    With ``until``, loading runs under its guard timer too (a huge file cannot outlast the
+    limit)."""
     timings: dict[str, float] = {}
-    inst = load_instance(path, timings=timings)
+    guard = deadline.hard_stop(until, 0.0) if until is not None else contextlib.nullcontext()
+    with guard:
+        inst = load_instance(path, timings=timings)
     res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
     return replace(res, timings={**timings, **res.timings})
 

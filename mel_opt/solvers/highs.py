@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt import deadline
 from mel_opt.errors import SolverUnavailableError
 from mel_opt.solvers.base import (
     Availability,
@@ -115,7 +116,9 @@ def solve_milp(
     model : pyomo ConcreteModel
         Linear objective and constraints; integer and binary variables allowed.
     time_limit : float, optional
-        Seconds; on expiry the incumbent (if any) is returned with ``TIME_LIMIT``.
+        Seconds, within the current deadline of :mod:`mel_opt.deadline` (whichever ends
+        first holds); on expiry the incumbent (if any) is returned with ``TIME_LIMIT``. A
+        deadline already passed returns ``TIME_LIMIT`` without calling HiGHS.
     mip_gap : float
         Relative MIP gap at which HiGHS stops (default near-exact).
     load_solutions : bool
@@ -126,11 +129,18 @@ def solve_milp(
         raise SolverUnavailableError(f"HiGHS unavailable: {avail.reason}")
     from pyomo.contrib.appsi.solvers.highs import Highs
 
+    until = deadline.current().within(time_limit)
+    if deadline.current().expired():  # the solve in progress has run out
+        return SolverResult(termination=TerminationCondition.TIME_LIMIT,
+                            solution_status=SolutionStatus.NONE, objective=None,
+                            message="time limit reached before HiGHS started")
     opt = Highs()
     opt.config.load_solution = False
     opt.config.stream_solver = False
-    if time_limit is not None:
-        opt.config.time_limit = float(time_limit)
+    if until.time_limit is not None:
+        # HiGHS counts from its own start, which comes after the translation below; 5 % of
+        # what remains is kept for that translation and for reading the answer back.
+        opt.config.time_limit = max(1e-9, 0.95 * until.remaining())
     opt.config.mip_gap = float(mip_gap)
     highs_options = {"mip_rel_gap": float(mip_gap), "output_flag": False}
     if threads is not None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mel_opt import deadline
 from mel_opt.errors import SolverUnavailableError, UsageError
 from mel_opt.lazy import lazy_module
 from mel_opt.solvers.base import (
@@ -182,12 +183,16 @@ def version() -> str:
 
 
 class _Callbacks:
-    """cyipopt's problem object: forwards to a CompiledNLP and counts iterations."""
+    """cyipopt's problem object: forwards to a CompiledNLP, counts iterations and stops Ipopt
+    at the deadline (Ipopt's own ``max_wall_time`` is the first line, this the guard)."""
 
-    def __init__(self, nlp: CompiledNLP, evaluation_error: type[Exception]) -> None:
+    def __init__(self, nlp: CompiledNLP, evaluation_error: type[Exception],
+                 until: deadline.Deadline) -> None:
         self._nlp = nlp
         self._err = evaluation_error
+        self._until = until
         self.iterations = 0
+        self.stopped_by_deadline = False
 
     def objective(self, x: np.ndarray) -> float:
         try:
@@ -219,6 +224,9 @@ class _Callbacks:
 
     def intermediate(self, alg_mod: int, iter_count: int, *_: Any) -> bool:
         self.iterations = int(iter_count)
+        if self._until.expired():
+            self.stopped_by_deadline = True
+            return False  # Ipopt stops with User_Requested_Stop
         return True
 
 
@@ -286,8 +294,10 @@ def _ipopt_options(
     if hessian == "lbfgs":
         opts["hessian_approximation"] = "limited-memory"
     if wall_time is not None:
-        # Ipopt rejects a non-positive limit; a tiny one still stops at the first check.
+        # Ipopt rejects a non-positive limit; a tiny one still stops at the first check. The
+        # CPU limit is the same number: one thread never spends more CPU than wall time.
         opts["max_wall_time"] = max(wall_time, 1e-6)
+        opts["max_cpu_time"] = max(wall_time, 1e-6)
     opts.update(options or {})
     return opts
 
@@ -362,6 +372,17 @@ def _trivial_result(
         message=message,
         constraint_violation=violation,
         multipliers=_multipliers(nlp, np.zeros(nlp.m)),
+        build_time_s=nlp.build_time_s,
+    )
+
+
+def _deadline_result(nlp: CompiledNLP, message: str) -> SolverResult:
+    """The time limit passed before Ipopt could start: no point."""
+    return SolverResult(
+        termination=TerminationCondition.TIME_LIMIT,
+        solution_status=SolutionStatus.NONE,
+        objective=None,
+        message=message,
         build_time_s=nlp.build_time_s,
     )
 
@@ -484,8 +505,12 @@ def solve_nlp(
         ranged, indexed, inside active Blocks). The variables' current values are the
         starting point; a variable without value starts at 0 projected into its bounds.
     time_limit : float, optional
-        Wall-clock seconds for the whole call; what remains after compiling becomes Ipopt's
-        ``max_wall_time``.
+        Wall-clock seconds for the whole call, within the current deadline of
+        :mod:`mel_opt.deadline` (whichever ends first holds). What remains after compiling
+        becomes Ipopt's ``max_wall_time`` and ``max_cpu_time``, and the intermediate callback
+        stops Ipopt once the deadline passes; a deadline passed before Ipopt starts returns
+        ``TIME_LIMIT`` without a point (TimeLimitReached is raised instead when the current
+        deadline had passed before the call).
     hessian : {"exact", "lbfgs"}
         Exact Lagrangian Hessian, or Ipopt's limited-memory quasi-Newton approximation
         (second derivatives are then not even built).
@@ -527,24 +552,32 @@ def solve_nlp(
         raise SolverUnavailableError(f"Ipopt unavailable: {avail.reason}")
     import cyipopt
 
-    start = time.perf_counter()
+    # A solve whose deadline has passed stops here (api.solve reports it); a time_limit of this
+    # call alone gives a TIME_LIMIT result below instead.
+    deadline.check("the model build")
+    until = deadline.current().within(time_limit)
     nlp = _nlp.compile_nlp(model, hessian=hessian == "exact")
     trivial = _without_ipopt(nlp)
     if trivial is not None:
         return trivial
+    if deadline.current().expired():
+        # The solve in progress has run out (a call's own tiny limit still lets Ipopt make its
+        # first check and classify the starting point).
+        return _deadline_result(nlp, "time limit reached while compiling the model")
 
     cls = _CallbacksWithHessian if hessian == "exact" else _Callbacks
-    callbacks = cls(nlp, cyipopt.CyIpoptEvaluationError)
-    wall = None if time_limit is None else float(time_limit) - (time.perf_counter() - start)
+    callbacks = cls(nlp, cyipopt.CyIpoptEvaluationError, until)
     opts = _ipopt_options(
         print_level=print_level,
         tol=tol,
         max_iter=max_iter,
         hessian=hessian,
-        wall_time=wall,
+        wall_time=until.seconds(),
         options=options,
     )
     x, info, solve_time = _run_ipopt(nlp, callbacks, opts)
+    if callbacks.stopped_by_deadline:
+        info = {**info, "status": -5}  # the guard acted for max_wall_time: same meaning
     feasibility_tol = opts.get("constr_viol_tol", _CONSTR_VIOL_TOL)
     return _ipopt_result(
         nlp,

@@ -43,13 +43,42 @@ def _names(inst: DabInstance, mask: np.ndarray, limit: int = 8) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+# Above 2^53 whole numbers are no longer exact in floating point: Eq. (3.5) cannot tell a_k
+# from a_k + 1 there (nor fit int64 much further on).
+_EXACT_WHOLE = 2.0**53
+
+
+def _beyond_whole_numbers(inst: DabInstance) -> str:
+    """Why a_k cannot be computed exactly ('' when it can): D over the time one more shard
+    takes (eta_k is affine in a_k, Eq. 3.4) bounds a_k; past 2^53 the bound is not exact."""
+    def at(n: float) -> np.ndarray:
+        return np.asarray(eta(n, iterations=inst.iterations, model_bytes=inst.model_bytes,
+                              shard_bytes=inst.shard_bytes, train_rate=inst.train_rate,
+                              bandwidth=inst.bandwidth), dtype=float)
+
+    with np.errstate(all="ignore"):
+        per_shard = at(2.0) - at(1.0)
+        most = inst.deadline / per_shard
+    bad = ~(np.isfinite(most) & (most < _EXACT_WHOLE))
+    if not bad.any():
+        return ""
+    k = int(np.flatnonzero(bad)[0])
+    return (f"learner {inst.learner_names[k]!r} could take about {float(most[k]):.3g} shards "
+            f"before the deadline D = {inst.deadline:g} s: beyond 2^53, where whole numbers of "
+            "shards are no longer exact")
+
+
 def solve_dab(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
     """DAB: a_k from Eq. (3.5), the largest whole number of shards with eta_k < D.
 
     Returns the solution ``{"shards": [a_k]}`` (every learner trains mu passes). Learners that
     cannot train even one shard before D get 0 and are reported as excluded. The extras hold
-    ``orchestrator_view`` (name -> a_k): everything the orchestrator learns.
+    ``orchestrator_view`` (name -> a_k): everything the orchestrator learns. A deadline so
+    long that some a_k exceeds 2^53 ends with status ``error`` (no exact whole number).
     """
+    too_many = _beyond_whole_numbers(inst)
+    if too_many:
+        return MethodOutput(Termination.ERROR, None, _DAB, {}, too_many)
     a = shard_bound(inst.deadline, inst.iterations, inst.model_bytes, inst.shard_bytes,
                     inst.train_rate, inst.bandwidth)
     excluded = a < 1

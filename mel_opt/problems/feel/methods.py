@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt import deadline
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.feel.closed_form import (
@@ -132,8 +133,9 @@ def search_integer_batch(co: Coeffs, D: float, cont: Continuous,
     trying the whole batches next to the continuous optimum, only B whose bound beats the
     incumbent can still win; they form an interval, tried from the middle outwards (it shrinks
     as the incumbent improves; each B warm-starts from its neighbour). The answer is certified
-    when the interval is exhausted within ``max_candidates``; otherwise
-    ``efficiency_upper_bound`` bounds what was not tried.
+    when the interval is exhausted within ``max_candidates`` (and before the deadline of
+    :mod:`mel_opt.deadline` passes); otherwise ``efficiency_upper_bound`` bounds what was not
+    tried.
 
     Returns
     -------
@@ -163,7 +165,8 @@ def search_integer_batch(co: Coeffs, D: float, cont: Continuous,
             return B >= lo_sum and B > b_left
         return B <= hi_sum and B < b_right
 
-    while count < max_candidates and (open_side(-1) or open_side(1)):
+    until = deadline.current()
+    while count < max_candidates and (open_side(-1) or open_side(1)) and not until.expired():
         sides = [s for s in (-1, 1) if open_side(s)]
         side = min(sides, key=lambda s: abs(nxt[s] - Bc))
         B = nxt[side]

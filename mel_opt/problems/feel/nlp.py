@@ -8,11 +8,11 @@ from half-full batches with equal slots, the others from seeded random batches a
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
 
+from mel_opt import deadline
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.feel import formulation
@@ -88,11 +88,13 @@ def ipopt_multistart(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
     co = coefficients(inst)
     rng = np.random.default_rng(opts.seed)
     K = inst.K
-    began = time.perf_counter()
+    until = deadline.current()
     best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     runs: list[dict[str, Any]] = []
     term_best = Termination.ERROR
     for i in range(starts):
+        if i > 0 and until.expired():
+            break  # the later starts only improve on an answer already in hand
         if i == 0:
             batch0 = up0 = dn0 = None
         else:
@@ -105,12 +107,8 @@ def ipopt_multistart(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
             model = formulation.build_p4_model(inst, float(inst.global_batch), batch0, up0, dn0)
         else:
             model = formulation.build_p1_model(inst, batch0, up0, dn0)
-        limit = None
-        if opts.time_limit is not None:
-            limit = opts.time_limit - (time.perf_counter() - began)
-            if limit <= 0:
-                break
-        res = ipopt.solve_nlp(model, time_limit=limit, tol=tol)
+        # solve_nlp gives IPOPT what remains of the deadline (building the model counted).
+        res = ipopt.solve_nlp(model, tol=tol)
         batch, up, dn = formulation.unscale(inst, model)
         ok = bool(np.all(np.isfinite(batch)) and np.all(up > 0) and np.all(dn > 0))
         eff = point_efficiency(co, batch, up, dn) if ok else float("nan")
@@ -121,6 +119,9 @@ def ipopt_multistart(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
             term_best = res.outcome
     solver = SolverInfo("ipopt (cyipopt)", ipopt.version())
     if best is None:
+        if until.expired():
+            return MethodOutput(Termination.TIME_LIMIT, None, solver, {"ipopt_runs": runs},
+                                "time limit reached before an IPOPT run returned a usable point")
         return MethodOutput(Termination.ERROR, None, solver, {"ipopt_runs": runs},
                             "no IPOPT run returned a usable point")
     eff_c, batch_c, up_c, dn_c = best

@@ -86,6 +86,8 @@ def solve(inst: MedInstance, *, time_limit: float | None = None) -> Outcome:
             return settled
     space = TypeSpace(learner_types(coef, inst.price if binds else None))
     if space.size > MAX_STATES:
-        limit = LARGE_DEFAULT_LIMIT if time_limit is None else time_limit
+        # The limit counts from this function's start, not from the branch and bound's.
+        spent = time.perf_counter() - start
+        limit = LARGE_DEFAULT_LIMIT if time_limit is None else max(0.0, time_limit - spent)
         return branch_and_bound.solve(inst, coef, time_limit=limit)
     return solve_types(inst, coef, space, binds, start, time_limit)

@@ -1,0 +1,72 @@
+"""The shared deadline (mel_opt.deadline): arithmetic, nesting, the guard timer."""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+
+import pytest
+
+from mel_opt import deadline
+from mel_opt.deadline import Deadline, TimeLimitReached
+
+
+def test_unlimited_never_expires() -> None:
+    d = Deadline(None)
+    assert d.end == math.inf and d.remaining() == math.inf and not d.expired()
+    assert d.seconds() is None
+    d.check()  # no exception
+
+
+def test_remaining_and_expiry_from_a_given_start() -> None:
+    now = time.perf_counter()
+    late = Deadline(1.0, start=now - 2.0)  # ended a second ago
+    assert late.expired() and late.remaining() == 0.0
+    with pytest.raises(TimeLimitReached, match=r"time limit of 1 s reached during the scan"):
+        late.check("the scan")
+    early = Deadline(10.0, start=now)
+    assert not early.expired() and 9.0 < early.remaining() <= 10.0
+
+
+def test_inner_limit_never_extends_the_outer_one() -> None:
+    with deadline.limit(0.5) as outer:
+        with deadline.limit(100.0) as inner:
+            assert inner is outer and deadline.current() is outer
+        with deadline.limit(0.1) as shorter:
+            assert shorter.end < outer.end and deadline.current() is shorter
+        assert deadline.current() is outer
+        assert outer.within(100.0) is outer and outer.within(None) is outer
+        assert outer.within(0.01).end < outer.end
+    assert deadline.current().time_limit is None
+
+
+def test_limit_counted_from_an_earlier_start() -> None:
+    with deadline.limit(1.0, start=time.perf_counter() - 5.0) as d:
+        assert d.expired()
+        with pytest.raises(TimeLimitReached):
+            deadline.check()
+
+
+def test_process_start_precedes_import() -> None:
+    start = deadline.process_start()
+    assert start <= deadline.IMPORTED_AT <= time.perf_counter()
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no SIGALRM")
+def test_hard_stop_interrupts_and_restores_the_handler() -> None:
+    before = signal.getsignal(signal.SIGALRM)
+    t = time.perf_counter()
+    with pytest.raises(TimeLimitReached, match="guard timer"):
+        with deadline.limit(0.2) as d, deadline.hard_stop(d, 0.05):
+            while True:
+                pass
+    assert 0.2 <= time.perf_counter() - t < 0.2 + 0.5
+    assert signal.getsignal(signal.SIGALRM) == before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_hard_stop_is_quiet_when_the_block_ends_in_time() -> None:
+    with deadline.limit(0.3) as d, deadline.hard_stop(d, 0.0):
+        pass
+    time.sleep(0.4)  # an alarm left armed would raise here
