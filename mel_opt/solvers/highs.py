@@ -1,8 +1,16 @@
-"""HiGHS (LP/MILP) through Pyomo's APPSI interface to highspy.
+"""HiGHS (LP/MILP): Pyomo models through Pyomo's APPSI interface, array models through highspy.
 
-Three phases, as in cvxpy's backends: hand the Pyomo model to HiGHS, solve, map the answer back
+Three phases, as in cvxpy's backends: hand the model to HiGHS, solve, map the answer back
 (termination through a dict with a default, values without touching the model unless asked).
 The result is the contract's :class:`~mel_opt.solvers.base.SolverResult`.
+
+:func:`solve_milp` takes a Pyomo model (formulations, ``melopt export``); :func:`solve_arrays`
+takes the model as sparse arrays and talks to highspy directly, for methods that must not pay
+Pyomo's import (the mel-async ``exact`` second stage).
+
+HiGHS runs its threads in one scheduler per process, sized by the first solve; a later solve
+asking for another ``threads`` value stops with an error. Each solve here therefore resets the
+scheduler first (no HiGHS solve is running in between in mel_opt's single-threaded use).
 """
 
 from __future__ import annotations
@@ -21,7 +29,15 @@ from mel_opt.solvers.base import (
     TerminationCondition,
 )
 
-__all__ = ["available", "solution_status", "solve_milp", "termination_map", "version"]
+__all__ = [
+    "available",
+    "native_termination_map",
+    "solution_status",
+    "solve_arrays",
+    "solve_milp",
+    "termination_map",
+    "version",
+]
 
 
 def available() -> Availability:
@@ -147,6 +163,7 @@ def solve_milp(
         highs_options["threads"] = int(threads)
     highs_options.update(options or {})
     opt.highs_options = highs_options
+    _reset_scheduler()
     start = time.perf_counter()
     res = opt.solve(model)
     elapsed = time.perf_counter() - start
@@ -168,4 +185,126 @@ def solve_milp(
         x=np.array(list(values.values()), dtype=float),
         solve_time_s=elapsed,
         message=str(res.termination_condition.name),
+    )
+
+
+def _reset_scheduler() -> None:
+    """Let this solve size HiGHS's thread pool (module docstring)."""
+    import highspy
+
+    highspy.Highs.resetGlobalScheduler(True)
+
+
+def native_termination_map() -> dict[Any, TerminationCondition]:
+    """highspy ``HighsModelStatus`` -> the contract's; every member is mapped."""
+    import highspy
+
+    S = highspy.HighsModelStatus
+    return {
+        S.kNotset: TerminationCondition.UNKNOWN,
+        S.kLoadError: TerminationCondition.ERROR,
+        S.kModelError: TerminationCondition.ERROR,
+        S.kPresolveError: TerminationCondition.ERROR,
+        S.kSolveError: TerminationCondition.ERROR,
+        S.kPostsolveError: TerminationCondition.ERROR,
+        S.kModelEmpty: TerminationCondition.CONVERGED,
+        S.kOptimal: TerminationCondition.CONVERGED,
+        S.kInfeasible: TerminationCondition.INFEASIBLE,
+        S.kUnboundedOrInfeasible: TerminationCondition.INFEASIBLE,
+        S.kUnbounded: TerminationCondition.UNBOUNDED,
+        S.kObjectiveBound: TerminationCondition.OBJECTIVE_LIMIT,
+        S.kObjectiveTarget: TerminationCondition.OBJECTIVE_LIMIT,
+        S.kTimeLimit: TerminationCondition.TIME_LIMIT,
+        S.kIterationLimit: TerminationCondition.ITERATION_LIMIT,
+        S.kUnknown: TerminationCondition.UNKNOWN,
+        S.kSolutionLimit: TerminationCondition.ITERATION_LIMIT,
+        S.kInterrupt: TerminationCondition.INTERRUPTED,
+        S.kHighsInterrupt: TerminationCondition.INTERRUPTED,  # type: ignore[attr-defined]
+        S.kMemoryLimit: TerminationCondition.ERROR,
+    }
+
+
+def solve_arrays(
+    cost: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    values: np.ndarray,
+    row_bounds: tuple[np.ndarray, np.ndarray],
+    col_bounds: tuple[np.ndarray, np.ndarray],
+    integer: np.ndarray,
+    *,
+    time_limit: float | None = None,
+    mip_gap: float = 1e-9,
+    threads: int | None = 1,
+) -> SolverResult:
+    """Minimise ``cost @ x`` subject to ``row_lo <= A x <= row_hi``, ``col_lo <= x <= col_hi``.
+
+    Parameters
+    ----------
+    cost : (n,) array
+        Objective coefficients (minimised).
+    rows, cols, values : arrays of equal length
+        The non-zeros of A as triplets (duplicates are summed).
+    row_bounds, col_bounds : pairs of arrays
+        Lower and upper bounds of the rows (m each) and the columns (n each); +-inf allowed.
+    integer : (n,) bool array
+        Columns that must take whole values.
+    time_limit, mip_gap, threads
+        As :func:`solve_milp` (the current deadline of :mod:`mel_opt.deadline` holds too).
+
+    Returns
+    -------
+    SolverResult
+        ``x`` holds the columns' values when HiGHS has a point; ``values`` is empty.
+    """
+    import highspy
+
+    until = deadline.current().within(time_limit)
+    if deadline.current().expired():
+        return SolverResult(termination=TerminationCondition.TIME_LIMIT,
+                            solution_status=SolutionStatus.NONE, objective=None,
+                            message="time limit reached before HiGHS started")
+    n = int(cost.shape[0])
+    lp = highspy.HighsLp()
+    lp.num_col_ = n
+    lp.num_row_ = int(row_bounds[0].shape[0])
+    lp.col_cost_ = np.asarray(cost, dtype=float)
+    lp.col_lower_ = np.asarray(col_bounds[0], dtype=float)
+    lp.col_upper_ = np.asarray(col_bounds[1], dtype=float)
+    lp.row_lower_ = np.asarray(row_bounds[0], dtype=float)
+    lp.row_upper_ = np.asarray(row_bounds[1], dtype=float)
+    order = np.lexsort((rows, cols))  # column-wise storage
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.searchsorted(cols[order], np.arange(n + 1)).astype(np.int32)
+    lp.a_matrix_.index_ = np.asarray(rows, dtype=np.int32)[order]
+    lp.a_matrix_.value_ = np.asarray(values, dtype=float)[order]
+    lp.integrality_ = [highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
+                       for flag in integer]
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("mip_rel_gap", float(mip_gap))
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    if until.time_limit is not None:
+        h.setOptionValue("time_limit", max(1e-9, 0.95 * until.remaining()))
+    h.passModel(lp)
+    _reset_scheduler()
+    start = time.perf_counter()
+    h.run()
+    elapsed = time.perf_counter() - start
+    status = h.getModelStatus()
+    term = native_termination_map().get(status, TerminationCondition.UNKNOWN)
+    info = h.getInfo()
+    has_point = info.primal_solution_status != highspy.SolutionStatus.kSolutionStatusNone
+    feasible = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
+    x = np.array(h.getSolution().col_value, dtype=float) if has_point else np.zeros(0)
+    bound = float(info.mip_dual_bound) if integer.any() else float(info.objective_function_value)
+    return SolverResult(
+        termination=term,
+        solution_status=solution_status(term, has_point, feasible),
+        objective=float(info.objective_function_value) if has_point else None,
+        bound=bound if np.isfinite(bound) else None,
+        x=x,
+        solve_time_s=elapsed,
+        message=h.modelStatusToString(status),
     )

@@ -73,7 +73,10 @@ def test_version_imports_neither_pyomo_nor_the_commands(tmp_path):
 def test_commands_without_a_model_import_no_pyomo(tmp_path, args):
     code, modules = _loaded(tmp_path, "cli", *args)
     assert code == 0
-    assert _heavy(modules) == []
+    # mel-async exact's second stage (least average staleness among the optima) is an exact
+    # MILP that HiGHS solves from arrays: highspy loads for it, Pyomo does not
+    allowed = ["highspy"] if args[-1] == "exact" else []
+    assert [h for h in _heavy(modules) if h not in allowed] == []
     assert "mel_opt.cli.solve" in modules  # the command did run
     if args[0] == "solve":  # found in the module of its name: no other command module loads
         assert {m for m in modules if m.startswith("mel_opt.cli.")} == {

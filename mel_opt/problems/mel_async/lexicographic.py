@@ -24,19 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mel_opt.lazy import lazy_module
 from mel_opt.problems.mel_async import windows as W
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 from mel_opt.solvers.base import Termination
-
-if TYPE_CHECKING:
-    import pyomo.environ as pyo
-else:  # Pyomo loads when the second stage builds its model, not when the package is imported
-    pyo = lazy_module("pyomo.environ")
 
 MAX_BINARIES = 10_000  # over all optimal windows; beyond it the second stage is not attempted
 # (the linearised concave objective has a weak LP bound: HiGHS needs seconds at K = 2,000)
@@ -54,35 +47,50 @@ class LexResult:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class _WindowMILP:
+    """The MILP of one window as arrays for :func:`mel_opt.solvers.highs.solve_arrays`.
+
+    Columns: x[(k, i)] for every reachable pair (learner k does t = lo + i updates), then
+    y[th, j] for th = 0..s-1, j = 0..K (exactly j learners at or below lo + th). Rows: each
+    learner picks one level; sum a <= d <= sum b; each th picks one count j, equal to the
+    number of x with i <= th. The objective sum_th sum_j j (K - j) y[th, j] is the sum over
+    pairs of |tau_k - tau_l| (N times (13)).
+    """
+
+    reach_k: np.ndarray
+    reach_i: np.ndarray
+    cost: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    values: np.ndarray
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+
+
 def _window_model(inst: MelAsyncInstance, lo: int, hi: int,
-                  a: np.ndarray, b: np.ndarray) -> pyo.ConcreteModel | None:
+                  a: np.ndarray, b: np.ndarray) -> _WindowMILP | None:
     """The MILP of one window; a[k, i], b[k, i] are the d-intervals of t = lo + i."""
-    K = inst.K
-    reach = [(k, i) for k in range(K) for i in range(hi - lo + 1) if a[k, i] <= b[k, i]]
-    per = np.bincount([k for k, _ in reach], minlength=K)
-    if np.any(per == 0):
+    K, s = inst.K, hi - lo
+    rk, ri = np.nonzero(a <= b)  # reachable (k, i), in k-major order
+    if np.any(np.bincount(rk, minlength=K) == 0):
         return None
-    m = pyo.ConcreteModel()
-    m.R = pyo.Set(initialize=reach, dimen=2)
-    m.x = pyo.Var(m.R, domain=pyo.Binary)
-    m.TH = pyo.RangeSet(0, hi - lo - 1)
-    m.J = pyo.RangeSet(0, K)
-    m.y = pyo.Var(m.TH, m.J, domain=pyo.Binary)
-    values: list[list[int]] = [[] for _ in range(K)]
-    for k, i in reach:
-        values[k].append(i)
-    m.one = pyo.Constraint(range(K), rule=lambda m, k: sum(m.x[k, i] for i in values[k]) == 1)
-    d_tot = inst.total_samples
-    m.low = pyo.Constraint(expr=sum(float(a[k, i]) * m.x[k, i] for k, i in reach) <= d_tot)
-    m.high = pyo.Constraint(expr=sum(float(b[k, i]) * m.x[k, i] for k, i in reach) >= d_tot)
-    m.pick = pyo.Constraint(m.TH, rule=lambda m, th: sum(m.y[th, j] for j in m.J) == 1)
-    m.count = pyo.Constraint(m.TH, rule=lambda m, th: sum(m.x[k, i] for k, i in reach
-                                                          if i <= th)
-                             == sum(j * m.y[th, j] for j in m.J))  # m_theta
-    m.obj = pyo.Objective(expr=sum(j * (K - j) * m.y[th, j] for th in m.TH for j in m.J),
-                          sense=pyo.minimize)
-    m.reach = reach
-    return m
+    nx = rk.size
+    th, j = np.divmod(np.arange(s * (K + 1)), K + 1)
+    ycol = nx + np.arange(s * (K + 1))
+    d_tot = float(inst.total_samples)
+    # rows: 0..K-1 one level per learner; K low; K+1 high; K+2.. pick; K+2+s.. count
+    below = ri[None, :] <= np.arange(s)[:, None]  # (s, nx): x counts at threshold th
+    cth, cx = np.nonzero(below)
+    rows = np.concatenate([rk, np.full(nx, K), np.full(nx, K + 1), K + 2 + th,
+                           K + 2 + s + cth, K + 2 + s + th])
+    cols = np.concatenate([np.arange(nx), np.arange(nx), np.arange(nx), ycol, cx, ycol])
+    values = np.concatenate([np.ones(nx), a[rk, ri], b[rk, ri], np.ones(th.size),
+                             np.ones(cth.size), -j.astype(float)])
+    row_lo = np.concatenate([np.ones(K), [-np.inf, d_tot], np.ones(s), np.zeros(s)])
+    row_hi = np.concatenate([np.ones(K), [d_tot, np.inf], np.ones(s), np.zeros(s)])
+    cost = np.concatenate([np.zeros(nx), (j * (K - j)).astype(float)])
+    return _WindowMILP(rk, ri, cost, rows, cols, values.astype(float), row_lo, row_hi)
 
 
 def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
@@ -111,16 +119,18 @@ def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
         model = _window_model(inst, lo, hi, a, b)
         if model is None:
             continue
-        res = highs.solve_milp(model, time_limit=time_limit, mip_gap=0.0)
+        n = model.cost.size
+        res = highs.solve_arrays(model.cost, model.rows, model.cols, model.values,
+                                 (model.row_lo, model.row_hi), (np.zeros(n), np.ones(n)),
+                                 np.ones(n, dtype=bool), time_limit=time_limit, mip_gap=0.0)
         if res.outcome is not Termination.OPTIMAL:
             proven = False
             notes.append(f"window [{lo}, {hi}]: HiGHS {res.termination.value}")
             if not res.has_solution:
                 continue
-        pick = [(k, i) for k, i in model.reach if pyo.value(model.x[k, i]) > 0.5]
+        chosen = res.x[:model.reach_k.size] > 0.5
         t_idx = np.zeros(K, dtype=np.int64)
-        for k, i in pick:
-            t_idx[k] = i
+        t_idx[model.reach_k[chosen]] = model.reach_i[chosen]
         rows = np.arange(K)
         d = W.fill(a[rows, t_idx], b[rows, t_idx], inst.total_samples)
         tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
