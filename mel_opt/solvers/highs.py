@@ -15,6 +15,8 @@ scheduler first (no HiGHS solve is running in between in mel_opt's single-thread
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from typing import Any
 
@@ -195,6 +197,25 @@ def _reset_scheduler() -> None:
     highspy.Highs.resetGlobalScheduler(True)
 
 
+def _quiet_highs() -> Any:
+    """A ``highspy.Highs`` with output off. The first one built in a process prints a banner
+    straight to file descriptor 1 (not through Python), which would land in the middle of
+    ``melopt solve --json``: it goes to /dev/null instead."""
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    h.setOptionValue("output_flag", False)
+    return h
+
+
 def native_termination_map() -> dict[Any, TerminationCondition]:
     """highspy ``HighsModelStatus`` -> the contract's; every member is mapped."""
     import highspy
@@ -280,8 +301,7 @@ def solve_arrays(
     lp.a_matrix_.value_ = np.asarray(values, dtype=float)[order]
     lp.integrality_ = [highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
                        for flag in integer]
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = _quiet_highs()
     h.setOptionValue("mip_rel_gap", float(mip_gap))
     if threads is not None:
         h.setOptionValue("threads", int(threads))

@@ -61,3 +61,23 @@ def test_a_solve_with_another_thread_count_still_works() -> None:
     other.run()
     assert other.getModelStatus() == highspy.HighsModelStatus.kOptimal  # the pool now has 2
     assert _knapsack().objective == pytest.approx(-9.0)
+
+
+def test_json_output_stays_json_when_highs_runs(tmp_path) -> None:
+    # The first highspy.Highs of a process prints a banner on file descriptor 1; mel-async
+    # exact runs HiGHS for its second stage, and `--json` must still print JSON alone.
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mel_opt.cli", "solve",
+         str(root / "instances" / "mel-async" / "k10_T15.json"), "--json"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0
+    doc = json.loads(proc.stdout)
+    assert doc["metrics"]["proven_levels"] == ["max_staleness", "avg_staleness"]

@@ -15,13 +15,16 @@ pairs split by it:
 
 So each window is an exact MILP: binaries x[k, t] (learner k takes t), one per learner,
 m_theta = sum_{k, t <= theta} x[k, t], and binaries y[theta, j] = [m_theta = j] that turn the
-concave objective into the linear sum_j j (K - j) y[theta, j]. HiGHS solves it; every window
-proven optimal makes the average level proven. Its size is K (s* + 1) + s* (K + 1) binaries,
-small in the paper's regime (s* of a few updates).
+concave objective into the linear sum_j j (K - j) y[theta, j]. Thresholds between two
+consecutive levels that some learner can reach share m_theta, so one y-row per such run, its
+cost weighted by the run's length, does the work of all of them. HiGHS solves it; every window
+proven optimal makes the average level proven. Its size is the number of reachable (learner,
+level) pairs plus (K + 1) per run, small in the paper's regime (s* of a few updates).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -51,15 +54,17 @@ class LexResult:
 class _WindowMILP:
     """The MILP of one window as arrays for :func:`mel_opt.solvers.highs.solve_arrays`.
 
-    Columns: x[(k, i)] for every reachable pair (learner k does t = lo + i updates), then
-    y[th, j] for th = 0..s-1, j = 0..K (exactly j learners at or below lo + th). Rows: each
-    learner picks one level; sum a <= d <= sum b; each th picks one count j, equal to the
-    number of x with i <= th. The objective sum_th sum_j j (K - j) y[th, j] is the sum over
-    pairs of |tau_k - tau_l| (N times (13)).
+    Columns: x[p] for every reachable pair p = (learner k, level t) with its d-interval
+    [a_p, b_p], then y[r, j] for each run r of thresholds between two consecutive reachable
+    levels and j = 0..K (exactly j learners at or below the run). Rows: each learner picks one
+    level; sum a <= d <= sum b; each run picks one count j, equal to the number of x at or
+    below it. The objective sum_r len_r sum_j j (K - j) y[r, j] is sum_{k<l} |tau_k - tau_l|.
     """
 
-    reach_k: np.ndarray
-    reach_i: np.ndarray
+    k: np.ndarray  # learner of each pair
+    t: np.ndarray  # level of each pair
+    a: np.ndarray  # d-interval of each pair
+    b: np.ndarray
     cost: np.ndarray
     rows: np.ndarray
     cols: np.ndarray
@@ -68,29 +73,48 @@ class _WindowMILP:
     row_hi: np.ndarray
 
 
-def _window_model(inst: MelAsyncInstance, lo: int, hi: int,
-                  a: np.ndarray, b: np.ndarray) -> _WindowMILP | None:
-    """The MILP of one window; a[k, i], b[k, i] are the d-intervals of t = lo + i."""
-    K, s = inst.K, hi - lo
-    rk, ri = np.nonzero(a <= b)  # reachable (k, i), in k-major order
-    if np.any(np.bincount(rk, minlength=K) == 0):
+def _levels(inst: MelAsyncInstance, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per learner, the range of levels in [lo, hi] its d in [d_l, d_u] can give (may be
+    empty: first > last). tau_k falls as d_k grows, so the range is [tau(d_u), tau(d_l)]."""
+    K = inst.K
+    first = W.max_updates(inst, np.full(K, float(inst.max_samples)))
+    last = W.max_updates(inst, np.full(K, float(inst.min_samples)))
+    return np.maximum(first, lo).astype(np.int64), np.minimum(last, hi).astype(np.int64)
+
+
+def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray
+                  ) -> _WindowMILP | None:
+    """The MILP of one window from each learner's level range (None: a learner has none)."""
+    K = inst.K
+    counts = np.maximum(0, last - first + 1)
+    k = np.repeat(np.arange(K), counts)
+    t = first[k] + (np.arange(k.size) - np.repeat(np.cumsum(counts) - counts, counts))
+    # one pseudo-learner per pair: the window functions broadcast over the learner axis
+    per_pair = dataclasses.replace(inst, c2=inst.c2[k], c1=inst.c1[k], c0=inst.c0[k])
+    a = W.lower_d(per_pair, t.astype(float))
+    b = W.upper_d(per_pair, t.astype(float))
+    keep = a <= b  # a level inside the range may still be skipped (granular taus)
+    k, t, a, b = k[keep], t[keep], a[keep], b[keep]
+    if np.any(np.bincount(k, minlength=K) == 0):
         return None
-    nx = rk.size
-    th, j = np.divmod(np.arange(s * (K + 1)), K + 1)
-    ycol = nx + np.arange(s * (K + 1))
+    nx = k.size
+    u = np.unique(t)  # reachable levels; thresholds between u[r] and u[r+1] - 1 share m
+    runs, length = u[:-1], np.diff(u).astype(float)
+    R = runs.size
+    r_of, j = np.divmod(np.arange(R * (K + 1)), K + 1)
+    ycol = nx + np.arange(R * (K + 1))
     d_tot = float(inst.total_samples)
-    # rows: 0..K-1 one level per learner; K low; K+1 high; K+2.. pick; K+2+s.. count
-    below = ri[None, :] <= np.arange(s)[:, None]  # (s, nx): x counts at threshold th
-    cth, cx = np.nonzero(below)
-    rows = np.concatenate([rk, np.full(nx, K), np.full(nx, K + 1), K + 2 + th,
-                           K + 2 + s + cth, K + 2 + s + th])
-    cols = np.concatenate([np.arange(nx), np.arange(nx), np.arange(nx), ycol, cx, ycol])
-    values = np.concatenate([np.ones(nx), a[rk, ri], b[rk, ri], np.ones(th.size),
-                             np.ones(cth.size), -j.astype(float)])
-    row_lo = np.concatenate([np.ones(K), [-np.inf, d_tot], np.ones(s), np.zeros(s)])
-    row_hi = np.concatenate([np.ones(K), [d_tot, np.inf], np.ones(s), np.zeros(s)])
-    cost = np.concatenate([np.zeros(nx), (j * (K - j)).astype(float)])
-    return _WindowMILP(rk, ri, cost, rows, cols, values.astype(float), row_lo, row_hi)
+    below_r, below_x = np.nonzero(t[None, :] <= runs[:, None])  # x counted by run r
+    # rows: 0..K-1 one level per learner; K low; K+1 high; K+2.. pick; K+2+R.. count
+    rows = np.concatenate([k, np.full(nx, K), np.full(nx, K + 1), K + 2 + r_of,
+                           K + 2 + R + below_r, K + 2 + R + r_of])
+    cols = np.concatenate([np.arange(nx), np.arange(nx), np.arange(nx), ycol, below_x, ycol])
+    values = np.concatenate([np.ones(nx), a, b, np.ones(r_of.size), np.ones(below_r.size),
+                             -j.astype(float)])
+    row_lo = np.concatenate([np.ones(K), [-np.inf, d_tot], np.ones(R), np.zeros(R)])
+    row_hi = np.concatenate([np.ones(K), [d_tot, np.inf], np.ones(R), np.zeros(R)])
+    cost = np.concatenate([np.zeros(nx), length[r_of] * (j * (K - j))])
+    return _WindowMILP(k, t, a, b, cost, rows, cols, values.astype(float), row_lo, row_hi)
 
 
 def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
@@ -106,17 +130,16 @@ def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
     K, s = inst.K, int(s_star)
     if s == 0 or not los:
         return None
-    if len(los) * (K * (s + 1) + s * (K + 1)) > MAX_BINARIES:
+    ranges = [_levels(inst, lo, lo + s) for lo in los]
+    pairs = sum(int(np.maximum(0, last - first + 1).sum()) for first, last in ranges)
+    if pairs + len(los) * (min(s, pairs) + 1) * (K + 1) > MAX_BINARIES:
         return None
     best: LexResult | None = None
     proven = True
     notes: list[str] = []
-    for lo in los:
+    for lo, (first, last) in zip(los, ranges, strict=True):
         hi = lo + s
-        ts = np.arange(lo, hi + 1, dtype=float)[:, None] * np.ones((1, K))
-        a = W.lower_d(inst, ts).T  # (K, s + 1): tau_k = t exactly on [a, b]
-        b = W.upper_d(inst, ts).T
-        model = _window_model(inst, lo, hi, a, b)
+        model = _window_model(inst, first, last)
         if model is None:
             continue
         n = model.cost.size
@@ -128,11 +151,12 @@ def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
             notes.append(f"window [{lo}, {hi}]: HiGHS {res.termination.value}")
             if not res.has_solution:
                 continue
-        chosen = res.x[:model.reach_k.size] > 0.5
-        t_idx = np.zeros(K, dtype=np.int64)
-        t_idx[model.reach_k[chosen]] = model.reach_i[chosen]
-        rows = np.arange(K)
-        d = W.fill(a[rows, t_idx], b[rows, t_idx], inst.total_samples)
+        chosen = res.x[:model.k.size] > 0.5
+        a = np.zeros(K)
+        b = np.zeros(K)
+        a[model.k[chosen]] = model.a[chosen]
+        b[model.k[chosen]] = model.b[chosen]
+        d = W.fill(a, b, inst.total_samples)
         tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
         ii, jj = np.triu_indices(K, 1)
         pair_sum = int(np.abs(tau[ii] - tau[jj]).sum())

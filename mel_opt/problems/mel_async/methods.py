@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt import deadline
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.mel_async import kkt
@@ -149,10 +150,14 @@ def improve(inst: MelAsyncInstance, d: np.ndarray, max_rounds: int = 10_000) -> 
     reach l, taken by the highest-tau learners that stay at or above l.
     The feasibility of each move is monotone in its target, so the most ambitious target is
     found by bisection; each accepted move lowers the staleness, so the loop ends. It is a local
-    search, not a proof (``exact`` is the proof).
+    search, not a proof (``exact`` is the proof). When the solve's deadline passes it stops
+    and returns the allocation reached (every allocation it holds is whole and feasible).
     """
     d = np.asarray(d, dtype=np.int64).copy()
+    until = deadline.current()
     for _ in range(max_rounds):
+        if until.expired():
+            break
         tau = W.max_updates(inst, d.astype(float))
         hmax, lmin = int(tau.max()), int(tau.min())
         if hmax == lmin:

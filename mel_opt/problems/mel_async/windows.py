@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mel_opt import deadline
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 
 FIT_RTOL = 1e-12
@@ -201,6 +202,7 @@ def exact_integer(inst: MelAsyncInstance) -> IntegerWindow | None:
     block = max(1, _CHUNK_ELEMENTS // K)
     upper = L - 1
     while True:
+        deadline.check("the exact window scan")
         floor_lo = max(1, int(np.floor(H - best_s)))
         if upper < floor_lo:
             break
