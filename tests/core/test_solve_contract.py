@@ -197,8 +197,10 @@ def test_cooperative_loop_stops_at_the_deadline(register: Callable[..., None]) -
 def test_guard_timer_stops_a_loop_that_never_checks(register: Callable[..., None]) -> None:
     def spin(inst: Any, opts: Any) -> MethodOutput:
         n = 0
-        while True:
+        end = time.perf_counter() + 5.0  # bounded: an unarmed guard fails the test, not hangs
+        while time.perf_counter() < end:
             n += 1
+        raise AssertionError("the guard timer did not stop the loop")
 
     register(spin)
     t = time.perf_counter()
