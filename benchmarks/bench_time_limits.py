@@ -74,16 +74,20 @@ def _run(path: Path, method: str, limit: float) -> tuple[float, str, int, str]:
     return wall, status, proc.returncode, note
 
 
-def _load_time(path: Path) -> float:
-    """Seconds ``load_instance`` takes on ``path`` in a subprocess (inf past HANG_S)."""
+def _load_time(path: Path) -> tuple[float, str]:
+    """Seconds ``load_instance`` takes on ``path`` in a subprocess (inf past HANG_S), and the
+    validator's message when it refuses the file (empty otherwise)."""
     code = ("import sys, time; from mel_opt.api import load_instance; t = time.perf_counter(); "
             "load_instance(sys.argv[1]); print(time.perf_counter() - t)")
     try:
         proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
-                              text=True, timeout=HANG_S, check=True)
+                              text=True, timeout=HANG_S)
     except subprocess.TimeoutExpired:
-        return float("inf")
-    return float(proc.stdout.strip())
+        return float("inf"), ""
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        return float("nan"), lines[-1] if lines else f"exit {proc.returncode}"
+    return float(proc.stdout.strip()), ""
 
 
 def main() -> None:
@@ -104,7 +108,11 @@ def main() -> None:
             if only and problem not in only:
                 continue
             path = _instance(Path(tmp), problem, preset, size, params, args.quick)
-            load = _load_time(path)
+            load, refused = _load_time(path)
+            if refused:  # outside the documented ranges: nothing to time
+                table.add_row(problem, label, ", ".join(methods), "-", "-", "refused", "2", "-",
+                              refused[-70:])
+                continue
             for method in methods:
                 wall, status, code, note = _run(path, method, args.limit)
                 table.add_row(problem, label, method, f"{load:.2f}", f"{wall:.2f}", status,
