@@ -16,24 +16,29 @@ import time
 
 import numpy as np
 
+from mel_opt import deadline as time_budget
 from mel_opt.problems.med.search.evaluate import Evaluator
 from mel_opt.problems.med.search.types import TOL, better, parts_of
 
 
 def greedy(ev: Evaluator) -> np.ndarray:
     """Fastest learners first, each to the task whose level (deadline ignored) falls most
-    (empty tasks first); local search then repairs deadlines and the budget."""
+    (empty tasks first); local search then repairs deadlines and the budget.
+
+    Checks the solve's time limit between learners (it has no incumbent to return yet)."""
     inst, coef = ev.inst, ev.coef
     m, n = inst.n_tasks, inst.n_learners
     speed = (1.0 / coef.C).sum(axis=0)
     assign = np.full(n, -1, dtype=np.int64)
     members: list[list[int]] = [[] for _ in range(m)]
+    level = [ev.raw_level(i, ()) for i in range(m)]  # each task's level, updated as it grows
     for j in np.argsort(-speed, kind="stable"):
+        time_budget.check("the greedy start of the med search")
         best, best_gain = -1, -math.inf
         for i in range(m):
             if not coef.allowed[i, j] or (len(members[i]) + 1) * coef.L > inst.shards[i]:
                 continue
-            before = ev.raw_level(i, tuple(sorted(members[i])))
+            before = level[i]
             after = ev.raw_level(i, tuple(sorted([*members[i], int(j)])))
             if not math.isfinite(after):
                 continue
@@ -45,6 +50,7 @@ def greedy(ev: Evaluator) -> np.ndarray:
             best = int(allowed[0]) if allowed.size else 0
         assign[j] = best
         members[best].append(int(j))
+        level[best] = ev.raw_level(best, tuple(sorted(members[best])))
     return assign
 
 
