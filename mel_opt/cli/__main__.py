@@ -1,5 +1,5 @@
 """``python -m mel_opt.cli``: the same as the ``melopt`` command."""
 
-from mel_opt.cli import main
+from mel_opt.cli import run
 
-main()
+run()
