@@ -350,6 +350,8 @@ def _dab_figure(rows: list[dict[str, Any]], runs: dict[float, TrainRun],
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
+        from mel_opt.plot import save_figure
     except ImportError:
         return None
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
@@ -374,9 +376,4 @@ def _dab_figure(rows: list[dict[str, Any]], runs: dict[float, TrainRun],
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path, dpi=120)

@@ -107,6 +107,8 @@ def plot_run(run: TrainRun, path: Path) -> Path | None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
+        from mel_opt.plot import save_figure
     except ImportError:
         return None
     runs = _by_run(run)
@@ -134,12 +136,7 @@ def plot_run(run: TrainRun, path: Path) -> Path | None:
                  f"{run.settings.dataset}, {run.settings.partition}, "
                  f"{run.settings.seeds} seed(s)", fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def write_outputs(run: TrainRun, out_dir: str | Path) -> dict[str, Any]:

@@ -57,7 +57,9 @@ def test_only_the_cli_imports_click_and_rich():
 
 def test_files_are_renamed_into_place_only_by_the_atomic_writer():
     # a temporary file renamed onto the target: os.replace / os.rename / Path.replace, mkstemp
-    pattern = re.compile(r"os\.(replace|rename)\(|\.replace\(\s*(out|target|tmp)\b|mkstemp")
+    # (also a temporary path's own .replace/.rename onto the target)
+    pattern = re.compile(r"os\.(replace|rename)\(|\.replace\(\s*(out|target|tmp)\b|mkstemp"
+                         r"|\btmp\w*\.(replace|rename)\(")
     offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                  if pattern.search(p.read_text(encoding="utf-8"))]
     assert offenders == ["io/atomic.py"]
