@@ -17,6 +17,7 @@ import numpy as np
 from mel_opt import deadline
 from mel_opt.errors import SolverUnavailableError, UsageError
 from mel_opt.lazy import lazy_module
+from mel_opt.solvers import forked
 from mel_opt.solvers.base import (
     Availability,
     SolutionStatus,
@@ -193,6 +194,10 @@ class _Callbacks:
         self._until = until
         self.iterations = 0
         self.stopped_by_deadline = False
+        # Set when Ipopt runs in a child process: every iterate (and its number) is published
+        # there, so the parent keeps the last one if it has to end the child at the limit.
+        self.problem: Any = None
+        self.progress: forked.Progress | None = None
 
     def objective(self, x: np.ndarray) -> float:
         try:
@@ -224,6 +229,9 @@ class _Callbacks:
 
     def intermediate(self, alg_mod: int, iter_count: int, *_: Any) -> bool:
         self.iterations = int(iter_count)
+        if self.progress is not None:
+            x = self.problem.get_current_iterate(scaled=False)["x"]
+            self.progress.publish(np.append(np.asarray(x, dtype=float), float(iter_count)))
         if self._until.expired():
             self.stopped_by_deadline = True
             return False  # Ipopt stops with User_Requested_Stop
@@ -422,9 +430,48 @@ def _without_ipopt(nlp: CompiledNLP) -> SolverResult | None:
 
 
 def _run_ipopt(
+    nlp: CompiledNLP, callbacks: _Callbacks, opts: dict[str, Any], until: deadline.Deadline
+) -> tuple[np.ndarray, dict[str, Any], float]:
+    """Hand ``nlp`` to Ipopt with ``opts``; return (x, Ipopt's info dict, seconds inside).
+
+    Under a finite deadline Ipopt runs in a forked child (:mod:`mel_opt.solvers.forked`)
+    where fork is possible: one step of Ipopt (a factorisation) can take seconds in C code
+    that neither ``max_wall_time`` nor the callback guard can interrupt, and the child can be
+    ended at the deadline, its last published iterate kept. ``callbacks`` then carries the
+    child's iteration count and guard flag back.
+    """
+    if not math.isfinite(until.end) or not forked.can_fork():
+        return _solve_here(nlp, callbacks, opts)
+    progress = forked.Progress(nlp.n + 1)
+    callbacks.progress = progress
+
+    def in_child() -> tuple[np.ndarray, dict[str, Any], float, int, bool]:
+        x, info, seconds = _solve_here(nlp, callbacks, opts)
+        return x, info, seconds, callbacks.iterations, callbacks.stopped_by_deadline
+
+    try:
+        outcome = forked.run_forked(in_child, until.end)
+    finally:
+        callbacks.progress = None
+    if outcome.finished:
+        x, info, seconds, callbacks.iterations, callbacks.stopped_by_deadline = outcome.value
+        return x, info, seconds
+    last = progress.latest()
+    x = np.full(nlp.n, np.nan) if last is None else last[:-1]
+    callbacks.iterations = 0 if last is None else int(last[-1])
+    info = {
+        "status": -5,
+        "status_msg": (f"Ipopt was inside one step at the time limit; its process was ended "
+                       f"{'with no iterate yet' if last is None else 'and its last iterate kept'}"),
+        "mult_g": np.zeros(nlp.m),
+    }
+    return x, info, outcome.seconds
+
+
+def _solve_here(
     nlp: CompiledNLP, callbacks: _Callbacks, opts: dict[str, Any]
 ) -> tuple[np.ndarray, dict[str, Any], float]:
-    """Hand ``nlp`` to Ipopt with ``opts``; return (x, Ipopt's info dict, seconds inside)."""
+    """Ipopt in this process: (x, Ipopt's info dict, seconds inside)."""
     import cyipopt
 
     problem = cyipopt.Problem(
@@ -436,6 +483,7 @@ def _run_ipopt(
         cl=np.clip(nlp.g_lb, -_IPOPT_INF, _IPOPT_INF),
         cu=np.clip(nlp.g_ub, -_IPOPT_INF, _IPOPT_INF),
     )
+    callbacks.problem = problem
     try:
         for key, val in opts.items():
             try:
@@ -446,6 +494,7 @@ def _run_ipopt(
         x, info = problem.solve(nlp.x0.copy())
         solve_time = time.perf_counter() - t0
     finally:
+        callbacks.problem = None
         problem.close()
     return np.asarray(x, dtype=float), info, solve_time
 
@@ -575,7 +624,7 @@ def solve_nlp(
         wall_time=until.seconds(),
         options=options,
     )
-    x, info, solve_time = _run_ipopt(nlp, callbacks, opts)
+    x, info, solve_time = _run_ipopt(nlp, callbacks, opts, until)
     if callbacks.stopped_by_deadline:
         info = {**info, "status": -5}  # the guard acted for max_wall_time: same meaning
     feasibility_tol = opts.get("constr_viol_tol", _CONSTR_VIOL_TOL)

@@ -73,3 +73,73 @@ def test_expired_deadline_raises_before_the_compile() -> None:
     with deadline.limit(1.0, start=time.perf_counter() - 2.0):
         with pytest.raises(deadline.TimeLimitReached, match="model build"):
             ipopt.solve_nlp(rosenbrock())
+
+
+# --- Ipopt in a child process -----------------------------------------------------------------
+# Under a finite deadline Ipopt runs in a forked child that the parent ends at the limit; that
+# covers one step of Ipopt taking seconds in C code. pytest's own timeout thread would make
+# can_fork() refuse (it is not a daemon), so these tests allow the fork explicitly.
+
+
+@pytest.fixture
+def forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ipopt.forked, "can_fork", lambda: True)
+
+
+def stuck_at_call(monkeypatch: pytest.MonkeyPatch, name: str, call: int) -> None:
+    """Make callback ``name`` hang (as a long factorisation would) from its ``call``-th call."""
+    cls = ipopt._CallbacksWithHessian
+    original = getattr(cls, name)
+    calls = {"n": 0}
+
+    def stuck(self: Any, *args: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] >= call:
+            time.sleep(60.0)
+        return original(self, *args)
+
+    monkeypatch.setattr(cls, name, stuck)
+
+
+def test_forked_solve_matches_the_in_process_solve(forking: None) -> None:
+    inside = ipopt.solve_nlp(rosenbrock())
+    child = ipopt.solve_nlp(rosenbrock(), time_limit=30.0)
+    assert child.termination is TerminationCondition.LOCALLY_OPTIMAL, child.message
+    assert child.iterations == inside.iterations > 0
+    assert child.values == pytest.approx(inside.values, abs=1e-12)
+    assert abs(child.values["x"] - 1.0) < 1e-6
+
+
+def test_a_step_stuck_in_the_child_is_ended_at_the_limit(
+        forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    stuck_at_call(monkeypatch, "hessian", 4)  # three iterations go through, the fourth hangs
+    t = time.perf_counter()
+    res = ipopt.solve_nlp(rosenbrock(), time_limit=LIMIT)
+    elapsed = time.perf_counter() - t
+    assert elapsed < LIMIT + 0.5
+    assert res.termination is TerminationCondition.TIME_LIMIT
+    assert "its process was ended and its last iterate kept" in res.message
+    assert res.iterations == 3
+    assert res.x is not None and np.all(np.isfinite(res.x))
+    # the last iterate is a real point of the path: moved from the start, objective evaluated
+    assert not np.allclose(res.x, [-1.2, 1.0])
+    assert res.objective == pytest.approx(
+        100 * (res.x[1] - res.x[0] ** 2) ** 2 + (1 - res.x[0]) ** 2)
+
+
+def test_stuck_before_the_first_iterate_gives_no_point(
+        forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    stuck_at_call(monkeypatch, "gradient", 1)
+    t = time.perf_counter()
+    res = ipopt.solve_nlp(rosenbrock(), time_limit=LIMIT)
+    assert time.perf_counter() - t < LIMIT + 0.5
+    assert res.termination is TerminationCondition.TIME_LIMIT
+    assert "with no iterate yet" in res.message
+    assert res.objective is None and not res.is_usable
+
+
+def test_bad_option_in_the_child_is_still_a_usage_error(forking: None) -> None:
+    from mel_opt.errors import UsageError
+
+    with pytest.raises(UsageError, match="no_such_option"):
+        ipopt.solve_nlp(rosenbrock(), time_limit=10.0, options={"no_such_option": 1})
