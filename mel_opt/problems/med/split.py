@@ -23,6 +23,23 @@ import numpy as np
 from mel_opt.problems.med.latency import shards_within
 
 
+def steps(A: np.ndarray, C: np.ndarray, k0: np.ndarray, k1: np.ndarray) -> np.ndarray:
+    """The levels A_t + C_t k for k = k0_t .. k1_t of every t, concatenated (t-major, k
+    ascending; an empty range adds nothing).
+
+    One vectorised pass with the same arithmetic as ``A[t] + C[t] * np.arange(k0[t], k1[t] +
+    1)`` per t, so the values are bit-for-bit those of the per-learner loop.
+    """
+    k0 = np.asarray(k0, dtype=np.int64)
+    m = np.maximum(np.asarray(k1, dtype=np.int64) - k0 + 1, 0)
+    total = int(m.sum())
+    if total == 0:
+        return np.zeros(0)
+    t = np.repeat(np.arange(m.size), m)
+    k = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(m) - m, m) + k0[t]
+    return A[t] + C[t] * k
+
+
 def min_max_level(A: np.ndarray, C: np.ndarray, count: np.ndarray, L: int, D: int) -> float:
     """Least maximum expected delay H* of a task split among groups of learners [s].
 
@@ -71,8 +88,7 @@ def _first(A: np.ndarray, C: np.ndarray, n: np.ndarray, L: int, E: float, lo: fl
     """Smallest level in [lo, hi] (lo or some A_t + C_t k) whose extra capacity reaches E."""
     k0 = np.ceil((lo - A) / C - 1e-9).astype(np.int64)
     k1 = np.floor((hi - A) / C + 1e-9).astype(np.int64)
-    parts = [A[t] + C[t] * np.arange(k0[t], k1[t] + 1) for t in range(A.size)]
-    cand = np.unique(np.concatenate([[lo], *parts]))
+    cand = np.unique(np.concatenate([[lo], steps(A, C, k0, k1)]))
     caps = shards_within(A[None, :], C[None, :], cand[:, None])
     extra = (n[None, :] * np.maximum(0, caps - L)).sum(axis=1)
     ok = np.nonzero(extra >= E)[0]
@@ -130,8 +146,7 @@ def cost_frontier(A: np.ndarray, C: np.ndarray, price: np.ndarray, L: int, D: in
     most = D - (w - 1) * L  # no learner can hold more
     k0 = shards_within(A, C, h_min) + 1
     k1 = np.minimum(shards_within(A, C, h_max), most)
-    parts = [A[t] + C[t] * np.arange(k0[t], k1[t] + 1) for t in range(w) if k1[t] >= k0[t]]
-    cand = np.unique(np.concatenate([[h_min], *parts])) if parts else np.array([h_min])
+    cand = np.unique(np.concatenate([[h_min], steps(A, C, k0, k1)]))
     caps = np.minimum(shards_within(A[None, :], C[None, :], cand[:, None]), most)
     extra = np.maximum(0, caps - L)
     need = D - w * L
@@ -193,11 +208,23 @@ def best_case_level(A: np.ndarray, C: np.ndarray, L: int, D: int, h_max: float) 
     ``inf`` if no level up to ``h_max`` works.
     """
     top = np.minimum(shards_within(A, C, h_max), D)
-    parts = [A[j] + C[j] * np.arange(L, top[j] + 1) for j in range(A.size) if top[j] >= L]
-    if not parts:
+    levels = steps(A, C, np.full(A.size, L), top)
+    if not levels.size:
         return math.inf
-    cand = np.unique(np.concatenate(parts))
-    caps = np.minimum(shards_within(A[None, :], C[None, :], cand[:, None]), D)
-    total = np.where(caps >= L, caps, 0).sum(axis=1)
-    ok = np.nonzero(total >= D)[0]
-    return float(cand[ok[0]]) if ok.size else math.inf
+    cand = np.unique(levels)
+
+    def covers(h: float) -> bool:
+        caps = np.minimum(shards_within(A, C, h), D)
+        return int(np.where(caps >= L, caps, 0).sum()) >= D
+
+    # what the learners hold together only grows with H: bisect the sorted candidates
+    if not covers(float(cand[-1])):
+        return math.inf
+    lo, hi = -1, cand.size - 1  # covers(cand[hi]); not covers(cand[lo]) (lo = -1: none)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if covers(float(cand[mid])):
+            hi = mid
+        else:
+            lo = mid
+    return float(cand[hi])

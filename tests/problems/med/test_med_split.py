@@ -97,3 +97,44 @@ def test_best_case_level_lets_slow_learners_stay_out():
     A, C = np.array([1.0, 10.0]), np.array([1.0, 1.0])
     assert split.best_case_level(A, C, 1, 5, 100.0) == pytest.approx(6.0)
     assert split.min_max_level(A, C, np.array([1, 1]), 1, 5) == pytest.approx(11.0)
+
+
+def test_steps_match_the_per_learner_loop_bit_for_bit() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        g = int(rng.integers(1, 8))
+        A = rng.uniform(0.0, 5.0, g)
+        C = rng.uniform(0.01, 2.0, g)
+        k0 = rng.integers(-2, 20, g)
+        k1 = k0 + rng.integers(-3, 30, g)  # some ranges empty
+        loop = [A[t] + C[t] * np.arange(k0[t], k1[t] + 1) for t in range(g)]
+        want = np.concatenate(loop) if loop else np.zeros(0)
+        got = split.steps(A, C, k0, k1)
+        assert got.shape == want.shape
+        assert np.array_equal(got, want)  # the same arithmetic, not just close
+
+
+def test_steps_of_hand_ranges() -> None:
+    A, C = np.array([1.0, 10.0]), np.array([0.5, 2.0])
+    # t = 0: k = 2, 3 -> 2.0, 2.5; t = 1: k = 5 -> 20.0
+    assert split.steps(A, C, np.array([2, 5]), np.array([3, 5])).tolist() == [2.0, 2.5, 20.0]
+    assert split.steps(A, C, np.array([4, 6]), np.array([3, 5])).size == 0
+
+
+def test_best_case_level_bisection_equals_the_scan() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(100):
+        w = int(rng.integers(1, 12))
+        A, C = rng.uniform(0.0, 4.0, w), rng.uniform(0.05, 2.0, w)
+        L, D = int(rng.integers(1, 3)), int(rng.integers(1, 40))
+        h_max = float(rng.uniform(1.0, 30.0))
+        top = np.minimum(np.floor((h_max - A) / C + 1e-9), D).astype(int)
+        cand = sorted({a + c * k for a, c, t in zip(A, C, top, strict=True)
+                       for k in range(L, t + 1)})
+        want = math.inf
+        for h in cand:  # the first level where the learners that fit hold D together
+            caps = np.minimum(np.floor((h - A) / C + 1e-9), D)
+            if np.where(caps >= L, caps, 0).sum() >= D:
+                want = h
+                break
+        assert split.best_case_level(A, C, L, D, h_max) == pytest.approx(want)

@@ -35,7 +35,7 @@ from mel_opt.problems.med import split
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.latency import Coefficients, budget_can_bind
 from mel_opt.problems.med.search.evaluate import Evaluator
-from mel_opt.problems.med.search.lagrangian import Lagrangian, Node
+from mel_opt.problems.med.search.lagrangian import Lagrangian, Node, OutOfTime
 from mel_opt.problems.med.search.local import greedy, iterated_local_search, local_search
 from mel_opt.problems.med.search.types import REL_GAP, TOL, Outcome, better, parts_of
 from mel_opt.solvers.base import Termination
@@ -196,8 +196,8 @@ class _Search:
             d[i, W] = part
         return val, d
 
-    def outcome(self, timed_out: bool, open_bounds: list[float], root_bound: float
-                ) -> Outcome:
+    def outcome(self, timed_out: bool, open_bounds: list[float], root_bound: float,
+                bound_kind: str = "a Lagrangian bound") -> Outcome:
         stats = self.stats
         final_bound = min([self.best.value, *open_bounds]) if timed_out else self.best.value
         if self.best.assign is None:
@@ -211,7 +211,7 @@ class _Search:
         stats["bound"] = final_bound
         if timed_out:
             return Outcome(Termination.TIME_LIMIT, assignment, d, val, final_bound, stats=stats,
-                           message="time limit: best allocation found and a Lagrangian bound")
+                           message=f"time limit: best allocation found and {bound_kind}")
         return Outcome(Termination.OPTIMAL, assignment, d, val, val, stats=stats,
                        message="proven optimal (Lagrangian branch and bound)")
 
@@ -224,10 +224,15 @@ class _Search:
         if not np.all(np.isfinite(floor_levels)):
             return Outcome(Termination.INFEASIBLE, message="a task cannot meet its deadline "
                            "even with every learner", stats=stats)
-        lag = Lagrangian(inst, coef, self.ev.binds, floor_levels, value)
+        self.best.offer(value, assign)
+        try:
+            lag = Lagrangian(inst, coef, self.ev.binds, floor_levels, value, self.deadline)
+        except OutOfTime:  # many learners: the first search took the time the bound needed
+            floor = float(floor_levels.sum())
+            stats["root_bound"] = floor
+            return self.outcome(True, [floor], floor, bound_kind="the tasks' least levels")
         root = Node(np.full(self.n, -1, dtype=np.int64), np.zeros((self.m, self.n), dtype=bool),
                     np.zeros(self.n), 0.0)
-        self.best.offer(value, assign)
         root_bound, cover = lag.optimise(root, value, ROOT_ITERS,
                                          min(self.deadline, self._share_end(ROOT_SHARE)))
         stats["root_bound"] = root_bound

@@ -55,16 +55,27 @@ class Node:
     depth: int = 0
 
 
+class OutOfTime(Exception):
+    """Building the per-task level tables did not finish before the deadline."""
+
+
 class Lagrangian:
-    """The bound L(mu, lam) of the module docstring and its subgradient optimisation."""
+    """The bound L(mu, lam) of the module docstring and its subgradient optimisation.
+
+    Building it tabulates every learner's cap at every candidate level of every task, which at
+    a thousand learners takes seconds; past ``deadline`` (a ``time.perf_counter()`` reading)
+    the constructor raises :class:`OutOfTime` between tasks.
+    """
 
     def __init__(self, inst: MedInstance, coef: Coefficients, binds: bool,
-                 floor_levels: np.ndarray, upper: float) -> None:
+                 floor_levels: np.ndarray, upper: float, deadline: float = math.inf) -> None:
         self.inst, self.coef, self.binds = inst, coef, binds
         self.m, self.n = inst.n_tasks, inst.n_learners
         self.order = np.argsort(inst.price, kind="stable")  # fill order: cheapest first
         self.tasks: list[_Task] = []
         for i in range(self.m):
+            if time.perf_counter() > deadline:
+                raise OutOfTime(f"the level tables of {i} of {self.m} tasks were built")
             hi = min(float(inst.deadline[i]) * (1 + TOL),
                      upper - (floor_levels.sum() - floor_levels[i]))
             vals = []

@@ -78,6 +78,8 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
         improved = False
         targets = range(-1, m) if ev.inst.min_shards == 0 else range(m)
         for j in range(n):
+            if time.perf_counter() > deadline:  # keep what the moves so far reached
+                break
             a = int(assign[j])
             for b in targets:
                 if b == a or (b >= 0 and not ev.coef.allowed[b, j]):
@@ -96,6 +98,8 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
                     continue
                 if not (ev.coef.allowed[b, j] and ev.coef.allowed[a, k]):
                     continue
+                if time.perf_counter() > deadline:  # one evaluation can take milliseconds
+                    break
                 assign[j], assign[k] = b, a
                 cand = ev.value(parts_of(assign, m), cutoff())[:2]
                 if accept(cand):

@@ -41,3 +41,27 @@ def test_time_limit_returns_a_verified_allocation_and_an_honest_bound():
     assert bound <= res.objective * (1 + 1e-9)
     assert bound <= 46.1262 and res.objective >= 45.8727
     assert (res.objective - bound) / res.objective < 0.10
+
+
+def test_no_time_for_the_lagrangian_tables_still_returns_the_incumbent(monkeypatch):
+    # As at N = 1,000 with a 5 s limit: the first local search uses the time the bound's
+    # tables need. The answer is the incumbent with the tasks' least levels as the bound.
+    from mel_opt.problems.med.search import lagrangian
+
+    inst = parse_instance(generate("hetero", learners=40, tasks=5, seed=5))
+    coef = coefficients(inst)
+    with pytest.raises(lagrangian.OutOfTime):
+        lagrangian.Lagrangian(inst, coef, True, branch_and_bound._floor_levels(inst, coef),
+                              math.inf, deadline=0.0)
+
+    def no_time(*args, **kwargs):
+        raise lagrangian.OutOfTime("no time")
+
+    monkeypatch.setattr(branch_and_bound, "Lagrangian", no_time)
+    out = branch_and_bound.solve(inst, coef, time_limit=30)
+    floor = float(branch_and_bound._floor_levels(inst, coef).sum())
+    assert out.termination.value == "time_limit"
+    assert out.assignment is not None and "least levels" in out.message
+    assert out.bound == pytest.approx(floor)
+    assert floor <= out.objective  # the recorded optimum region: 45.87-46.13 (test above)
+    assert out.objective >= 45.8727

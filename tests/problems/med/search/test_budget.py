@@ -33,3 +33,63 @@ def test_best_levels_is_the_knapsack_optimum():
         else:
             assert got[0] == pytest.approx(want)
             assert sum(f[1][i] for f, i in zip(fronts, got[1], strict=True)) <= B + 1e-9
+
+
+def pareto_dp(fronts, B):
+    """Reference: the plain Pareto dynamic programme, no pruning (least sum of levels)."""
+    states = {(0.0, 0.0)}
+    for lev, cost in fronts:
+        nxt = sorted((h + a, c + b) for h, c in states for a, b in zip(lev, cost, strict=True)
+                     if c + b <= B * (1 + 1e-9) + 1e-9)
+        states, best_c = set(), math.inf
+        for h, c in nxt:
+            if c < best_c:
+                states.add((h, c))
+                best_c = c
+    return min((h for h, _ in states), default=None)
+
+
+def random_fronts(rng, m, k_max):
+    fronts = []
+    for _ in range(m):
+        k = int(rng.integers(1, k_max))
+        lev = np.cumsum(rng.uniform(0.01, 1.0, k)) + rng.uniform(0, 5)
+        cost = np.cumsum(rng.uniform(0.01, 3.0, k))[::-1] + rng.uniform(0, 5)
+        fronts.append((lev, cost))
+    return fronts
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pruned_programme_equals_the_plain_one(seed):
+    # enough tasks and steps for the Lagrangian pruning to drop most partial choices
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(15):
+        fronts = random_fronts(rng, int(rng.integers(2, 7)), 25)
+        cheap = sum(float(c.min()) for _, c in fronts)
+        dear = sum(float(c.max()) for _, c in fronts)
+        B = float(rng.uniform(cheap * 0.98, dear))
+        want = pareto_dp(fronts, B)
+        got = budget.best_levels(fronts, B)
+        if want is None:
+            assert got is None
+            continue
+        assert got is not None
+        assert got[0] == pytest.approx(want, rel=1e-12)
+        assert got[0] == pytest.approx(sum(f[0][i] for f, i in zip(fronts, got[1], strict=True)))
+        assert sum(f[1][i] for f, i in zip(fronts, got[1], strict=True)) <= B * (1 + 1e-9) + 1e-9
+        # a cutoff above the optimum keeps it; at the optimum nothing is below it
+        assert budget.best_levels(fronts, B, cutoff=want + 1e-6)[0] == pytest.approx(want)
+        assert budget.best_levels(fronts, B, cutoff=want * (1 - 1e-9)) is None
+
+
+def test_relaxation_answer_is_feasible_and_bounds_the_optimum():
+    rng = np.random.default_rng(3)
+    fronts = random_fronts(rng, 5, 30)
+    cheap = sum(float(c.min()) for _, c in fronts)
+    dear = sum(float(c.max()) for _, c in fronts)
+    B = 0.5 * (cheap + dear)
+    mu, upper, pick = budget._relaxation(fronts, B)
+    assert mu > 0
+    assert sum(f[1][i] for f, i in zip(fronts, pick, strict=True)) <= B
+    lower = sum(float(np.min(lv + mu * c)) for lv, c in fronts) - mu * B
+    assert lower <= pareto_dp(fronts, B) + 1e-9 <= upper + 2e-9
