@@ -155,10 +155,6 @@ def solve_milp(
     opt = Highs()
     opt.config.load_solution = False
     opt.config.stream_solver = False
-    if until.time_limit is not None:
-        # HiGHS counts from its own start, which comes after the translation below; 5 % of
-        # what remains is kept for that translation and for reading the answer back.
-        opt.config.time_limit = max(1e-9, 0.95 * until.remaining())
     opt.config.mip_gap = float(mip_gap)
     highs_options = {"mip_rel_gap": float(mip_gap), "output_flag": False}
     if threads is not None:
@@ -167,6 +163,19 @@ def solve_milp(
     opt.highs_options = highs_options
     _reset_scheduler()
     start = time.perf_counter()
+    # Translate first (a thousand learners of med: about a second of Pyomo work that HiGHS's
+    # own clock would not see), then give HiGHS what is left; solve() must not re-scan the
+    # model it was just handed.
+    opt.set_instance(model)
+    for flag in _NO_RESCAN:
+        setattr(opt.update_config, flag, False)
+    if until.time_limit is not None:
+        if until.expired():
+            return SolverResult(termination=TerminationCondition.TIME_LIMIT,
+                                solution_status=SolutionStatus.NONE, objective=None,
+                                message="time limit reached while handing the model to HiGHS")
+        # 5 % of what remains is kept for reading the answer back.
+        opt.config.time_limit = max(1e-3, 0.95 * until.remaining())
     res = opt.solve(model)
     elapsed = time.perf_counter() - start
     term = termination_map().get(res.termination_condition, TerminationCondition.UNKNOWN)
@@ -188,6 +197,20 @@ def solve_milp(
         solve_time_s=elapsed,
         message=str(res.termination_condition.name),
     )
+
+
+# APPSI's update checks, off for a solve right after set_instance (nothing changed between).
+_NO_RESCAN = (
+    "check_for_new_or_removed_constraints",
+    "check_for_new_or_removed_vars",
+    "check_for_new_or_removed_params",
+    "check_for_new_objective",
+    "update_constraints",
+    "update_vars",
+    "update_params",
+    "update_named_expressions",
+    "update_objective",
+)
 
 
 def _reset_scheduler() -> None:

@@ -24,9 +24,14 @@ the programme from seconds to milliseconds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 REL_TOL = 1e-9
+# The programme runs unpruned until one step would form more than this many (state, step)
+# pairs: on small fronts the relaxation costs more than it saves.
+PRUNE_FROM = 20_000
 
 
 def best_levels(frontiers: list[tuple[np.ndarray, np.ndarray]], budget: float,
@@ -48,17 +53,7 @@ def best_levels(frontiers: list[tuple[np.ndarray, np.ndarray]], budget: float,
     ``cutoff``).
     """
     limit = budget * (1 + REL_TOL) + REL_TOL
-    relaxed = _relaxation(frontiers, limit)
-    if relaxed is None:
-        return None
-    mu, upper, choice = relaxed
-    if mu == 0.0:  # every task's least level fits the budget: nothing is lower
-        return (upper, choice) if upper < cutoff else None
-    # G_i of the module docstring, with a margin for round-off in the bound
-    mins = np.array([float(np.min(lv + mu * c)) for lv, c in frontiers])
-    later = np.concatenate([np.cumsum(mins[::-1])[::-1][1:], [0.0]])
-    bar = min(upper, cutoff)
-    slack = 1e-9 * (abs(upper) + mu * limit + float(np.abs(mins).sum())) + 1e-12
+    prune = _Pruning(cutoff, np.zeros(len(frontiers) + 1))
     floor_cost = np.array([float(c.min()) for _, c in frontiers])
     floor_level = np.array([float(lv.min()) for lv, _ in frontiers])
     rest_cost = np.concatenate([np.cumsum(floor_cost[::-1])[::-1][1:], [0.0]])
@@ -67,14 +62,19 @@ def best_levels(frontiers: list[tuple[np.ndarray, np.ndarray]], budget: float,
     sum_c = np.zeros(1)
     parents: list[tuple[np.ndarray, np.ndarray]] = []
     for i, (lev, cost) in enumerate(frontiers):
-        h = (sum_h[:, None] + lev[None, :]).ravel()
-        c = (sum_c[:, None] + cost[None, :]).ravel()
-        src = np.repeat(np.arange(sum_h.size), lev.size)
-        pick = np.tile(np.arange(lev.size), sum_h.size)
+        alive = np.arange(sum_h.size)
+        if not prune.active and sum_h.size * lev.size > PRUNE_FROM:
+            if prune.start(frontiers, limit, budget):  # decided by the relaxation alone
+                return prune.answer()
+            alive = np.flatnonzero(prune.keeps(i - 1, sum_h, sum_c, budget))
+        h = (sum_h[alive, None] + lev[None, :]).ravel()
+        c = (sum_c[alive, None] + cost[None, :]).ravel()
+        src = np.repeat(alive, lev.size)
+        pick = np.tile(np.arange(lev.size), alive.size)
         ok = ((c + rest_cost[i] <= limit) & (h + rest_level[i] < cutoff)
-              & (h + mu * c + (later[i] - mu * budget) < bar + slack))
+              & prune.keeps(i, h, c, budget))
         if not ok.any():  # nothing beats the relaxation's answer (or the cutoff)
-            return (upper, choice) if upper < cutoff else None
+            return prune.answer()
         h, c, src, pick = h[ok], c[ok], src[ok], pick[ok]
         order = np.lexsort((c, h))
         h, c, src, pick = h[order], c[order], src[order], pick[order]
@@ -88,18 +88,65 @@ def best_levels(frontiers: list[tuple[np.ndarray, np.ndarray]], budget: float,
         src, pick = parents[i]
         chosen[i] = int(pick[k])
         k = int(src[k])
-    if upper <= float(sum_h[0]):
-        return (upper, choice) if upper < cutoff else None
+    if prune.upper <= float(sum_h[0]):
+        return prune.answer()
     return float(sum_h[0]), chosen
 
 
-def _minimisers(frontiers: list[tuple[np.ndarray, np.ndarray]], mu: float) -> list[int]:
-    """Per task, the step minimising H + mu C; among ties the cheapest (the last one)."""
-    out = []
-    for lev, cost in frontiers:
-        val = (lev + mu * cost)[::-1]
-        out.append(lev.size - 1 - int(np.argmin(val)))
-    return out
+@dataclass
+class _Pruning:
+    """The Lagrangian pruning of the module docstring, off until :meth:`start` (the programme
+    switches it on when a step would form more than ``PRUNE_FROM`` pairs)."""
+
+    cutoff: float
+    later: np.ndarray  # G_i(mu) for each task i, then G_{-1} (read as later[-1])
+    mu: float = 0.0
+    upper: float = np.inf  # the relaxation's rounded answer, and its choice
+    choice: list[int] = field(default_factory=list)
+    bar: float = np.inf
+    slack: float = 0.0
+    active: bool = False
+
+    def start(self, frontiers: list[tuple[np.ndarray, np.ndarray]], limit: float,
+              budget: float) -> bool:
+        """Solve the relaxation; True when it decides the answer (:meth:`answer`) alone."""
+        relaxed = _relaxation(frontiers, limit)
+        if relaxed is None:  # even the cheapest steps do not fit
+            return True
+        self.mu, self.upper, self.choice = relaxed
+        if self.mu == 0.0:  # every task's least level fits the budget: nothing is lower
+            return True
+        mins = np.array([float(np.min(lv + self.mu * c)) for lv, c in frontiers])
+        # later[i] = G_i; before any task (i = -1) every task is still to come
+        self.later = np.concatenate([np.cumsum(mins[::-1])[::-1][1:], [0.0], [mins.sum()]])
+        self.bar = min(self.upper, self.cutoff)
+        # a margin for round-off in the bound (it only ever keeps more)
+        self.slack = 1e-9 * (abs(self.upper) + self.mu * limit + float(np.abs(mins).sum()))
+        self.slack += 1e-12
+        self.active = True
+        return False
+
+    def keeps(self, i: int, h: np.ndarray, c: np.ndarray, budget: float) -> np.ndarray:
+        """Which partial choices (h, c) over tasks <= i may still end below the bar."""
+        if not self.active:
+            return np.ones(h.shape, dtype=bool)
+        return h + self.mu * c + (self.later[i] - self.mu * budget) < self.bar + self.slack
+
+    def answer(self) -> tuple[float, list[int]] | None:
+        """The relaxation's answer if it is below the cutoff (None otherwise)."""
+        return (self.upper, self.choice) if self.upper < self.cutoff else None
+
+
+def _minimisers(lev: np.ndarray, cost: np.ndarray, starts: np.ndarray, mu: float
+                ) -> np.ndarray:
+    """Per task (segments of the concatenated steps from ``starts``), the global index of the
+    step minimising H + mu C; among ties the cheapest (the last one)."""
+    val = lev + mu * cost
+    seg_min = np.minimum.reduceat(val, starts)
+    sizes = np.diff(np.append(starts, val.size))
+    at_min = val <= np.repeat(seg_min, sizes)
+    index = np.where(at_min, np.arange(val.size), -1)
+    return np.maximum.reduceat(index, starts)
 
 
 def _relaxation(frontiers: list[tuple[np.ndarray, np.ndarray]], limit: float
@@ -107,34 +154,33 @@ def _relaxation(frontiers: list[tuple[np.ndarray, np.ndarray]], limit: float
     """(mu, U, choice): the budget's critical Lagrange multiplier and the minimisers of
     H + mu C at it, a choice within ``limit`` of value U. None if even the cheapest steps
     exceed ``limit``."""
-    def cost_of(pick: list[int]) -> float:
-        return sum(float(c[k]) for (_, c), k in zip(frontiers, pick, strict=True))
-
-    def level_of(pick: list[int]) -> float:
-        return sum(float(lv[k]) for (lv, _), k in zip(frontiers, pick, strict=True))
-
-    cheapest = [lv.size - 1 for lv, _ in frontiers]
-    if cost_of(cheapest) > limit:
+    sizes = np.array([lv.size for lv, _ in frontiers])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    lev = np.concatenate([lv for lv, _ in frontiers])
+    cost = np.concatenate([c for _, c in frontiers])
+    cheapest = starts + sizes - 1
+    if float(cost[cheapest].sum()) > limit:
         return None
-    least = [0] * len(frontiers)
-    if cost_of(least) <= limit:
-        return 0.0, level_of(least), least
+
+    def answer(mu: float, picks: np.ndarray) -> tuple[float, float, list[int]]:
+        chosen = _spend_leftover(frontiers, (picks - starts).tolist(),
+                                 limit - float(cost[picks].sum()))
+        return mu, sum(float(lv[k]) for (lv, _), k in zip(frontiers, chosen, strict=True)), chosen
+
+    if float(cost[starts].sum()) <= limit:
+        return answer(0.0, starts)
     lo, hi = 0.0, 1.0
-    while cost_of(_minimisers(frontiers, hi)) > limit:
+    while float(cost[_minimisers(lev, cost, starts, hi)].sum()) > limit:
         lo, hi = hi, 2.0 * hi
         if hi > 1e300:  # the cheapest steps fit, so a large enough mu picks them
-            return 1e300, level_of(cheapest), cheapest
-    for _ in range(100):
+            return answer(1e300, cheapest)
+    while hi - lo > 1e-9 * hi:  # the bound holds for any mu; this is close enough to mu*
         mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi:
-            break
-        if cost_of(_minimisers(frontiers, mid)) > limit:
+        if float(cost[_minimisers(lev, cost, starts, mid)].sum()) > limit:
             lo = mid
         else:
             hi = mid
-    pick = _minimisers(frontiers, hi)
-    pick = _spend_leftover(frontiers, pick, limit - cost_of(pick))
-    return hi, level_of(pick), pick
+    return answer(hi, _minimisers(lev, cost, starts, hi))
 
 
 def _spend_leftover(frontiers: list[tuple[np.ndarray, np.ndarray]], pick: list[int],

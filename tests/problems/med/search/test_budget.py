@@ -59,9 +59,11 @@ def random_fronts(rng, m, k_max):
     return fronts
 
 
+@pytest.mark.parametrize("prune_from", [0, budget.PRUNE_FROM], ids=["always-pruned", "default"])
 @pytest.mark.parametrize("seed", range(6))
-def test_pruned_programme_equals_the_plain_one(seed):
+def test_pruned_programme_equals_the_plain_one(seed, prune_from, monkeypatch):
     # enough tasks and steps for the Lagrangian pruning to drop most partial choices
+    monkeypatch.setattr(budget, "PRUNE_FROM", prune_from)
     rng = np.random.default_rng(100 + seed)
     for _ in range(15):
         fronts = random_fronts(rng, int(rng.integers(2, 7)), 25)
