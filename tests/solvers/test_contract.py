@@ -345,3 +345,35 @@ def test_ipopt_solution_status_of_a_point() -> None:
     # The caller's constr_viol_tol moves the line.
     res = ipopt.solve_nlp(circle(), max_iter=0, options={"constr_viol_tol": 10.0})
     assert res.solution_status is SS.FEASIBLE and res.is_usable
+
+
+@needs["highs"]
+def test_highs_time_limit_counts_after_the_model_is_handed_over(monkeypatch) -> None:
+    # A large Pyomo model takes seconds to translate, outside HiGHS's own clock: HiGHS gets
+    # what is left after the translation (5 % kept back), and none if nothing is left.
+    import time
+
+    from pyomo.contrib.appsi.solvers.highs import Highs
+
+    translate, run = Highs.set_instance, Highs.solve
+    seen: dict[str, float] = {}
+
+    def slow_translate(self, model):
+        time.sleep(0.3)
+        return translate(self, model)
+
+    def spy(self, model, timer=None):
+        seen["limit"] = self.config.time_limit
+        return run(self, model)
+
+    monkeypatch.setattr(Highs, "set_instance", slow_translate)
+    monkeypatch.setattr(Highs, "solve", spy)
+    res = highs.solve_milp(lp(True), time_limit=1.0)
+    assert res.termination is TC.CONVERGED
+    assert 0.5 < seen["limit"] <= 0.95 * 0.7 + 1e-3
+    seen.clear()
+    t = time.perf_counter()
+    res = highs.solve_milp(lp(True), time_limit=0.2)
+    assert res.termination is TC.TIME_LIMIT and res.solution_status is SS.NONE
+    assert "handing the model to HiGHS" in res.message and "limit" not in seen
+    assert time.perf_counter() - t < 0.45
