@@ -78,7 +78,11 @@ def draw(panels: Sequence[Panel], path: Path, title: str = "", ncols: int = 3) -
         ax.set_xlabel(panel.xlabel)
         ax.set_ylabel(panel.ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        else:  # every value of the panel is missing (say, a target never reached)
+            ax.text(0.5, 0.5, "no finite values", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=8, color="grey")
     for j in range(n, rows * cols):
         axes[j // cols][j % cols].axis("off")
     if title:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 
 import pytest
@@ -142,3 +143,14 @@ def test_trend_rule_allows_a_saturated_scheme_only() -> None:
              True, "p").ok
     assert not t(thesis001_ch4.Table(rows((97.0, 97.0)), "learners"), "satisfaction_pct",
                  True, "p").ok
+
+
+@pytest.mark.skipif(not have_matplotlib(), reason="matplotlib not installed")
+def test_a_panel_without_finite_values_draws_without_a_legend_warning(tmp_path, recwarn):
+    from mel_opt.reproduce.figures import Line, Panel, draw
+
+    empty = Panel("never reached", "K", "cycles", [Line("ours", [1, 2], [None, math.nan])])
+    full = Panel("reached", "K", "cycles", [Line("ours", [1, 2], [3.0, 4.0])])
+    draw([empty, full], tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [w for w in recwarn if "legend" in str(w.message)]
