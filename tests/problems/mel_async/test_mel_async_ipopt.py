@@ -73,3 +73,23 @@ def test_kkt_point_satisfies_time_equality():
     inside = (d > inst.min_samples) & (d < inst.max_samples)
     t = inst.c2 * t_bar * d + inst.c1 * d + inst.c0
     assert np.allclose(t[inside], inst.cycle_time, rtol=1e-9)  # (8c) with the common tau
+
+
+@pytest.mark.parametrize(("K", "seed"), [(15, 4), (60, 5)])
+def test_large_k_options_keep_the_answer(K, seed, monkeypatch):
+    # The options used from LARGE_K learners on change how IPOPT gets there, not where: the
+    # same relaxed optimum (the certified one) and a verified integer answer.
+    from mel_opt.problems.mel_async import methods
+
+    inst = mel_opt.parse_instance(generate("random", learners=K, seed=seed,
+                                           params={"cycle_time_s": "7.5"}))
+    cert = W.relaxed_optimum(inst)
+    plain = mel_opt.solve(inst, "ipopt")
+    monkeypatch.setattr(methods, "LARGE_K", 2)
+    tuned = mel_opt.solve(inst, "ipopt")
+    assert plain.metrics["ipopt_options"] == {}
+    assert tuned.metrics["ipopt_options"] == methods.LARGE_K_IPOPT_OPTIONS
+    assert tuned.status.has_solution and tuned.verification.feasible
+    assert tuned.metrics["relaxed_objective"] >= cert.z - 1e-6
+    assert tuned.metrics["relaxed_objective"] == pytest.approx(
+        plain.metrics["relaxed_objective"], abs=1e-4)
