@@ -9,7 +9,7 @@ the child publishes its latest iterate into, which the parent reads after the ki
 
 The child is a ``fork`` of the caller (no re-import, no pickling of the model: the compiled
 callbacks are simply there), so this is offered only where fork is available and safe enough:
-POSIX, no other non-daemon thread alive (a thread pool might hold a lock the child needs),
+Linux, no other non-daemon thread alive (a thread pool might hold a lock the child needs),
 no Ray in the process. Elsewhere the caller runs the call in-process.
 """
 
@@ -43,10 +43,11 @@ _READ_CHUNK = 1 << 20
 
 
 def can_fork() -> bool:
-    """True where :func:`run_forked` may be used: ``os.fork`` exists, every thread but the
-    calling one is a daemon (no thread pool whose locks a child could inherit held), and Ray
-    is not loaded (its workers' gRPC threads do not survive a fork)."""
-    if not hasattr(os, "fork") or sys.platform == "win32" or "ray" in sys.modules:
+    """True where :func:`run_forked` may be used: Linux (macOS forbids much of its system
+    libraries in a forked child that does not exec), every thread but the calling one is a
+    daemon (no thread pool whose locks a child could inherit held), and Ray is not loaded (its
+    workers' gRPC threads do not survive a fork)."""
+    if not sys.platform.startswith("linux") or "ray" in sys.modules:
         return False
     me = threading.current_thread()
     return all(t is me or t.daemon for t in threading.enumerate())
