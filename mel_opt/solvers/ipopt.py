@@ -112,6 +112,11 @@ _IPOPT_INF = 1e20
 
 _HESSIAN_MODES = ("exact", "lbfgs")
 
+# Under a time limit, models with at least this many variables plus constraints run in a child
+# process (``_run_ipopt``). A step of a smaller model takes milliseconds, so the callback guard
+# holds the limit there, and the fork (about 15 ms) is not worth paying.
+FORK_FROM = 2000
+
 
 # --------------------------------------------------------------------------------------------
 # Availability
@@ -434,13 +439,14 @@ def _run_ipopt(
 ) -> tuple[np.ndarray, dict[str, Any], float]:
     """Hand ``nlp`` to Ipopt with ``opts``; return (x, Ipopt's info dict, seconds inside).
 
-    Under a finite deadline Ipopt runs in a forked child (:mod:`mel_opt.solvers.forked`)
-    where fork is possible: one step of Ipopt (a factorisation) can take seconds in C code
-    that neither ``max_wall_time`` nor the callback guard can interrupt, and the child can be
-    ended at the deadline, its last published iterate kept. ``callbacks`` then carries the
-    child's iteration count and guard flag back.
+    Under a finite deadline a model of ``FORK_FROM`` or more variables plus constraints runs in
+    a forked child (:mod:`mel_opt.solvers.forked`) where fork is possible: one step of Ipopt
+    (a factorisation) can take seconds in C code that neither ``max_wall_time`` nor the
+    callback guard can interrupt, and the child can be ended at the deadline, its last
+    published iterate kept. ``callbacks`` then carries the child's iteration count and guard
+    flag back.
     """
-    if not math.isfinite(until.end) or not forked.can_fork():
+    if not math.isfinite(until.end) or nlp.n + nlp.m < FORK_FROM or not forked.can_fork():
         return _solve_here(nlp, callbacks, opts)
     progress = forked.Progress(nlp.n + 1)
     callbacks.progress = progress

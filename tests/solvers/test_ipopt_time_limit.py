@@ -81,9 +81,21 @@ def test_expired_deadline_raises_before_the_compile() -> None:
 # can_fork() refuse (it is not a daemon), so these tests allow the fork explicitly.
 
 
+def test_small_models_stay_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ipopt.forked, "can_fork", lambda: True)
+
+    def no_fork(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a 2-variable model must not be forked")
+
+    monkeypatch.setattr(ipopt.forked, "run_forked", no_fork)
+    res = ipopt.solve_nlp(rosenbrock(), time_limit=30.0)
+    assert res.termination is TerminationCondition.LOCALLY_OPTIMAL
+
+
 @pytest.fixture
 def forking(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ipopt.forked, "can_fork", lambda: True)
+    monkeypatch.setattr(ipopt, "FORK_FROM", 0)  # Rosenbrock is far below the size rule
 
 
 def stuck_at_call(monkeypatch: pytest.MonkeyPatch, name: str, call: int) -> None:
