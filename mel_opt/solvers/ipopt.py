@@ -632,7 +632,9 @@ def solve_nlp(
     )
     x, info, solve_time = _run_ipopt(nlp, callbacks, opts, until)
     if callbacks.stopped_by_deadline:
-        info = {**info, "status": -5}  # the guard acted for max_wall_time: same meaning
+        # the guard acted for max_wall_time: same meaning, and a message that says so
+        info = {**info, "status": -5,
+                "status_msg": "the iteration callback stopped Ipopt at the time limit"}
     feasibility_tol = opts.get("constr_viol_tol", _CONSTR_VIOL_TOL)
     return _ipopt_result(
         nlp,

@@ -59,6 +59,9 @@ def test_time_limit_is_kept(slow: None, options: dict[str, float] | None) -> Non
     elapsed = time.perf_counter() - t
     assert res.termination is TerminationCondition.TIME_LIMIT, res.message
     assert elapsed < LIMIT + 0.5
+    if options:  # only the callback guard could stop it, and the message names it
+        assert res.message == ("Maximum_WallTime_Exceeded: the iteration callback stopped "
+                               "Ipopt at the time limit")
 
 
 def test_shared_deadline_holds_without_a_time_limit_argument(slow: None) -> None:
