@@ -149,9 +149,7 @@ def solve_milp(
 
     until = deadline.current().within(time_limit)
     if deadline.current().expired():  # the solve in progress has run out
-        return SolverResult(termination=TerminationCondition.TIME_LIMIT,
-                            solution_status=SolutionStatus.NONE, objective=None,
-                            message="time limit reached before HiGHS started")
+        return _no_time("time limit reached before HiGHS started")
     opt = Highs()
     opt.config.load_solution = False
     opt.config.stream_solver = False
@@ -171,9 +169,7 @@ def solve_milp(
         setattr(opt.update_config, flag, False)
     if until.time_limit is not None:
         if until.expired():
-            return SolverResult(termination=TerminationCondition.TIME_LIMIT,
-                                solution_status=SolutionStatus.NONE, objective=None,
-                                message="time limit reached while handing the model to HiGHS")
+            return _no_time("time limit reached while handing the model to HiGHS")
         # 5 % of what remains is kept for reading the answer back.
         opt.config.time_limit = max(1e-3, 0.95 * until.remaining())
     res = opt.solve(model)
@@ -197,6 +193,12 @@ def solve_milp(
         solve_time_s=elapsed,
         message=str(res.termination_condition.name),
     )
+
+
+def _no_time(message: str) -> SolverResult:
+    """The limit passed before HiGHS could run: no point."""
+    return SolverResult(termination=TerminationCondition.TIME_LIMIT,
+                        solution_status=SolutionStatus.NONE, objective=None, message=message)
 
 
 # APPSI's update checks, off for a solve right after set_instance (nothing changed between).
@@ -305,9 +307,7 @@ def solve_arrays(
 
     until = deadline.current().within(time_limit)
     if deadline.current().expired():
-        return SolverResult(termination=TerminationCondition.TIME_LIMIT,
-                            solution_status=SolutionStatus.NONE, objective=None,
-                            message="time limit reached before HiGHS started")
+        return _no_time("time limit reached before HiGHS started")
     n = int(cost.shape[0])
     lp = highspy.HighsLp()
     lp.num_col_ = n
