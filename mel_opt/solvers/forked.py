@@ -2,15 +2,24 @@
 
 Some solver calls spend seconds inside one C routine (a sparse factorisation in Ipopt, say)
 where no option, callback or Python signal handler gets a chance to act, so a time limit
-cannot be kept from inside the process. :func:`run_forked` runs such a call in a forked child:
-the parent waits for the child's answer until the deadline (plus a short grace) and, past it,
-kills the child. Work done so far survives through :class:`Progress`, a shared double buffer
-the child publishes its latest iterate into, which the parent reads after the kill.
+cannot be kept from inside the process. :func:`run_forked` runs such a call in a child started
+with :mod:`multiprocessing`'s ``fork`` context and waits for its answer until the deadline
+(plus a short grace); past it the child is killed. Either way the child is joined before
+:func:`run_forked` returns, also when the wait is cut short by Ctrl-C, so no child and no
+zombie is left behind. Work done so far survives through :class:`Progress`, a shared double
+buffer the child publishes its latest iterate into, which the parent reads after the kill.
 
-The child is a ``fork`` of the caller (no re-import, no pickling of the model: the compiled
-callbacks are simply there), so this is offered only where fork is available and safe enough:
-Linux, no other non-daemon thread alive (a thread pool might hold a lock the child needs),
-no Ray in the process. Elsewhere the caller runs the call in-process.
+The child is a copy of the caller: nothing is re-imported and neither the function nor the
+model is pickled (the compiled callbacks are simply there); only the answer is, sent back in
+chunks over a one-way pipe so that a large one is still received under the deadline. The
+child ignores Ctrl-C (the parent acts on it), flushes what it printed before answering and
+leaves through multiprocessing's ``os._exit``, so the parent's atexit handlers never run in
+it; the parent flushes its own Python and C output before the fork, so nothing buffered is
+written twice.
+
+Fork is offered only where it is available and safe enough: Linux, no other non-daemon thread
+alive (a thread pool might hold a lock the child needs), no Ray in the process. Elsewhere the
+caller runs the call in-process.
 """
 
 from __future__ import annotations
@@ -18,20 +27,22 @@ from __future__ import annotations
 import ctypes
 import math
 import mmap
-import os
 import pickle
-import select
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mel_opt.errors import SolverError, UsageError
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 __all__ = ["ChildOutcome", "Progress", "can_fork", "run_forked"]
 
@@ -39,7 +50,8 @@ __all__ = ["ChildOutcome", "Progress", "can_fork", "run_forked"]
 # limit and callback guard usually stop it at the next iteration) before killing it.
 GRACE_S = 0.15
 
-_READ_CHUNK = 1 << 20
+# The answer travels in messages of this many bytes; the deadline is checked between them.
+_CHUNK = 1 << 20
 
 
 def can_fork() -> bool:
@@ -108,17 +120,22 @@ class ChildOutcome:
     seconds: float
 
 
-def _flush_c_stdio() -> None:
-    """Flush C's stdio buffers (Ipopt prints through them), as ``os._exit`` will not."""
+def _flush_stdio() -> None:
+    """Flush Python's and C's standard streams (Ipopt prints through C's)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
         ctypes.CDLL(None).fflush(None)
     except (OSError, AttributeError):  # pragma: no cover - no libc symbols to reach
         pass
 
 
-def _child(func: Callable[[], Any], write_fd: int) -> None:  # pragma: no cover - in the child
-    """Body of the child: run ``func``, send ('ok', value) or the error, leave at once."""
-    code = 0
+def _child(func: Callable[[], Any], sender: Connection) -> None:  # pragma: no cover - in the child
+    """Body of the child: run ``func``, send ('ok', value) or the error back in chunks.
+
+    Whatever goes wrong after ``func`` (a value that does not pickle, a closed pipe) ends the
+    child with exit code 1 and no answer, which the parent reports as a crash.
+    """
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and kills us
         try:
@@ -127,47 +144,54 @@ def _child(func: Callable[[], Any], write_fd: int) -> None:  # pragma: no cover 
             payload = ("usage", str(exc))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
             payload = ("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write_fd, view):]
-    except BaseException:  # noqa: BLE001 - nothing may escape a forked child
-        code = 1
-    finally:
-        _flush_c_stdio()
-        os._exit(code)
+        with suppress(Exception):  # a stream that cannot be written must not lose the answer
+            _flush_stdio()
+        data = memoryview(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        for start in range(0, len(data), _CHUNK):
+            sender.send_bytes(data[start:start + _CHUNK])
+        sender.close()
+    except BaseException:  # noqa: BLE001 - no traceback from multiprocessing, just the code
+        raise SystemExit(1) from None
 
 
-def _read_until(fd: int, end: float) -> tuple[bytes, bool]:
-    """Everything written to ``fd`` until EOF (True) or until ``end`` (False)."""
+def _seconds_until(moment: float) -> float | None:
+    """Seconds from now to the ``time.perf_counter()`` reading ``moment`` (None: never)."""
+    return None if math.isinf(moment) else max(0.0, moment - time.perf_counter())
+
+
+def _receive(receiver: Connection, until: float) -> tuple[bytes, bool]:
+    """Everything the child sends until it closes its end (True) or until ``until`` (False)."""
     chunks: list[bytes] = []
     while True:
-        wait = end - time.perf_counter()
-        if wait <= 0:
+        if time.perf_counter() >= until:
             return b"".join(chunks), False
-        ready, _, _ = select.select([fd], [], [], min(wait, 1.0))
-        if not ready:
-            continue
-        chunk = os.read(fd, _READ_CHUNK)
-        if not chunk:
+        if not receiver.poll(_seconds_until(until)):
+            continue  # the clock is read again above
+        try:
+            chunks.append(receiver.recv_bytes())
+        except (EOFError, OSError):  # closed, after the whole answer or mid-way (a crash)
             return b"".join(chunks), True
-        chunks.append(chunk)
 
 
-def _reap(pid: int, kill: bool) -> int:
-    """Wait for the child (killing it first when asked); its wait status."""
-    if kill:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:  # pragma: no cover - ended on its own meanwhile
-            pass
-    while True:
-        try:
-            return os.waitpid(pid, 0)[1]
-        except ChildProcessError:  # pragma: no cover - already reaped
-            return 0
-        except InterruptedError:  # pragma: no cover - retried by Python since 3.5
-            continue
+@contextmanager
+def _children_allowed() -> Iterator[None]:
+    """Let a daemonic process (a worker of the batch process pool) start the child.
+
+    multiprocessing refuses a daemonic process children, lest they outlive it when it is
+    ended with its parent; :func:`run_forked` kills and joins its child itself before it
+    returns, so the refusal is lifted while the child starts.
+    """
+    import multiprocessing
+
+    me = multiprocessing.current_process()
+    if not me.daemon:
+        yield
+        return
+    me.daemon = False
+    try:
+        yield
+    finally:
+        me.daemon = True
 
 
 def run_forked(func: Callable[[], Any], end: float, grace: float = GRACE_S) -> ChildOutcome:
@@ -185,39 +209,53 @@ def run_forked(func: Callable[[], Any], end: float, grace: float = GRACE_S) -> C
     grace : float
         Seconds past ``end`` the child may still take to answer before it is killed.
 
+    Returns
+    -------
+    ChildOutcome
+        The value, or ``killed`` when no complete answer arrived in time. The child has
+        ended and been reaped either way.
+
     Raises
     ------
     UsageError
         ``func`` raised one in the child (bad options, say).
     SolverError
-        ``func`` raised anything else, or the child ended without an answer (a crash).
+        ``func`` raised anything else, or the child ended without an answer (a crash; the
+        message names the exit code or the signal).
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    _flush_c_stdio()
-    read_fd, write_fd = os.pipe()
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    _flush_stdio()  # else the child would inherit the unwritten output and write it again
+    receiver, sender = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(func, sender), daemon=False)
+    until = end + grace
+    data, done, code = b"", False, None
     began = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - in the child
-        os.close(read_fd)
-        _child(func, write_fd)
-    os.close(write_fd)
-    done = killed = False
-    status = 0
     try:
-        data, done = _read_until(read_fd, end + grace if math.isfinite(end) else math.inf)
+        with _children_allowed():
+            child.start()
+        sender.close()  # the child's copy is then the only writer: its closing is our EOF
+        data, done = _receive(receiver, until)
+        if done:  # it has answered (or died) and leaves now; never waited for past the limit
+            child.join(_seconds_until(max(until, time.perf_counter() + grace)))
     finally:
-        os.close(read_fd)
-        killed = not done
-        status = _reap(pid, kill=killed)
+        sender.close()
+        receiver.close()
+        if child.pid is not None:  # started (Ctrl-C may cut the start short before the fork)
+            if child.is_alive():
+                child.kill()
+            child.join()
+            code = child.exitcode
+            child.close()
     seconds = time.perf_counter() - began
-    if killed:
+    if not done:
         return ChildOutcome(None, False, True, seconds)
     try:
         kind, value = pickle.loads(data)
     except Exception:  # noqa: BLE001 - no (complete) answer: the child died
         raise SolverError(f"the solver's process ended without an answer "
-                          f"({_describe_status(status)})") from None
+                          f"({_describe_exit(code)})") from None
     if kind == "usage":
         raise UsageError(value)
     if kind == "error":
@@ -225,12 +263,14 @@ def run_forked(func: Callable[[], Any], end: float, grace: float = GRACE_S) -> C
     return ChildOutcome(value, True, False, seconds)
 
 
-def _describe_status(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:  # pragma: no cover - a signal without a name
-            name = str(sig)
-        return f"killed by {name}"
-    return f"exit code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else "unknown end"
+def _describe_exit(code: int | None) -> str:
+    """A child's exit code in words: multiprocessing gives -N for the end by signal N."""
+    if code is None:  # pragma: no cover - never after join
+        return "unknown end"
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:  # pragma: no cover - a signal without a name
+        name = str(-code)
+    return f"killed by {name}"
