@@ -7,8 +7,8 @@ Every search of the closed form reduces to one of three monotone scalar equation
 - ``clipped_sum_root``: sum_k clip(alpha_k - beta_k z, lo_k, hi_k) = target, the two
   multiplier searches of Theorem 1 (piecewise linear and nonincreasing in z: a Newton step that
   stays inside its linear piece is exact, so the search ends after a few pieces);
-- ``bracketed_root``: a sign change of a continuous function on a bracket (Brent's method),
-  for the outer one-dimensional search.
+- ``bracketed_root``: a sign change of a continuous function on a bracket (Brent's method,
+  by ``scipy.optimize.brentq``), for the outer one-dimensional search.
 """
 
 from __future__ import annotations
@@ -160,62 +160,61 @@ def bracketed_root(
     ftol: float | None = None,
     max_iter: int = 200,
 ) -> float:
-    """Root of a continuous ``f`` with a sign change on [a, b] (Brent's method).
+    """Root of a continuous ``f`` with a sign change on [a, b], by ``scipy.optimize.brentq``.
 
-    Inverse quadratic interpolation or secant steps where they make progress, bisection
-    otherwise (Brent 1973, in the form of scipy's ``brentq``), so the bracket always shrinks and
-    smooth roots converge superlinearly.
+    Brent's method (Brent 1973): inverse quadratic interpolation or a secant step where it
+    makes progress, bisection otherwise, so the bracket always shrinks and smooth roots
+    converge superlinearly. Two things are added around scipy's routine: known end values are
+    not evaluated again, and the search also stops at the first point with |f| <= ``ftol``
+    (brentq alone stops only at an exact zero).
 
     Parameters
     ----------
+    f : callable
+        The function; called once per iteration, never at ``a`` or ``b`` when ``fa`` / ``fb``
+        are given.
+    a, b : float
+        Ends of the bracket.
+    fa, fb : float, optional
+        f(a) and f(b) when the caller already has them (evaluated here otherwise).
     xtol : float
-        Relative width of the final bracket.
+        Relative width of the final bracket (never below 4 machine epsilons, the least
+        brentq accepts).
     ftol : float, optional
         Stop at a point with |f| <= ftol (default 1e-13 max(|f(a)|, |f(b)|)).
+    max_iter : int
+        Most evaluations after the two ends; the last point is returned when they run out.
 
     Returns
     -------
     float
-        A point within ``xtol`` (relative) of a sign change of f, or with |f| <= ftol.
+        ``a`` if |f(a)| <= ftol, else ``b`` if |f(b)| <= ftol; otherwise a point within
+        ``xtol`` (relative) of a sign change of f, or with |f| <= ftol. Without a sign change
+        (f(a) and f(b) of one sign, which callers rule out up to rounding) there is no search:
+        the end with the smaller |f| is returned.
+
+    Raises
+    ------
+    ValueError
+        If f is NaN at a point of the search.
     """
-    xpre, xcur = a, b
-    fpre = f(a) if fa is None else fa
-    fcur = f(b) if fb is None else fb
-    if ftol is None:
-        ftol = 1e-13 * max(abs(fpre), abs(fcur))
-    if abs(fpre) <= ftol:
-        return xpre
-    if abs(fcur) <= ftol:
-        return xcur
-    xblk, fblk, spre, scur = 0.0, 0.0, 0.0, 0.0
-    for _ in range(max_iter):
-        if fpre != 0 and fcur != 0 and (fpre > 0) != (fcur > 0):
-            xblk, fblk = xpre, fpre
-            spre = scur = xcur - xpre
-        if abs(fblk) < abs(fcur):
-            xpre, xcur, xblk = xcur, xblk, xcur
-            fpre, fcur, fblk = fcur, fblk, fcur
-        delta = 0.5 * max(xtol * abs(xcur), 4.0 * EPS * abs(xcur), 1e-300)
-        sbis = 0.5 * (xblk - xcur)
-        if abs(fcur) <= ftol or abs(sbis) < delta:
-            return xcur
-        if abs(spre) > delta and abs(fcur) < abs(fpre):
-            if xpre == xblk:  # secant
-                stry = -fcur * (xcur - xpre) / (fcur - fpre)
-            else:  # inverse quadratic interpolation
-                dpre = (fpre - fcur) / (xpre - xcur)
-                dblk = (fblk - fcur) / (xblk - xcur)
-                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
-            if 2 * abs(stry) < min(abs(spre), 3 * abs(sbis) - delta):
-                spre, scur = scur, stry
-            else:
-                spre, scur = sbis, sbis
-        else:
-            spre, scur = sbis, sbis
-        xpre, fpre = xcur, fcur
-        if abs(scur) > delta:
-            xcur += scur
-        else:
-            xcur += delta if sbis > 0 else -delta
-        fcur = f(xcur)
-    return xcur
+    from scipy.optimize import brentq
+
+    fa = f(a) if fa is None else fa
+    fb = f(b) if fb is None else fb
+    tol = 1e-13 * max(abs(fa), abs(fb)) if ftol is None else ftol
+    if abs(fa) <= tol:
+        return a
+    if abs(fb) <= tol:
+        return b
+    if (fa > 0) == (fb > 0):
+        return a if abs(fa) <= abs(fb) else b
+    known = {a: fa, b: fb}
+
+    def g(x: float) -> float:
+        fx = known[x] if x in known else f(x)
+        # An exact zero ends brentq at this point: that is how the |f| <= ftol stop is passed.
+        return 0.0 if abs(fx) <= tol else fx
+
+    return float(brentq(g, a, b, xtol=1e-300, rtol=max(xtol, 4.0 * EPS), maxiter=max_iter,
+                        disp=False))
