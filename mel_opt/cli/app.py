@@ -1,7 +1,8 @@
 """The ``melopt`` click group, error handling and the rich output shared by the commands.
 
 Only the CLI imports click and rich. The commands live in the other modules of this package,
-one per command family, and attach themselves to :data:`cli`. Every command runs inside
+one per command family, and attach themselves to :data:`cli`, a :class:`LazyGroup` that imports
+a module only when one of its commands is used. Every command runs inside
 :func:`guarded`, which turns mel_opt's exceptions into one readable line on stderr and an
 exit code (0 solved, 1 no solution, 2 invalid input or usage, 130 interrupted); ``--debug`` shows
 the traceback instead.
@@ -10,10 +11,12 @@ the traceback instead.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import os
+import pkgutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,62 +53,52 @@ class State:
     debug = False
 
 
-class Commands(dict[str, click.Command]):
-    """The commands of :data:`cli`, imported when first looked at.
+def command_modules(path: Iterable[str]) -> list[str]:
+    """Names of the command modules in the folders ``path``: all but ``app`` and ``_*``, sorted."""
+    names = {m.name for m in pkgutil.iter_modules(list(path))}
+    return sorted(n for n in names if n != "app" and not n.startswith("_"))
 
-    ``melopt --version`` (and any use of the group that never looks a command up) then costs no
-    import of the command modules and the library behind them, and running one command imports
-    first the module named like it (``solve`` -> ``mel_opt.cli.solve``), the others only if the
-    command is not there. :attr:`loader` (set by :mod:`mel_opt.cli`) imports the module of that
-    name, or every command module when given None; each adds its commands here.
+
+class LazyGroup(click.Group):
+    """A click group whose commands are imported when first used (click's documented pattern,
+    "Lazily Loading Subcommands": :meth:`get_command` and :meth:`list_commands`).
+
+    The commands live in the modules of ``package`` (:func:`command_modules`) and attach
+    themselves with ``@cli.command``. Looking up one command imports first the module named like
+    it (``solve`` -> ``mel_opt.cli.solve``), every module only when the command is not there
+    (``tau-scan`` is in ``tau.py``, an unknown name in none); listing them (``--help``, shell
+    completion, the docs) imports every module. ``melopt --version`` looks up no command, so it
+    imports neither the command modules nor the library behind them.
     """
 
-    loader: Callable[[str | None], None] | None = None
+    def __init__(self, *args: Any, package: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.package = package
+        self._all_loaded = False
 
-    def _load(self, name: str | None = None) -> None:
-        if self.loader is None:
-            return
-        if name is not None:
-            self.loader(name)
-            if super().__contains__(name):
-                return
-        loader, self.loader = self.loader, None  # cleared first: loading adds commands here
-        loader(None)
+    def _modules(self) -> list[str]:
+        return command_modules(importlib.import_module(self.package).__path__)
 
-    def __getitem__(self, name: str) -> click.Command:
-        self._load()
-        return super().__getitem__(name)
+    def _load_all(self) -> None:
+        if not self._all_loaded:
+            for module in self._modules():
+                importlib.import_module(f"{self.package}.{module}")
+            self._all_loaded = True
 
-    def __contains__(self, name: object) -> bool:
-        self._load()
-        return super().__contains__(name)
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self._modules():
+            importlib.import_module(f"{self.package}.{cmd_name}")
+        if cmd_name not in self.commands:
+            self._load_all()
+        return super().get_command(ctx, cmd_name)
 
-    def __iter__(self) -> Iterator[str]:
-        self._load()
-        return super().__iter__()
-
-    def __len__(self) -> int:
-        self._load()
-        return super().__len__()
-
-    def get(self, name: str, default: Any = None) -> Any:  # click's get_command
-        self._load(name)
-        return super().get(name, default)
-
-    def keys(self) -> Any:
-        self._load()
-        return super().keys()
-
-    def values(self) -> Any:
-        self._load()
-        return super().values()
-
-    def items(self) -> Any:
-        self._load()
-        return super().items()
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_all()
+        return super().list_commands(ctx)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, package="mel_opt.cli",
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mel_opt", prog_name="melopt")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks instead of one-line errors.")
 def cli(debug: bool) -> None:
@@ -115,9 +108,6 @@ def cli(debug: bool) -> None:
     2 invalid input or usage, 130 interrupted (Ctrl-C).
     """
     State.debug = debug
-
-
-cli.commands = Commands()
 
 
 def fail(message: str, code: int = 2) -> None:
