@@ -21,8 +21,8 @@ import statistics
 from rich.console import Console
 from rich.table import Table
 
-from mel_opt.benchmarking import SHARD_BYTES
-from mel_opt.benchmarking.error import download_error_experiment
+from mel_opt.subset_benchmarking import SHARD_BYTES
+from mel_opt.subset_benchmarking.error import download_error_experiment
 
 THESIS_ETHERNET = {2: 15.9, 4: 13.6, 6: 12.9, 8: 11.7, 10: 10.4}
 

@@ -23,7 +23,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from mel_opt.benchmarking.error import sb_error_experiment
+from mel_opt.subset_benchmarking.error import sb_error_experiment
 
 THESIS_SB = {2: 6.8, 4: 4.7, 6: 4.5, 8: 4.6, 10: 4.1}
 THESIS_FLOPS = 51.0

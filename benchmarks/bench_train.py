@@ -36,9 +36,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from mel_opt.benchmarking import blas_threads
 from mel_opt.reproduce import learning as L
 from mel_opt.reproduce.catalogue import Claim, verdict_of
+from mel_opt.subset_benchmarking import blas_threads
 from mel_opt.training import experiments as E
 from mel_opt.training import load_dataset
 from mel_opt.training.data import KNOWN_IDX_DIRS

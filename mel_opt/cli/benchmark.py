@@ -12,7 +12,10 @@ from typing import Any
 
 import click
 
-from mel_opt.benchmarking import (
+from mel_opt.cli.app import cli, err, guarded, info_table, out
+from mel_opt.errors import UsageError
+from mel_opt.problems.dab import eta, shard_bound
+from mel_opt.subset_benchmarking import (
     MODELS,
     SHARD_BYTES,
     DownloadBenchmark,
@@ -23,9 +26,6 @@ from mel_opt.benchmarking import (
     subset_benchmark,
     time_download,
 )
-from mel_opt.cli.app import cli, err, guarded, info_table, out
-from mel_opt.errors import UsageError
-from mel_opt.problems.dab import eta, shard_bound
 
 _TWONN_BYTES = 4 * sum(a * b + b for a, b in zip(MODELS["twonn"][:-1], MODELS["twonn"][1:],
                                                   strict=True))

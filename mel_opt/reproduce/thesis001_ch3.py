@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mel_opt.api import solve
-from mel_opt.benchmarking.error import ErrorTrials, download_error_experiment, sb_error_experiment
 from mel_opt.problems.dab.generate import generate as dab_generate
 from mel_opt.problems.dab.instance import parse as parse_dab
 from mel_opt.reproduce.catalogue import (
@@ -33,6 +32,11 @@ from mel_opt.reproduce.catalogue import (
     within,
 )
 from mel_opt.reproduce.figures import Line, Panel, draw
+from mel_opt.subset_benchmarking.error import (
+    ErrorTrials,
+    download_error_experiment,
+    sb_error_experiment,
+)
 
 SIZES = (2, 4, 6, 8, 10)
 # Fig. 3.2 (read from the figure): SB error per benchmark size and the FLOPS error [%].

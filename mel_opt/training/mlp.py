@@ -38,7 +38,7 @@ HIDDEN: dict[str, tuple[int, ...]] = {
     "twonn": (50, 20),
     "mlp000": (300, 124, 60),
 }
-MODELS = {"twonn": TWONN_LAYERS}  # the benchmarking package's model table (MNIST input)
+MODELS = {"twonn": TWONN_LAYERS}  # the subset_benchmarking package's model table (MNIST input)
 
 Params = list[np.ndarray]  # [W_1, b_1, W_2, b_2, ...], each with a leading learner axis
 

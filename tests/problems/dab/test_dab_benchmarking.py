@@ -18,8 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from threadpoolctl import threadpool_info, threadpool_limits
 
-from mel_opt.benchmarking import (
+from mel_opt.cli import cli
+from mel_opt.errors import UsageError
+from mel_opt.problems.dab import shard_bound
+from mel_opt.subset_benchmarking import (
     MLP,
     SHARD_BYTES,
     BenchmarkError,
@@ -34,10 +38,6 @@ from mel_opt.benchmarking import (
     time_download,
     twonn,
 )
-from mel_opt.benchmarking.threads import _openblas
-from mel_opt.cli import cli
-from mel_opt.errors import UsageError
-from mel_opt.problems.dab import shard_bound
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -119,18 +119,45 @@ def test_flops_benchmark_counts_2n3_per_product() -> None:
     assert fl.predict_seconds(twonn(), 60) == pytest.approx(60 * 500 * 164_000 / fl.flops)
 
 
-def test_blas_threads_is_restored() -> None:
+def _blas_counts() -> dict[str, int]:
+    """Thread count of every BLAS threadpoolctl finds in this process, by library file."""
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()
+            if lib["user_api"] == "blas"}
+
+
+def test_blas_threads_sets_every_blas_to_one_and_restores_it() -> None:
+    import scipy.linalg  # noqa: F401  (scipy's wheels bring a second OpenBLAS: limit both)
+
     if not blas_control_available():
+        assert _blas_counts() == {}
+        pytest.skip("threadpoolctl finds no BLAS in this process")
+    original = _blas_counts()
+    # start from 2 threads (where the machine allows 2), so that a block that forgot to
+    # restore the count would show
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_counts()
         with blas_threads(1) as done:
-            assert done is False
-        return
-    getter = _openblas()[1]  # type: ignore[index]
-    before = int(getter())
+            assert done is True
+            inside = _blas_counts()
+        assert inside.keys() == before.keys() and set(inside.values()) == {1}
+        assert _blas_counts() == before
+        with pytest.raises(RuntimeError), blas_threads(1):  # restored on an exception too
+            raise RuntimeError
+        assert _blas_counts() == before
+        for n in (0, None):  # leave the library's count as is
+            with blas_threads(n) as done:
+                assert done is False and _blas_counts() == before
+    assert _blas_counts() == original
+
+
+def test_blas_threads_without_a_blas_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mel_opt.subset_benchmarking import threads
+
+    monkeypatch.setattr(threads, "threadpool_info", lambda: [])
+    before = _blas_counts()
+    assert threads.blas_control_available() is False
     with blas_threads(1) as done:
-        assert done and int(getter()) == 1
-    assert int(getter()) == before
-    with blas_threads(0) as done:
-        assert done is False
+        assert done is False and _blas_counts() == before
 
 
 # ------------------------------------------------------------------------------------------

@@ -11,14 +11,14 @@ joins the two (this package does not import the problems).
 
 from __future__ import annotations
 
-from mel_opt.benchmarking.data import SHARD_BYTES, decode_shard, encode_shard, make_shards
-from mel_opt.benchmarking.download import (
+from mel_opt.subset_benchmarking.data import SHARD_BYTES, decode_shard, encode_shard, make_shards
+from mel_opt.subset_benchmarking.download import (
     BenchmarkError,
     DownloadBenchmark,
     expand_urls,
     time_download,
 )
-from mel_opt.benchmarking.measure import (
+from mel_opt.subset_benchmarking.measure import (
     FlopsBenchmark,
     TrainBenchmark,
     flops_benchmark,
@@ -26,8 +26,8 @@ from mel_opt.benchmarking.measure import (
     subset_benchmark,
     time_training,
 )
-from mel_opt.benchmarking.threads import blas_control_available, blas_threads
-from mel_opt.benchmarking.twonn import MLP, MODELS, TWONN_LAYERS, twonn
+from mel_opt.subset_benchmarking.threads import blas_control_available, blas_threads
+from mel_opt.subset_benchmarking.twonn import MLP, MODELS, TWONN_LAYERS, twonn
 
 __all__ = [
     "MLP",

@@ -4,7 +4,7 @@ A feed-forward classifier with layer widths [784, 50, 20, 10], ReLU on the hidde
 softmax output and categorical cross-entropy (Eq. 3.6), trained by plain SGD (learning rate
 0.1 in the thesis). The network itself is mel_opt's one MLP, :class:`mel_opt.training.mlp.MLP`
 (numpy only, no torch, so subset benchmarking runs anywhere mel_opt does); this module keeps
-the benchmarking package's names for it.
+the subset_benchmarking package's names for it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,49 @@
+"""One BLAS thread while subset benchmarking measures, set through threadpoolctl.
+
+The products in a TwoNN pass (a 32 x 784 batch times a 784 x 50 weight matrix, and smaller
+ones after it) are too small for a BLAS to gain anything from splitting them across threads:
+handing the pieces out costs more than it saves. Worse, when the machine's other cores are
+busy, a multithreaded BLAS waits at every product for threads that cannot get a core, so the
+same measurement can take several times longer beside a single busy process, and the rate SB
+reports would say more about the neighbours than about the device. Measurements therefore run
+with one BLAS thread unless the caller asks for another count; SB and the FLOPS baseline use
+the same setting, so the two stay comparable.
+
+The count is set with threadpoolctl, which looks through the shared libraries already loaded
+into this process and recognises the BLAS implementations among them: the OpenBLAS bundled in
+the numpy and scipy wheels of PyPI, a system OpenBLAS (Debian's numpy), MKL (conda's default
+numpy), BLIS and FlexiBLAS. Every BLAS it finds is limited for the duration of the block and
+gets its previous count back afterwards. A library is only found once it is loaded, hence the
+numpy import below. Where threadpoolctl finds no BLAS it can control (a reference BLAS without
+a thread setting, say), nothing is changed and :func:`blas_threads` yields False.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy  # noqa: F401  (loads numpy's BLAS, so that threadpoolctl can find it)
+from threadpoolctl import threadpool_info, threadpool_limits
+
+_API = "blas"
+
+
+def blas_control_available() -> bool:
+    """True when threadpoolctl finds a BLAS in this process whose thread count it can set."""
+    return any(lib.get("user_api") == _API for lib in threadpool_info())
+
+
+@contextlib.contextmanager
+def blas_threads(n: int | None) -> Iterator[bool]:
+    """Run the block with ``n`` BLAS threads (None or 0: leave as is); yields whether set.
+
+    Every BLAS threadpoolctl finds gets ``n`` threads; each one's previous count is restored
+    when the block ends, also when it ends with an exception.
+    """
+    count = int(n or 0)
+    if count <= 0 or not blas_control_available():
+        yield False
+        return
+    with threadpool_limits(limits=count, user_api=_API):
+        yield True
