@@ -64,14 +64,17 @@ def test_ctrl_c_stops_batch_keeps_results_and_resume_finishes(tmp_path):
         assert sweep.exit_code == 2 and f"(pid {proc.pid})" in sweep.output, sweep.output
         sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        _, stderr = proc.communicate(timeout=15)
+        _, stderr = proc.communicate(timeout=60)
         stopped = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 130, stderr
-    assert stopped < 5, f"took {stopped:.1f} s to stop"
+    # Wall clock by nature: only waiting can tell a child that stops from one that finishes
+    # its 48 solves first (that is also caught below: fewer than 48 results kept). The bound
+    # is generous for a loaded machine; how fast the batch runs is bench_batch.py's business.
+    assert stopped < 30, f"took {stopped:.1f} s to stop"
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     assert "interrupted:" in stderr and "--resume" in stderr
     kept = _result_files(out)

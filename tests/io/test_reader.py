@@ -1,9 +1,9 @@
-"""The generic table reader: linear time, vectorised checks worded like single checks."""
+"""The generic table reader: long lists read whole, vectorised checks worded like single
+checks (its time against the list's length is measured in benchmarks/bench_end_to_end.py)."""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,21 +26,15 @@ def many_learners(n: int) -> dict:
     return doc
 
 
-def _parse_time(doc: dict) -> float:
-    start = time.perf_counter()
+def test_a_large_list_of_learners_is_read_whole() -> None:
+    # Linear time is measured, not asserted here: `benchmarks/bench_end_to_end.py --cases
+    # mel-async` reports the "validate" phase (document -> instance) of this same shipped
+    # instance tiled to 10,000 / 100,000 / 1,000,000 learners.
+    doc = many_learners(200_000)
     inst = api.parse_instance(doc)
-    elapsed = time.perf_counter() - start
-    assert inst.K == len(doc["learners"])
-    return elapsed
-
-
-def test_parsing_is_linear_in_the_number_of_learners() -> None:
-    small, large = many_learners(50_000), many_learners(200_000)
-    _parse_time(many_learners(100))  # imports and registry out of the timing
-    t_small = min(_parse_time(small) for _ in range(2))
-    t_large = min(_parse_time(large) for _ in range(2))
-    # 4x the items: linear gives ~4, the old quadratic duplicate check gave ~16
-    assert t_large / t_small < 10, (t_small, t_large)
+    assert inst.K == 200_000
+    assert list(inst.learner_names) == [f"l{i}" for i in range(200_000)]
+    assert len(inst.c0) == len(inst.c1) == len(inst.c2) == 200_000
 
 
 def test_a_late_duplicate_in_a_large_list_is_named_at_its_path() -> None:

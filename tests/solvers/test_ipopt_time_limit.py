@@ -22,6 +22,13 @@ pytestmark = pytest.mark.skipif(not ipopt.available(), reason="cyipopt unavailab
 
 LIMIT = 0.4
 SLOW_S = 0.08
+# A forked child stuck in one step can only be ended by the parent's wall-clock wait, so the
+# tests of it bound the wall time: at least the limit (the deadline is honoured), at most the
+# limit + SLACK_S (generous: a loaded machine; the stuck step itself would last 60 s).
+SLACK_S = 5.0
+# The limit of the test whose child must get through three iterations first: long enough for
+# the compile, the fork and three iterations on a loaded machine.
+CHILD_LIMIT = 2.0
 
 
 def rosenbrock() -> pyo.ConcreteModel:
@@ -33,43 +40,48 @@ def rosenbrock() -> pyo.ConcreteModel:
 
 
 @pytest.fixture
-def slow(monkeypatch: pytest.MonkeyPatch) -> None:
+def slow(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Slow every gradient evaluation by SLOW_S; the returned dict counts them."""
     original = ipopt._Callbacks.gradient
+    calls = {"gradient": 0}
 
     def gradient(self: Any, x: np.ndarray) -> np.ndarray:
+        calls["gradient"] += 1
         time.sleep(SLOW_S)
         return original(self, x)
 
     monkeypatch.setattr(ipopt._Callbacks, "gradient", gradient)
+    return calls
 
 
-def test_unlimited_solve_is_slow_and_converges(slow: None) -> None:
-    t = time.perf_counter()
+def test_unlimited_solve_is_slow_and_converges(slow: dict[str, int]) -> None:
     res = ipopt.solve_nlp(rosenbrock())
     assert res.termination is TerminationCondition.LOCALLY_OPTIMAL
     assert abs(res.values["x"] - 1.0) < 1e-6  # the minimum is (1, 1)
-    assert time.perf_counter() - t > 3 * LIMIT  # the model really cannot finish in LIMIT
+    # the model really cannot finish in LIMIT: it needs this many gradients of SLOW_S each
+    # (counted, not timed, so a loaded machine cannot change the answer)
+    assert slow["gradient"] * SLOW_S > 3 * LIMIT
 
 
 @pytest.mark.parametrize("options", [None, {"max_wall_time": 1e6, "max_cpu_time": 1e6}],
                          ids=["max_wall_time", "callback-guard-only"])
-def test_time_limit_is_kept(slow: None, options: dict[str, float] | None) -> None:
-    t = time.perf_counter()
+def test_time_limit_is_kept(slow: dict[str, int], options: dict[str, float] | None) -> None:
+    # Behaviour, not time: the solve needs well over 3 x LIMIT (test above), so only the
+    # limit can end it with TIME_LIMIT, whatever the machine's load; how close to the limit a
+    # solve stops is measured by benchmarks/bench_time_limits.py.
     res = ipopt.solve_nlp(rosenbrock(), time_limit=LIMIT, options=options)
-    elapsed = time.perf_counter() - t
     assert res.termination is TerminationCondition.TIME_LIMIT, res.message
-    assert elapsed < LIMIT + 0.5
+    assert res.is_usable and res.x is not None and np.all(np.isfinite(res.x))  # point kept
     if options:  # only the callback guard could stop it, and the message names it
         assert res.message == ("Maximum_WallTime_Exceeded: the iteration callback stopped "
                                "Ipopt at the time limit")
 
 
-def test_shared_deadline_holds_without_a_time_limit_argument(slow: None) -> None:
-    t = time.perf_counter()
+def test_shared_deadline_holds_without_a_time_limit_argument(slow: dict[str, int]) -> None:
+    # as above: only the shared deadline can end this solve with TIME_LIMIT
     with deadline.limit(LIMIT):
         res = ipopt.solve_nlp(rosenbrock())
     assert res.termination is TerminationCondition.TIME_LIMIT
-    assert time.perf_counter() - t < LIMIT + 0.5
 
 
 def test_expired_deadline_raises_before_the_compile() -> None:
@@ -129,9 +141,10 @@ def test_a_step_stuck_in_the_child_is_ended_at_the_limit(
         forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
     stuck_at_call(monkeypatch, "hessian", 4)  # three iterations go through, the fourth hangs
     t = time.perf_counter()
-    res = ipopt.solve_nlp(rosenbrock(), time_limit=LIMIT)
+    res = ipopt.solve_nlp(rosenbrock(), time_limit=CHILD_LIMIT)
     elapsed = time.perf_counter() - t
-    assert elapsed < LIMIT + 0.5
+    # wall clock by nature: only the parent's wait can end the stuck child (see SLACK_S)
+    assert CHILD_LIMIT <= elapsed < CHILD_LIMIT + SLACK_S
     assert res.termination is TerminationCondition.TIME_LIMIT
     assert "its process was ended and its last iterate kept" in res.message
     assert res.iterations == 3
@@ -147,7 +160,9 @@ def test_stuck_before_the_first_iterate_gives_no_point(
     stuck_at_call(monkeypatch, "gradient", 1)
     t = time.perf_counter()
     res = ipopt.solve_nlp(rosenbrock(), time_limit=LIMIT)
-    assert time.perf_counter() - t < LIMIT + 0.5
+    elapsed = time.perf_counter() - t
+    # wall clock by nature: only the parent's wait can end the stuck child (see SLACK_S)
+    assert LIMIT <= elapsed < LIMIT + SLACK_S
     assert res.termination is TerminationCondition.TIME_LIMIT
     assert "with no iterate yet" in res.message
     assert res.objective is None and not res.is_usable

@@ -95,8 +95,9 @@ def test_shipped_instances_solve_optimally(path):
     assert doc["problem"] == "med" and doc["schema_version"] == 1
     assert doc["name"] and "description" in doc
     res = solve(load_instance(path), time_limit=30)
+    # the time to proven optimality on this grid is measured by
+    # `benchmarks/bench_med_solvers.py --part preset`, not here
     assert res.status.value == "optimal" and res.ok
-    assert res.solve_time_s < 5
 
 
 @pytest.mark.parametrize("preset, key", [("mays2023", "budget_factor"), ("hetero", "budget")])

@@ -134,13 +134,13 @@ def test_relaxed_certificate_is_attained(doc):
             assert rel.z <= np.ptp(tau[ok], axis=1).min() + 1e-9
 
 
-def test_exact_large_k_is_fast_and_feasible():
+def test_exact_large_k_is_feasible():
+    # its solve time against K is measured by `benchmarks/bench_mel_async.py timing`, not here
     from mel_opt.problems.mel_async.generate import generate
 
     inst = mel_opt.parse_instance(generate("random", learners=2000, seed=3))
     res = mel_opt.solve(inst, "exact")
     assert res.status.value == "optimal" and res.verification.feasible
-    assert res.solve_time_s < 5.0
     # s* = 1 here: the average-staleness stage is too large and says so
     assert res.metrics["max_staleness"] == 1
     assert res.metrics["proven_levels"] == ["max_staleness"]
