@@ -29,7 +29,7 @@ from mel_opt.problems.feel import formulation
 from mel_opt.problems.feel.closed_form import solve_continuous
 from mel_opt.problems.feel.generate import generate
 from mel_opt.problems.feel.latency import coefficients
-from mel_opt.problems.feel.nlp import point_efficiency
+from mel_opt.problems.feel.multistart import point_efficiency
 from mel_opt.solvers import ipopt
 
 

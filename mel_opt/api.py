@@ -30,7 +30,8 @@ from mel_opt.io.json_io import read_json_file
 from mel_opt.io.validate import Validator
 from mel_opt.problems import SolveOptions, all_problems, get_problem
 from mel_opt.problems.base import Checked, Instance, MethodOutput, MethodSpec
-from mel_opt.result import Result, SolverInfo, Status, status_from_termination
+from mel_opt.result import Result, SolverInfo
+from mel_opt.status import SolutionStatus, Status, TerminationCondition
 
 SCHEMA_VERSION = 1
 
@@ -94,7 +95,9 @@ def solve(
     """Solve ``instance`` with ``method`` (default: the problem's recommended one) and verify.
 
     The solution is re-checked against the instance by the problem's verifier, which shares no
-    code with the method. Invalid requests (unknown method, bad option) raise
+    code with the method. ``options`` are the method's declared options
+    (:attr:`MethodSpec.options <mel_opt.problems.base.MethodSpec.options>`), checked before it
+    runs. Invalid requests (unknown method, unknown option, bad option value) raise
     :class:`~mel_opt.errors.UsageError`; everything else ends in a result, and a solved
     status (exit code 0) only stands for an answer the verifier accepts with finite
     violations and a finite objective, whose numbers are finite and not negative. Otherwise:
@@ -112,25 +115,30 @@ def solve(
     """
     spec = get_problem(problem_of(instance))
     mspec = spec.method(method)
-    opts = SolveOptions(time_limit=time_limit, seed=seed, extra=dict(options or {}))
+    opts = SolveOptions(time_limit=time_limit, seed=seed,
+                        options=mspec.read_options(options, spec.name))
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         # Numerical warnings become a note of the result, never lines on stderr.
         warnings.simplefilter("always")
-        out, status, message = _call_method(mspec, instance, opts)
+        out, message = _call_method(mspec, instance, opts)
         elapsed = time.perf_counter() - start
         timings = {"solve": elapsed}
+        termination, point = out.termination, out.solution_status
+        if out.solution is None:
+            point = SolutionStatus.NONE
         verification = None
         metrics: dict[str, Any] = {}
         objective = None
-        if out is not None and out.solution is not None and status.has_solution:
+        if out.solution is not None and Status.of(termination, point).has_solution:
             verify_start = time.perf_counter()
             try:
                 checked = spec.verify(instance, out.solution)
             except MelOptError:
                 raise
             except Exception as exc:  # the verifier's own arithmetic trouble: no answer stands
-                status, message = Status.ERROR, f"the verifier failed: {_describe(exc)}"
+                termination, point = TerminationCondition.ERROR, SolutionStatus.NONE
+                message = f"the verifier failed: {_describe(exc)}"
             else:
                 timings["verify"] = time.perf_counter() - verify_start
                 verification = checked.verification
@@ -138,22 +146,25 @@ def solve(
                 objective = checked.objective
                 rejection = _rejection(checked, out.solution)
                 if rejection:
-                    status = Status.ERROR
+                    # an answer that does not stand: the solve ended in error, its point kept
+                    # for the reader but marked infeasible
+                    termination, point = TerminationCondition.ERROR, SolutionStatus.INFEASIBLE
                     message = f"method returned an answer that fails verification: {rejection}"
-        for key, value in (out.extras if out is not None else {}).items():
+        for key, value in out.extras.items():
             metrics.setdefault(key, value)
         message = _with_warnings(message, caught)
     return Result(
         instance=instance.name,
         problem=spec.name,
         method=mspec.name,
-        status=status,
+        termination=termination,
+        solution_status=point,
         objective=objective,
-        solution=dict(out.solution or {}) if out is not None else {},
+        solution=dict(out.solution or {}),
         metrics=metrics,
         verification=verification,
         solve_time_s=elapsed,
-        solver=out.solver if out is not None else SolverInfo(mspec.name),
+        solver=out.solver,
         message=message,
         timings=timings,
     )
@@ -164,32 +175,39 @@ def solve(
 _GRACE_S = 0.4
 
 
-def _call_method(
-    mspec: MethodSpec, instance: Any, opts: SolveOptions
-) -> tuple[MethodOutput | None, Status, str]:
-    """Run one method under its deadline: (output or None, status, message).
+def _call_method(mspec: MethodSpec, instance: Any,
+                 opts: SolveOptions) -> tuple[MethodOutput, str]:
+    """Run one method under its deadline: its output (or one standing for its failure) and
+    the message.
 
-    A :class:`~mel_opt.deadline.TimeLimitReached` gives its incumbent or ``time_limit``; a
-    SolverError, or any exception that is not one of mel_opt's deliberate errors (a bug or
-    arithmetic trouble in the method: ZeroDivisionError, OverflowError, FloatingPointError,
-    ValueError...), gives ``error`` with a one-line message instead of an internal error.
-    Usage errors (bad options) still raise.
+    A deadline that has already passed (an outer limit used up) does not start the method: a
+    ``time_limit`` stop without a point. A :class:`~mel_opt.deadline.TimeLimitReached` gives
+    its incumbent or a ``time_limit`` stop without a point; a SolverError, or any exception
+    that is not one of mel_opt's deliberate errors (a bug or arithmetic trouble in the method:
+    ZeroDivisionError, OverflowError, FloatingPointError, ValueError...), gives an ``error``
+    stop with a one-line message instead of an internal error. Usage errors (bad options)
+    still raise.
     """
+    info = SolverInfo(mspec.name)
     try:
         with deadline.limit(opts.time_limit) as dl, deadline.hard_stop(dl, _GRACE_S):
+            if dl.expired():  # no time left (an outer limit used it up): do not start
+                raise deadline.TimeLimitReached(
+                    f"time limit of {dl.time_limit:g} s reached before the method started")
             out = mspec.func(instance, opts)
     except deadline.TimeLimitReached as exc:
         if isinstance(exc.incumbent, MethodOutput):
             out = exc.incumbent
         else:
-            return None, Status.TIME_LIMIT, str(exc)
+            return MethodOutput.nothing(TerminationCondition.TIME_LIMIT, info), str(exc)
     except SolverError as exc:
-        return None, Status.ERROR, str(exc)
+        return MethodOutput.nothing(TerminationCondition.ERROR, info), str(exc)
     except MelOptError:
         raise
     except Exception as exc:
-        return None, Status.ERROR, f"the method failed: {_describe(exc)}"
-    return out, status_from_termination(out.termination), out.message
+        return (MethodOutput.nothing(TerminationCondition.ERROR, info),
+                f"the method failed: {_describe(exc)}")
+    return out, out.message
 
 
 def _describe(exc: BaseException) -> str:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mel_opt.api import solve
-from mel_opt.problems import get_problem
+from mel_opt.errors import UsageError
+from mel_opt.problems import ProblemSpec, get_problem
 from mel_opt.result import Result, Status
 
 
@@ -50,12 +51,15 @@ def compare(instance: Any, methods: Sequence[str] | None = None,
             options: Mapping[str, Any] | None = None) -> Comparison:
     """Run ``methods`` (default: all of the problem's) and compute gaps to the best answer.
 
-    ``options`` go to every method (each reads the keys it documents)."""
+    Each of ``options`` goes to the compared methods that declare it (``rounding=paper`` to
+    ``ipopt`` and ``kkt-sai``, not to ``exact``); an option that none of them declares, or a
+    bad value, is a UsageError before anything runs."""
     spec = get_problem(instance.problem)
     names = list(methods) if methods else list(spec.methods)
     for n in names:
         spec.method(n)  # unknown method -> UsageError before anything runs
-    results = [solve(instance, n, time_limit=time_limit, seed=seed, options=options)
+    per_method = _options_per_method(spec, names, options or {})
+    results = [solve(instance, n, time_limit=time_limit, seed=seed, options=per_method[n])
                for n in names]
     sign = 1.0 if spec.sense == "min" else -1.0
     apart = {n: spec.methods[n].not_comparable for n in names if spec.methods[n].not_comparable}
@@ -73,3 +77,18 @@ def compare(instance: Any, methods: Sequence[str] | None = None,
         rel = None if ref.objective == 0 else g / abs(float(ref.objective))  # type: ignore[arg-type]
         gaps[r.method] = (g, rel)
     return Comparison(results, ref, bool(proven), gaps, apart)
+
+
+def _options_per_method(spec: ProblemSpec, names: Sequence[str],
+                        options: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The options each compared method declares, checked once for every method."""
+    declared = {n: {o.name for o in spec.methods[n].options} for n in names}
+    orphans = sorted(k for k in options if not any(k in d for d in declared.values()))
+    if orphans:
+        raise UsageError(f"unknown option {', '.join(orphans)}: none of the compared methods "
+                         f"of {spec.name} ({', '.join(names)}) declares it (see melopt methods "
+                         f"{spec.name} --options)")
+    per = {n: {k: v for k, v in options.items() if k in declared[n]} for n in names}
+    for n in names:
+        spec.methods[n].read_options(per[n], spec.name)  # bad values fail before any solve
+    return per

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
@@ -139,3 +140,34 @@ def copy_examples(dest: str | os.PathLike[str], problem: str | None = None, *,
     for item, target in zip(items, targets, strict=True):
         atomic_write(target, item.resource.read_bytes())
     return targets
+
+
+def problem_example(problem: str) -> Example:
+    """The small example a problem declares (``ProblemSpec.example``): the one instance the
+    generated documentation tables and the registry-wide tests solve.
+
+    Raises
+    ------
+    UsageError
+        The problem is unknown, declares no example, or its file is not shipped.
+    """
+    from mel_opt.problems import get_problem
+
+    name = get_problem(problem).example
+    if not name:
+        raise UsageError(f"problem {problem!r} declares no example instance")
+    for item in list_examples(problem):
+        if item.name == name:
+            return item
+    raise UsageError(f"problem {problem!r} declares the example {name!r}, which is not among "
+                     "its shipped instances")
+
+
+def load_example(problem: str) -> Any:
+    """The problem's example instance (:func:`problem_example`), read and validated."""
+    from mel_opt.api import parse_instance
+    from mel_opt.io.json_io import parse_json_text
+
+    item = problem_example(problem)
+    return parse_instance(parse_json_text(item.resource.read_text(), item.relpath),
+                          item.relpath, Path(item.name).stem)

@@ -23,74 +23,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from mel_opt.solvers.base import (
-    SolutionStatus,
-    Termination,
-    TerminationCondition,
-    usable_point,
-)
+from mel_opt.status import SolutionStatus, Status, TerminationCondition
 
-
-class Status(enum.Enum):
-    """User-facing status of a result (the ``status`` field of the result JSON)."""
-
-    OPTIMAL = "optimal"
-    LOCALLY_OPTIMAL = "locally_optimal"
-    FEASIBLE = "feasible"
-    INFEASIBLE = "infeasible"
-    TIME_LIMIT = "time_limit"
-    ITERATION_LIMIT = "iteration_limit"
-    ERROR = "error"
-
-    @property
-    def has_solution(self) -> bool:
-        return self in (Status.OPTIMAL, Status.LOCALLY_OPTIMAL, Status.FEASIBLE)
-
-    @property
-    def exit_code(self) -> int:
-        """0 when an answer came back, 1 otherwise (design brief, "Command line").
-
-        The one place exit codes of results come from (bad input, 2, is an exception's).
-        """
-        return 0 if self.has_solution else 1
-
-
-_TC, _SS = TerminationCondition, SolutionStatus
-
-# (why the solver stopped, what came back) -> Status; dict with a default (``error``), not elif.
-# The solution status is first reduced to NONE when the point is not usable, so the rule of
-# solvers.base decides alone which pairs carry a solution.
-_STATUS: dict[tuple[TerminationCondition, SolutionStatus], Status] = {
-    (_TC.CONVERGED, _SS.OPTIMAL): Status.OPTIMAL,
-    (_TC.CONVERGED, _SS.FEASIBLE): Status.FEASIBLE,
-    (_TC.LOCALLY_OPTIMAL, _SS.OPTIMAL): Status.LOCALLY_OPTIMAL,
-    (_TC.LOCALLY_OPTIMAL, _SS.FEASIBLE): Status.FEASIBLE,
-    # A limit's feasible point is an answer without an optimality claim.
-    (_TC.TIME_LIMIT, _SS.OPTIMAL): Status.FEASIBLE,
-    (_TC.TIME_LIMIT, _SS.FEASIBLE): Status.FEASIBLE,
-    (_TC.ITERATION_LIMIT, _SS.OPTIMAL): Status.FEASIBLE,
-    (_TC.ITERATION_LIMIT, _SS.FEASIBLE): Status.FEASIBLE,
-    (_TC.OBJECTIVE_LIMIT, _SS.OPTIMAL): Status.FEASIBLE,
-    (_TC.OBJECTIVE_LIMIT, _SS.FEASIBLE): Status.FEASIBLE,
-    (_TC.INTERRUPTED, _SS.OPTIMAL): Status.FEASIBLE,
-    (_TC.INTERRUPTED, _SS.FEASIBLE): Status.FEASIBLE,
-    # No usable point.
-    (_TC.INFEASIBLE, _SS.NONE): Status.INFEASIBLE,
-    (_TC.TIME_LIMIT, _SS.NONE): Status.TIME_LIMIT,
-    (_TC.ITERATION_LIMIT, _SS.NONE): Status.ITERATION_LIMIT,
-}
-
-
-def status_of(termination: TerminationCondition, solution: SolutionStatus) -> Status:
-    """Map a (termination condition, solution status) pair to the user-facing status."""
-    if not usable_point(termination, solution):
-        solution = SolutionStatus.NONE
-    return _STATUS.get((termination, solution), Status.ERROR)
-
-
-def status_from_termination(term: Termination) -> Status:
-    """Map a method's outcome (:class:`~mel_opt.solvers.base.Termination`) to its status."""
-    return status_of(term.condition, term.solution_status)
+__all__ = ["Result", "SolverInfo", "Status", "Verification", "dumps"]
 
 
 @dataclass(frozen=True)
@@ -135,7 +70,12 @@ class Result:
         Instance name (file stem or ``name`` field).
     problem, method : str
         Problem and method identifiers (``mel-async``, ``exact``...).
-    status : Status
+    termination : TerminationCondition
+        Why the method stopped, as the method (or its backend) said; ``error`` when the method
+        failed or its answer failed verification.
+    solution_status : SolutionStatus
+        What came back: ``optimal``/``feasible`` for an answer that stands, ``infeasible`` for
+        one the verifier rejected, ``none`` without one.
     objective : float | None
         Objective value of ``solution`` as recomputed by the verifier (None without a solution).
     solution : dict
@@ -160,7 +100,8 @@ class Result:
     instance: str
     problem: str
     method: str
-    status: Status
+    termination: TerminationCondition
+    solution_status: SolutionStatus
     objective: float | None
     solution: dict[str, Any]
     metrics: dict[str, Any]
@@ -171,11 +112,14 @@ class Result:
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
+    def status(self) -> Status:
+        """The user-facing status, derived from the two axes (:meth:`Status.of`)."""
+        return Status.of(self.termination, self.solution_status)
+
+    @property
     def exit_code(self) -> int:
-        """Exit code of the command line: the status's, or ``error``'s when the verifier
-        rejected the answer."""
-        rejected = self.verification is not None and not self.verification.feasible
-        return (Status.ERROR if rejected else self.status).exit_code
+        """Exit code of the command line (:attr:`Status.exit_code`)."""
+        return self.status.exit_code
 
     @property
     def ok(self) -> bool:

@@ -8,12 +8,13 @@ A page asks for a table with an HTML comment on a line of its own:
     default, documented range, unit and meaning;
 ``<!-- melopt:methods PROBLEM -->``
     the methods of the problem's ``ProblemSpec``: kind, whether ``optimal`` is a proof, the
-    backends needed, what each does;
+    backends needed, what each does, and every method's declared options;
 ``<!-- melopt:presets PROBLEM -->``
     the generator presets of the problem;
 ``<!-- melopt:metrics PROBLEM -->``
-    the solution and metrics keys of a result, by solving a small shipped instance of the
-    problem with its default method (so the list is what the code produces today).
+    the solution and metrics keys of a result, by solving the problem's declared example
+    instance (``ProblemSpec.example``) with its default method (so the list is what the code
+    produces today).
 
 An unknown directive or problem fails the build.
 """
@@ -22,23 +23,11 @@ from __future__ import annotations
 
 import importlib
 import re
-from pathlib import Path
 from typing import Any
 
 from mkdocs.exceptions import PluginError
 
 _DIRECTIVE = re.compile(r"^<!-- melopt:(\w+) ([\w-]+) -->$", re.M)
-_ROOT = Path(__file__).resolve().parents[2]
-
-#: The shipped instance each problem's metrics table is produced from (small and fast).
-METRICS_INSTANCE = {
-    "mel-async": "instances/mel-async/k5_T15.json",
-    "dab": "instances/dab/worked_example.json",
-    "med": "instances/med/mays2023_n4_m2.json",
-    "feel": "instances/feel/ren2021_cpu_densenet121_k6.json",
-    "adaptive-tau": "instances/adaptive-tau/svm_defaults.json",
-}
-
 
 def _spec(problem: str) -> Any:
     from mel_opt.problems import all_problems
@@ -132,6 +121,15 @@ def methods_table(problem: str) -> str:
         what = m.summary + (f". Not comparable: {m.not_comparable}" if m.not_comparable else "")
         rows.append(f"| {label} | {m.kind} | {'yes' if m.proves_optimality else 'no'} | "
                     f"{', '.join(m.backends) or '-'} | {_cell(what)} |")
+    options = [(name, o) for name, m in spec.methods.items() for o in m.options]
+    if not options:
+        return "\n".join([*rows, "", "*No method of this problem takes options.*"])
+    rows += ["", "Method options (`--option KEY=VALUE` on the command line, `options={...}` in "
+             "`mel_opt.solve`; anything else is refused with exit code 2):", "",
+             "| method | option | accepts | default | what it changes |", "|---|---|---|---|---|"]
+    for name, o in options:
+        rows.append(f"| `{name}` | `{o.name}` | {_cell(o.allowed)} | {_cell(o.default_text)} | "
+                    f"{_cell(o.doc)} |")
     return "\n".join(rows)
 
 
@@ -147,10 +145,12 @@ def metrics_table(problem: str) -> str:
     import mel_opt
 
     spec = _spec(problem)
-    path = _ROOT / METRICS_INSTANCE[problem]
-    res = mel_opt.solve(mel_opt.load_instance(path), spec.default_method, seed=0)
+    from mel_opt.examples import load_example, problem_example
+
+    example = f"instances/{problem_example(problem).relpath}"
+    res = mel_opt.solve(load_example(problem), spec.default_method, seed=0)
     solution = ", ".join(f"`{k}`" for k in res.solution)
-    rows = [f"`{spec.default_method}` on `{METRICS_INSTANCE[problem]}`: solution keys "
+    rows = [f"`{spec.default_method}` on `{example}`: solution keys "
             f"{solution}; keys of `metrics` (other methods add their own extras):", "",
             "| key | type | shown in tables |", "|---|---|---|"]
     for key, value in res.metrics.items():

@@ -58,8 +58,8 @@ def method_options(items: tuple[str, ...]) -> dict[str, Any]:
 
 
 OPTION = click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
-                      help="Method option (repeatable), e.g. rounding=paper; see the "
-                           "method's documentation.")
+                      help="Method option (repeatable), e.g. rounding=paper; `melopt methods "
+                           "PROBLEM` lists each method's options.")
 
 
 def exit_code_of(res: Result) -> int:
@@ -180,16 +180,37 @@ def validate_cmd(paths: tuple[str, ...]) -> None:
 
 @cli.command("methods")
 @click.argument("problem", required=False)
-def methods_cmd(problem: str | None) -> None:
-    """List the problems and their methods (the default one is marked *)."""
+@click.option("--options", "show_options", is_flag=True,
+              help="Also list every method's options (shown anyway for one PROBLEM).")
+def methods_cmd(problem: str | None, show_options: bool) -> None:
+    """List the problems and their methods (the default one is marked *) and the options each
+    method accepts (``--option KEY=VALUE``)."""
     with guarded():
         specs = [get_problem(problem)] if problem else list(all_problems().values())
         table = Table(title="mel_opt methods")
-        for col in ("problem", "method", "kind", "proves optimality", "needs", "what it does"):
+        for col in ("problem", "method", "kind", "proves optimality", "needs", "options",
+                    "what it does"):
             table.add_column(col)
         for spec in specs:
             for m in spec.methods.values():
                 mark = " *" if m.name == spec.default_method else ""
                 table.add_row(spec.name, m.name + mark, m.kind, fmt(m.proves_optimality),
-                              ", ".join(m.backends) or "-", m.summary)
+                              ", ".join(m.backends) or "-",
+                              ", ".join(o.name for o in m.options) or "-", m.summary)
         out.print(table)
+        if problem or show_options:
+            out.print(options_table(specs))
+
+
+def options_table(specs: list[Any]) -> Table:
+    """Every declared option of the methods of ``specs``: what ``--option`` accepts."""
+    table = Table(title="method options (--option KEY=VALUE)")
+    for col in ("problem", "method", "option", "accepts", "default", "what it changes"):
+        table.add_column(col)
+    for spec in specs:
+        for m in spec.methods.values():
+            for o in m.options:
+                table.add_row(spec.name, m.name, o.name, o.allowed, o.default_text, o.doc)
+    if not table.rows:
+        table.add_row("-", "-", "(no method of these problems has options)", "", "", "")
+    return table

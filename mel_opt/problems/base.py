@@ -10,10 +10,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from mel_opt.problems.options import Option, read_options
 from mel_opt.result import SolverInfo, Verification
-from mel_opt.solvers.base import Termination
+from mel_opt.status import SolutionStatus, TerminationCondition
+
+if TYPE_CHECKING:
+    from mel_opt.problems.learning import LearningCycle
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -37,7 +41,7 @@ class Instance:
 
 @dataclass(frozen=True)
 class SolveOptions:
-    """Per-call options every method receives.
+    """Per-call settings every method receives.
 
     Attributes
     ----------
@@ -45,29 +49,73 @@ class SolveOptions:
         Wall-clock limit in seconds for the method (backends pass it on to the solver).
     seed : int
         Seed for methods with randomness (multi-start, random baselines).
-    extra : Mapping
-        Method-specific options (documented by each method), e.g. ``{"form": "pairwise"}``.
+    options : Mapping
+        The method's declared options (:attr:`MethodSpec.options`), every one present and
+        typed (defaults filled in) once :func:`mel_opt.api.solve` has read them; e.g.
+        ``opts.options["rounding"]``.
     """
 
     time_limit: float | None = None
     seed: int = 0
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+_TC, _SS = TerminationCondition, SolutionStatus
 
 
 @dataclass(frozen=True)
 class MethodOutput:
     """What a method returns before verification.
 
-    ``solution`` uses the keys of the result contract (``d``, ``tau``...). ``extras`` are
-    method-side numbers worth reporting (a relaxed objective, a certified bound, a gap);
-    the runner puts them in ``metrics`` without letting them overwrite recomputed metrics.
+    The two axes of :mod:`mel_opt.status` say how the method stopped and what it returned; the
+    user-facing status is derived from them by :meth:`~mel_opt.status.Status.of` (a method
+    that keeps a backend's answer passes the backend's pair on). ``solution`` uses the keys of
+    the result contract (``d``, ``tau``...). ``extras`` are method-side numbers worth reporting
+    (a relaxed objective, a certified bound, a gap); the runner puts them in ``metrics``
+    without letting them overwrite recomputed metrics.
+
+    The class methods name the common cases: :meth:`optimal` (a proven optimum),
+    :meth:`feasible` (an answer without an optimality claim), :meth:`stopped` (a stop with or
+    without an incumbent, e.g. a limit), :meth:`nothing` (no answer, e.g. infeasible).
     """
 
-    termination: Termination
+    termination: TerminationCondition
+    solution_status: SolutionStatus
     solution: dict[str, Any] | None
     solver: SolverInfo
     extras: dict[str, Any] = field(default_factory=dict)
     message: str = ""
+
+    @classmethod
+    def optimal(cls, solution: dict[str, Any], solver: SolverInfo,
+                extras: dict[str, Any] | None = None, message: str = "") -> MethodOutput:
+        """A proven optimum (converged, optimal point)."""
+        return cls(_TC.CONVERGED, _SS.OPTIMAL, solution, solver, dict(extras or {}), message)
+
+    @classmethod
+    def feasible(cls, solution: dict[str, Any], solver: SolverInfo,
+                 extras: dict[str, Any] | None = None, message: str = "") -> MethodOutput:
+        """An answer that claims no optimality (a heuristic, a baseline, a rounded point)."""
+        return cls(_TC.CONVERGED, _SS.FEASIBLE, solution, solver, dict(extras or {}), message)
+
+    @classmethod
+    def stopped(cls, termination: TerminationCondition, solution: dict[str, Any] | None,
+                solver: SolverInfo, extras: dict[str, Any] | None = None,
+                message: str = "") -> MethodOutput:
+        """A method's own search stopped by ``termination``: with a converged search its
+        answer is optimal, after any other stop an answer in hand is an incumbent (feasible by
+        construction of the search), and without one there is no point."""
+        if solution is None:
+            status = _SS.NONE
+        else:
+            status = _SS.OPTIMAL if termination is _TC.CONVERGED else _SS.FEASIBLE
+        return cls(termination, status, solution, solver, dict(extras or {}), message)
+
+    @classmethod
+    def nothing(cls, termination: TerminationCondition, solver: SolverInfo,
+                extras: dict[str, Any] | None = None, message: str = "") -> MethodOutput:
+        """No answer: ``termination`` says why (``INFEASIBLE``, ``ERROR``, a limit...)."""
+        return cls(termination, _SS.NONE, None, solver, dict(extras or {}), message)
 
 
 @dataclass(frozen=True)
@@ -143,6 +191,9 @@ class MethodSpec:
     not_comparable : str
         Non-empty when the method answers a different question than the problem's objective
         (the reason); ``compare`` then shows it instead of a gap to the reference.
+    options : tuple of Option
+        Every option the method reads (:mod:`mel_opt.problems.options`); anything else passed
+        to it is refused before it runs.
     """
 
     name: str
@@ -152,6 +203,12 @@ class MethodSpec:
     proves_optimality: bool = False
     backends: tuple[str, ...] = ()
     not_comparable: str = ""
+    options: tuple[Option, ...] = ()
+
+    def read_options(self, given: Mapping[str, Any] | None, problem: str) -> Mapping[str, Any]:
+        """``given`` checked against :attr:`options`: every option typed, defaults filled in
+        (:func:`~mel_opt.problems.options.read_options`; UsageError naming a bad one)."""
+        return read_options(self.options, given, f"{problem} method {self.name}")
 
 
 @dataclass(frozen=True)
@@ -182,6 +239,14 @@ class ProblemSpec:
         A Monte-Carlo evaluation of the problem's schemes (med's simulator): one row per
         (scheme, trial) with ``method`` naming the scheme and numeric metrics, used by
         ``melopt sweep --evaluate`` to plot evaluated metrics with bands over trials.
+    example : str
+        File name of the problem's small example among its shipped instances
+        (``instances/<problem>/``): the one instance the documentation's generated tables
+        and the registry-wide tests solve.
+    learning : LearningCycle, optional
+        How one global cycle of training runs under an allocation of this problem
+        (:mod:`mel_opt.problems.learning`); problems that declare one can be trained
+        (``melopt train``).
     """
 
     name: str
@@ -196,6 +261,8 @@ class ProblemSpec:
     presets: tuple[str, ...] = ()
     build_model: Callable[[Any, str], Any] | None = None
     evaluate: Callable[[Any, int, Mapping[str, Any]], list[dict[str, Any]]] | None = None
+    example: str = ""
+    learning: LearningCycle | None = None
 
     def method(self, name: str | None) -> MethodSpec:
         from mel_opt.errors import UsageError

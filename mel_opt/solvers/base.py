@@ -1,32 +1,27 @@
 """The contract every solver backend keeps: availability, why it stopped, what came back.
 
-Two axes, as in Pyomo's ``contrib.solver`` and linopy: :class:`TerminationCondition` says why
-the solver stopped, :class:`SolutionStatus` what it handed back. A backend maps its native codes
-into both through dicts with a default (never an elif chain) and returns one
-:class:`SolverResult`. Whether the point returned may be used is decided here, once, by
-:func:`usable_point`; ``Status`` in :mod:`mel_opt.result` is the user-facing summary of the pair.
-
-A problem method reports its outcome in one word, :class:`Termination` (``MethodOutput``'s
-field): a name for one (condition, solution status) pair, so that methods that call no backend
-(exact searches, closed forms, baselines) can say ``OPTIMAL`` or ``FEASIBLE`` directly, and
-methods that do call one translate the backend's pair with :func:`method_termination`.
+A backend maps its native codes into the two axes of :mod:`mel_opt.status`
+(:class:`TerminationCondition`: why the solver stopped; :class:`SolutionStatus`: what it handed
+back) through dicts with a default (never an elif chain) and returns one
+:class:`SolverResult`. Whether its point may be used is :func:`usable_point`'s decision, and
+methods pass the pair on unchanged when they keep the backend's answer; the user-facing status
+is derived from the pair in :mod:`mel_opt.status` alone.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from mel_opt.status import SolutionStatus, TerminationCondition, usable_point
+
 __all__ = [
     "Availability",
     "SolutionStatus",
     "SolverResult",
-    "Termination",
     "TerminationCondition",
-    "method_termination",
     "usable_point",
 ]
 
@@ -48,57 +43,6 @@ class Availability:
 
     def __bool__(self) -> bool:
         return self.ok
-
-
-class TerminationCondition(enum.Enum):
-    """Why a solver stopped."""
-
-    CONVERGED = "optimal"  # the solver's optimality criterion holds (global for LP/MILP)
-    LOCALLY_OPTIMAL = "locally_optimal"  # KKT point of an NLP (local solver)
-    INFEASIBLE = "infeasible"  # proven (or, for a local solver, locally) infeasible
-    UNBOUNDED = "unbounded"
-    TIME_LIMIT = "time_limit"
-    ITERATION_LIMIT = "iteration_limit"
-    OBJECTIVE_LIMIT = "objective_limit"  # a user-set objective bound or target was reached
-    NUMERICAL = "numerical_difficulties"
-    ERROR = "error"
-    INTERRUPTED = "interrupted"
-    UNKNOWN = "unknown"
-
-
-class SolutionStatus(enum.Enum):
-    """What came back with the termination."""
-
-    OPTIMAL = "optimal"  # a point the solver claims optimal (locally, for a local solver)
-    FEASIBLE = "feasible"  # primal feasible within the backend's tolerance, no optimality claim
-    INFEASIBLE = "infeasible"  # a point, but it violates a constraint beyond the tolerance
-    NONE = "none"  # no point at all
-
-
-# Stops that are not a convergence: their point counts only when it is primal feasible.
-_LIMITS = frozenset(
-    {
-        TerminationCondition.TIME_LIMIT,
-        TerminationCondition.ITERATION_LIMIT,
-        TerminationCondition.OBJECTIVE_LIMIT,
-        TerminationCondition.INTERRUPTED,
-    }
-)
-_CONVERGED = frozenset({TerminationCondition.CONVERGED, TerminationCondition.LOCALLY_OPTIMAL})
-_POINTS = frozenset({SolutionStatus.OPTIMAL, SolutionStatus.FEASIBLE})
-
-
-def usable_point(termination: TerminationCondition, solution: SolutionStatus) -> bool:
-    """The one rule deciding whether a backend's point may be used.
-
-    A converged solve's point is usable whenever there is one (optimal or feasible). A point
-    from a limit (time, iterations, objective limit, interruption) is usable if and only if the
-    backend reports it primal feasible within its tolerance (``FEASIBLE`` or ``OPTIMAL``). Any
-    other stop (infeasible, unbounded, numerical trouble, error, unknown) gives no usable point.
-    """
-    if solution not in _POINTS:
-        return False
-    return termination in _CONVERGED or termination in _LIMITS
 
 
 @dataclass(frozen=True)
@@ -160,85 +104,15 @@ class SolverResult:
         return usable_point(self.termination, self.solution_status)
 
     @property
+    def is_optimal(self) -> bool:
+        """True when the solver converged and claims its point optimal (a global optimum for
+        HiGHS, a local one for IPOPT's ``LOCALLY_OPTIMAL``, which this excludes)."""
+        return (self.termination is TerminationCondition.CONVERGED
+                and self.solution_status is SolutionStatus.OPTIMAL)
+
+    @property
     def gap(self) -> float | None:
         """Relative gap ``|objective - bound| / |objective|`` (None without both)."""
         if self.objective is None or self.bound is None:
             return None
         return abs(self.objective - self.bound) / max(1e-10, abs(self.objective))
-
-    @property
-    def outcome(self) -> Termination:
-        """The method-level word for this result (:func:`method_termination`)."""
-        return method_termination(self.termination, self.solution_status)
-
-
-class Termination(enum.Enum):
-    """A method's outcome in one word: a name for one (condition, solution status) pair.
-
-    :attr:`condition` and :attr:`solution_status` give the pair; ``mel_opt.result`` maps the
-    pair to the user-facing ``Status``.
-    """
-
-    OPTIMAL = "optimal"  # proven global optimum (MILP/LP, exact algorithms)
-    LOCALLY_OPTIMAL = "locally_optimal"  # KKT point of an NLP
-    FEASIBLE = "feasible"  # a feasible point, no optimality claim
-    INFEASIBLE = "infeasible"
-    UNBOUNDED = "unbounded"
-    TIME_LIMIT = "time_limit"  # stopped by the time limit without a usable point
-    ITERATION_LIMIT = "iteration_limit"  # stopped by the iteration limit without a usable point
-    NUMERICAL = "numerical_difficulties"
-    ERROR = "error"
-    INTERRUPTED = "interrupted"
-    UNKNOWN = "unknown"
-
-    @property
-    def condition(self) -> TerminationCondition:
-        return _PAIR[self][0]
-
-    @property
-    def solution_status(self) -> SolutionStatus:
-        return _PAIR[self][1]
-
-
-_TC, _SS = TerminationCondition, SolutionStatus
-
-# The pair each method-level word stands for.
-_PAIR: dict[Termination, tuple[TerminationCondition, SolutionStatus]] = {
-    Termination.OPTIMAL: (_TC.CONVERGED, _SS.OPTIMAL),
-    Termination.LOCALLY_OPTIMAL: (_TC.LOCALLY_OPTIMAL, _SS.OPTIMAL),
-    Termination.FEASIBLE: (_TC.CONVERGED, _SS.FEASIBLE),
-    Termination.INFEASIBLE: (_TC.INFEASIBLE, _SS.NONE),
-    Termination.UNBOUNDED: (_TC.UNBOUNDED, _SS.NONE),
-    Termination.TIME_LIMIT: (_TC.TIME_LIMIT, _SS.NONE),
-    Termination.ITERATION_LIMIT: (_TC.ITERATION_LIMIT, _SS.NONE),
-    Termination.NUMERICAL: (_TC.NUMERICAL, _SS.NONE),
-    Termination.ERROR: (_TC.ERROR, _SS.NONE),
-    Termination.INTERRUPTED: (_TC.INTERRUPTED, _SS.NONE),
-    Termination.UNKNOWN: (_TC.UNKNOWN, _SS.NONE),
-}
-
-# A stop without a usable point, by its condition (the objective limit names no method word).
-_WITHOUT_POINT: dict[TerminationCondition, Termination] = {
-    pair[0]: word for word, pair in _PAIR.items() if pair[1] is _SS.NONE
-}
-
-# A usable point: an optimality claim survives only a convergence.
-_WITH_POINT: dict[tuple[TerminationCondition, SolutionStatus], Termination] = {
-    (_TC.CONVERGED, _SS.OPTIMAL): Termination.OPTIMAL,
-    (_TC.LOCALLY_OPTIMAL, _SS.OPTIMAL): Termination.LOCALLY_OPTIMAL,
-}
-
-
-def method_termination(termination: TerminationCondition, solution: SolutionStatus) -> Termination:
-    """The method-level word for a backend's pair, after the usable-point rule.
-
-    A usable point is ``OPTIMAL``/``LOCALLY_OPTIMAL`` after a convergence with an optimal
-    point and ``FEASIBLE`` otherwise (e.g. a feasible point from a time limit); without a
-    usable point the word names why the solver stopped (``TIME_LIMIT``, ``INFEASIBLE``...;
-    ``UNKNOWN`` for a convergence that returned nothing usable).
-    """
-    if usable_point(termination, solution):
-        return _WITH_POINT.get((termination, solution), Termination.FEASIBLE)
-    if termination in _CONVERGED:
-        return Termination.UNKNOWN
-    return _WITHOUT_POINT.get(termination, Termination.UNKNOWN)

@@ -13,13 +13,16 @@ from mel_opt.io.atomic import atomic_write as atomic_write_text
 from mel_opt.io.json_io import parse_json_text
 from mel_opt.io.validate import Validator
 from mel_opt.problems import all_problems
-from mel_opt.result import Result, SolverInfo, Status, Verification, status_from_termination
-from mel_opt.solvers.base import Termination
+from mel_opt.result import Result, SolverInfo, Status, Verification
+from mel_opt.status import SolutionStatus, TerminationCondition
+
+TC, SS = TerminationCondition, SolutionStatus
 
 
 def test_result_json_contract_and_numpy_values():
     res = Result(
-        instance="i", problem="mel-async", method="exact", status=Status.OPTIMAL,
+        instance="i", problem="mel-async", method="exact", termination=TC.CONVERGED,
+        solution_status=SS.OPTIMAL,
         objective=np.float64(1.0), solution={"d": np.array([1, 2]), "tau": [np.int64(3), 4]},
         metrics={"x": np.float32(0.5), "nan": math.nan}, solve_time_s=0.01,
         verification=Verification(True, 0.0, {"c": 0.0}), solver=SolverInfo("s", "1"),
@@ -30,23 +33,31 @@ def test_result_json_contract_and_numpy_values():
     assert body["verification"]["feasible"] is True
     assert body["solver"] == {"name": "s", "version": "1"}
     assert res.ok and "verified" in repr(res)
+    assert res.status is Status.OPTIMAL and body["status"] == "optimal"
 
 
 @pytest.mark.parametrize(
-    ("term", "status", "code"),
+    ("term", "point", "status", "code"),
     [
-        (Termination.OPTIMAL, Status.OPTIMAL, 0),
-        (Termination.LOCALLY_OPTIMAL, Status.LOCALLY_OPTIMAL, 0),
-        (Termination.FEASIBLE, Status.FEASIBLE, 0),
-        (Termination.INFEASIBLE, Status.INFEASIBLE, 1),
-        (Termination.ITERATION_LIMIT, Status.ITERATION_LIMIT, 1),
-        (Termination.NUMERICAL, Status.ERROR, 1),
-        (Termination.UNKNOWN, Status.ERROR, 1),
+        (TC.CONVERGED, SS.OPTIMAL, Status.OPTIMAL, 0),
+        (TC.LOCALLY_OPTIMAL, SS.OPTIMAL, Status.LOCALLY_OPTIMAL, 0),
+        (TC.CONVERGED, SS.FEASIBLE, Status.FEASIBLE, 0),
+        (TC.TIME_LIMIT, SS.FEASIBLE, Status.FEASIBLE, 0),
+        (TC.TIME_LIMIT, SS.NONE, Status.TIME_LIMIT, 1),
+        (TC.INFEASIBLE, SS.NONE, Status.INFEASIBLE, 1),
+        (TC.ITERATION_LIMIT, SS.NONE, Status.ITERATION_LIMIT, 1),
+        (TC.NUMERICAL, SS.NONE, Status.ERROR, 1),
+        (TC.UNKNOWN, SS.NONE, Status.ERROR, 1),
+        (TC.ERROR, SS.INFEASIBLE, Status.ERROR, 1),  # an answer rejected by the verifier
     ],
 )
-def test_status_mapping(term, status, code):
-    assert status_from_termination(term) is status
-    assert status.exit_code == code
+def test_status_is_derived_from_the_two_axes(term, point, status, code):
+    res = Result(instance="i", problem="mel-async", method="exact", termination=term,
+                 solution_status=point, objective=None, solution={}, metrics={},
+                 verification=None, solve_time_s=0.0, solver=SolverInfo("s"))
+    assert res.status is status and Status.of(term, point) is status
+    assert res.exit_code == status.exit_code == code
+    assert json.loads(res.to_json())["status"] == status.value
 
 
 def test_validator_collects_every_issue_with_paths():

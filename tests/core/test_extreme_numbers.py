@@ -22,16 +22,12 @@ from hypothesis import strategies as st
 
 from mel_opt.api import parse_instance, solve
 from mel_opt.errors import InstanceError, UsageError
-from mel_opt.problems import get_problem
+from mel_opt.examples import problem_example
+from mel_opt.problems import all_problems, get_problem
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = {
-    "mel-async": "instances/mel-async/k5_T15.json",
-    "dab": "instances/dab/worked_example.json",
-    "med": "instances/med/mays2023_n4_m2.json",
-    "feel": "instances/feel/ren2021_cpu_densenet121_k6.json",
-    "adaptive-tau": "instances/adaptive-tau/svm_defaults.json",
-}
+# every problem's declared example (ProblemSpec.example)
+SHIPPED = {p: f"instances/{problem_example(p).relpath}" for p in all_problems()}
 EXTREMES = [0, -1, 5e-324, 1e-300, 1e-12, 1e12, 1e19, 1e300, 1.7e308, 0.5, 2**53 + 1,
             2**63 - 1, -(2**63)]
 

@@ -17,7 +17,8 @@ import mel_opt
 from mel_opt.api import load_instance, solve, solve_file
 from mel_opt.cli import cli
 from mel_opt.cli.app import SHOWN_FIELDS, SHOWN_ITEMS, fmt, result_panel
-from mel_opt.result import Result, SolverInfo, Status, Verification, _plain, dumps
+from mel_opt.result import Result, SolverInfo, Verification, _plain, dumps
+from mel_opt.status import SolutionStatus, TerminationCondition
 
 ROOT = Path(mel_opt.__file__).resolve().parent.parent
 FEEL_K6 = str(ROOT / "instances" / "feel" / "ren2021_cpu_densenet121_k6.json")
@@ -30,7 +31,8 @@ class Colour(enum.Enum):
 
 def _result(solution: dict, metrics: dict, **kw) -> Result:
     return Result(
-        instance="t", problem="feel", method="closed-form", status=Status.OPTIMAL,
+        instance="t", problem="feel", method="closed-form",
+        termination=TerminationCondition.CONVERGED, solution_status=SolutionStatus.OPTIMAL,
         objective=kw.pop("objective", np.float64(0.5)), solution=solution, metrics=metrics,
         verification=Verification(True, np.float64(0.0), {"c": np.float64(1e-12)}, ("n",)),
         solve_time_s=0.25, solver=SolverInfo("s", "1"), **kw)

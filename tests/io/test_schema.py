@@ -33,6 +33,7 @@ from jsonschema import Draft202012Validator
 from mel_opt.api import load_instance, parse_instance, solve
 from mel_opt.cli import cli
 from mel_opt.errors import InstanceError, UsageError
+from mel_opt.examples import problem_example
 from mel_opt.io.fields import Field, walk
 from mel_opt.io.json_io import parse_json_text
 from mel_opt.io.schema import (
@@ -537,13 +538,8 @@ def test_cross_field_rule_is_checked_by_mel_opt_only(case: CrossCase) -> None:
 
 
 # -- results ---------------------------------------------------------------------------------
-RESULT_FILES = {
-    "mel-async": "mel-async/k5_T15.json",
-    "dab": "dab/mnist_ffn_testbed.json",
-    "med": "med/mays2023_n4_m2.json",
-    "feel": "feel/ren2021_gpu_densenet121_k6.json",
-    "adaptive-tau": "adaptive-tau/two_resources.json",
-}
+# every problem's declared example (ProblemSpec.example), relative to instances/
+RESULT_FILES = {p: problem_example(p).relpath for p in all_problems()}
 
 
 def test_result_schema_covers_every_problem() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mel_opt.solvers import highs
-from mel_opt.solvers.base import SolutionStatus, Termination, TerminationCondition
+from mel_opt.solvers.base import SolutionStatus, TerminationCondition
 
 highspy = pytest.importorskip("highspy")
 
@@ -36,7 +36,7 @@ def _knapsack(time_limit: float | None = None) -> highs.SolverResult:
 def test_a_hand_worked_knapsack() -> None:
     res = _knapsack()
     assert res.termination is TerminationCondition.CONVERGED
-    assert res.solution_status is SolutionStatus.OPTIMAL and res.outcome is Termination.OPTIMAL
+    assert res.solution_status is SolutionStatus.OPTIMAL and res.is_optimal
     assert res.objective == pytest.approx(-9.0)
     assert np.round(res.x).tolist() == [1.0, 1.0, 0.0]
 

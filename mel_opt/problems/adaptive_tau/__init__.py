@@ -26,13 +26,14 @@ PROBLEM = ProblemSpec(
                            "end-of-budget rule", "exact", proves_optimality=True),
         "fixed": MethodSpec("fixed", methods.solve_fixed,
                             "keep tau_current (or option tau), with the end-of-budget rule",
-                            "baseline"),
+                            "baseline", options=methods.FIXED_OPTIONS),
     },
     default_method="scan",
     sense="min",
     key_metrics=("G", "effective_iterations", "rounds_in_budget", "budget_left_fraction"),
     generate=generate,
     presets=PRESETS,
+    example="svm_defaults.json",
 )
 
 __all__ = ["PROBLEM", "AdaptiveTauInstance", "Scan", "objective_values", "parse", "scan",

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mel_opt.errors import UsageError
 from mel_opt.problems.adaptive_tau.control import budget_rule, scan
 from mel_opt.problems.adaptive_tau.instance import AdaptiveTauInstance
 from mel_opt.problems.base import MethodOutput, SolveOptions
+from mel_opt.problems.options import Option
 from mel_opt.result import SolverInfo
-from mel_opt.solvers.base import Termination
 
 _SCAN = SolverInfo("mel_opt vectorised tau scan", "1")
 _FIXED = SolverInfo("mel_opt fixed tau", "1")
@@ -36,16 +35,18 @@ def solve_scan(inst: AdaptiveTauInstance, opts: SolveOptions) -> MethodOutput:
         notes.append(f"capped at tau_max = {inst.tau_max}")
     if sc.last_round:
         notes.append(f"end of budget: tau = {sc.tau} leaves room for the final round")
-    term = Termination.OPTIMAL if sc.tau == sc.tau_first_min else Termination.FEASIBLE
-    return MethodOutput(term, {"tau": sc.tau}, _SCAN, extras, "; ".join(notes))
+    answer = MethodOutput.optimal if sc.tau == sc.tau_first_min else MethodOutput.feasible
+    return answer({"tau": sc.tau}, _SCAN, extras, "; ".join(notes))
+
+
+FIXED_OPTIONS = (Option("tau", int, None, "the fixed number of local updates", minimum=1,
+                        default_doc="the instance's tau_current"),)
 
 
 def solve_fixed(inst: AdaptiveTauInstance, opts: SolveOptions) -> MethodOutput:
-    """Baseline: keep a fixed tau (``tau_current``, or ``opts.extra["tau"]``), capped at tau_max
+    """Baseline: keep a fixed tau (option ``tau``, default ``tau_current``), capped at tau_max
     and subject to the same end-of-budget rule (the authors' fixed-tau runs)."""
-    raw = opts.extra.get("tau", inst.tau_current)
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-        raise UsageError(f"method 'fixed' needs a whole tau >= 1, got {raw!r}")
+    raw = opts.options.get("tau") or inst.tau_current
     tau, last = budget_rule(min(raw, inst.tau_max), inst)
     msg = f"fixed tau = {raw}" + (f", end of budget: {tau}" if last else "")
-    return MethodOutput(Termination.FEASIBLE, {"tau": tau}, _FIXED, {"last_round": last}, msg)
+    return MethodOutput.feasible({"tau": tau}, _FIXED, {"last_round": last}, msg)

@@ -6,7 +6,7 @@ orchestrator never learns device characteristics. The centralised staleness-awar
 ``csa`` reuses the mel-async solver; ``csa-thesis`` is the rounded CSA rule of the thesis
 author's experiment code, whose deadline misses (truancy) the thesis reports. Subset
 benchmarking itself (measuring c_k and b_k on this machine) lives in
-:mod:`mel_opt.benchmarking`.
+:mod:`mel_opt.subset_benchmarking`.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ PROBLEM = ProblemSpec(
                  "max_staleness"),
     generate=generate,
     presets=PRESETS,
+    example="worked_example.json",
 )
 
 __all__ = ["PROBLEM", "DabInstance", "eta", "parse", "shard_bound", "verify"]

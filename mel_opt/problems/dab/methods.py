@@ -26,8 +26,8 @@ from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.dab.author_csa import author_csa
 from mel_opt.problems.dab.instance import DabInstance
 from mel_opt.problems.dab.latency import eta, one_shard_time, shard_bound
-from mel_opt.result import SolverInfo, Status
-from mel_opt.solvers.base import Termination
+from mel_opt.result import SolverInfo
+from mel_opt.status import TerminationCondition
 
 _DAB = SolverInfo("mel_opt DAB bound (Eq. 3.5)", "1")
 
@@ -78,7 +78,7 @@ def solve_dab(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
     """
     too_many = _beyond_whole_numbers(inst)
     if too_many:
-        return MethodOutput(Termination.ERROR, None, _DAB, {}, too_many)
+        return MethodOutput.nothing(TerminationCondition.ERROR, _DAB, {}, too_many)
     a = shard_bound(inst.deadline, inst.iterations, inst.model_bytes, inst.shard_bytes,
                     inst.train_rate, inst.bandwidth)
     excluded = a < 1
@@ -87,8 +87,8 @@ def solve_dab(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
     if excluded.all():
         t1 = one_shard_time(inst.iterations, inst.model_bytes, inst.shard_bytes,
                             inst.train_rate, inst.bandwidth)
-        return MethodOutput(
-            Termination.INFEASIBLE, None, _DAB, extras,
+        return MethodOutput.nothing(
+            TerminationCondition.INFEASIBLE, _DAB, extras,
             f"no learner can download, train ({inst.iterations} passes) and upload even one "
             f"shard before the deadline D = {inst.deadline:g} s (fastest needs "
             f"{float(t1.min()):.4g} s)",
@@ -96,18 +96,7 @@ def solve_dab(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
     msg = PRIVACY_NOTE
     if excluded.any():
         msg += f"; excluded (cannot train one shard before the deadline): {_names(inst, excluded)}"
-    return MethodOutput(Termination.OPTIMAL, {"shards": a.tolist()}, _DAB, extras, msg)
-
-
-# Status of the mel-async result -> termination of csa (dict with a default, not elif).
-_STATUS_TERMINATION = {
-    Status.OPTIMAL: Termination.OPTIMAL,
-    Status.LOCALLY_OPTIMAL: Termination.LOCALLY_OPTIMAL,
-    Status.FEASIBLE: Termination.FEASIBLE,
-    Status.INFEASIBLE: Termination.INFEASIBLE,
-    Status.TIME_LIMIT: Termination.TIME_LIMIT,
-    Status.ITERATION_LIMIT: Termination.ITERATION_LIMIT,
-}
+    return MethodOutput.optimal({"shards": a.tolist()}, _DAB, extras, msg)
 
 
 def mel_async_instance(inst: DabInstance, used: np.ndarray | None = None) -> Any:
@@ -184,18 +173,19 @@ def solve_csa(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
         why = (f"{n_used} usable learners x max_shards = {du} is less than total_shards = "
                f"{inst.total_shards}")
     if why:
-        return MethodOutput(Termination.INFEASIBLE, None, solver, {},
-                            why + (f"; {out_msg}" if out_msg else ""))
+        return MethodOutput.nothing(TerminationCondition.INFEASIBLE, solver, {},
+                                    why + (f"; {out_msg}" if out_msg else ""))
 
     res = solve(mel_async_instance(inst, used), "exact", time_limit=opts.time_limit)
     solver = SolverInfo(f"mel-async exact ({res.solver.name})", res.solver.version)
-    term = _STATUS_TERMINATION.get(res.status, Termination.ERROR)
     if not res.ok:
         note = res.message or f"mel-async returned {res.status.value}"
+        term = res.termination
         if res.verification is not None and not res.verification.feasible:
-            term, note = Termination.ERROR, f"mel-async answer failed its verification: {note}"
-        return MethodOutput(term, None, solver, {},
-                            f"CSA (mel-async exact): {note}" + (f"; {out_msg}" if out_msg else ""))
+            term, note = (TerminationCondition.ERROR,
+                          f"mel-async answer failed its verification: {note}")
+        return MethodOutput.nothing(term, solver, {}, f"CSA (mel-async exact): {note}"
+                                    + (f"; {out_msg}" if out_msg else ""))
     shards = np.zeros(inst.K, dtype=np.int64)
     tau = np.zeros(inst.K, dtype=np.int64)
     shards[used] = np.asarray(res.solution["d"], dtype=np.int64)
@@ -208,8 +198,8 @@ def solve_csa(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
     msg = "centralised: the orchestrator knows every c_k and b_k; minimum maximum staleness"
     if out_msg:
         msg += f"; {out_msg}"
-    return MethodOutput(term, {"shards": shards.tolist(), "tau": tau.tolist()}, solver, extras,
-                        msg)
+    return MethodOutput(res.termination, res.solution_status,
+                        {"shards": shards.tolist(), "tau": tau.tolist()}, solver, extras, msg)
 
 
 def solve_csa_thesis(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
@@ -224,8 +214,8 @@ def solve_csa_thesis(inst: DabInstance, opts: SolveOptions) -> MethodOutput:
         raise UsageError("method 'csa-thesis' needs total_shards in the instance (the number "
                          "of shards the centralised allocation splits)")
     sol: dict[str, Any] = {**author_csa(inst), "soft_targets": True}
-    return MethodOutput(
-        Termination.FEASIBLE, sol, SolverInfo("thesis author's CSA rule", "1"), {},
+    return MethodOutput.feasible(
+        sol, SolverInfo("thesis author's CSA rule", "1"), {},
         "centralised rule of the thesis' experiment code: (c_k + b_k)-weighted shares of "
         "total_shards and passes rounded, at least one; it may miss the deadline (see "
         "deadline_met and truancy_pct)")

@@ -4,8 +4,8 @@ Maximise xi sqrt(B) / T over whole per-device batches B_k, uplink and downlink T
 the global batch B, for CPU (Section III-IV) or GPU (Section V) devices. See ``instance`` for
 the instance, ``latency`` for the latency model in coefficient form, ``closed_form`` for
 Theorems 1-2 and Algorithm 1, ``rounding`` for the rounding-and-repair step every method ends
-with, ``formulation`` for the Pyomo models of P1 and P4 + P5, ``nlp`` for IPOPT on them with
-multi-start, ``methods`` for the entry point of every method (the closed form, IPOPT and the
+with, ``formulation`` for the Pyomo models of P1 and P4 + P5, ``multistart`` for IPOPT on them
+with several starts, ``methods`` for the entry point of every method (the closed form, IPOPT and the
 baselines of Section VI).
 """
 
@@ -27,11 +27,11 @@ PROBLEM = ProblemSpec(
         "closed-form": MethodSpec(
             "closed-form", methods.solve_closed_form,
             "Theorems 1-2, Algorithm 1, search over B; whole batches, certified", "analytical",
-            proves_optimality=True),
+            proves_optimality=True, options=methods.CLOSED_FORM_OPTIONS),
         "ipopt": MethodSpec(
             "ipopt", methods.solve_ipopt,
             "P4+P5 (fixed B) or P1 multi-start by IPOPT, rounded and repaired", "numerical",
-            backends=("ipopt",)),
+            backends=("ipopt",), options=methods.IPOPT_OPTIONS),
         "online": MethodSpec("online", methods.solve_online,
                              "online learning: B_k = 1, optimal slots", "baseline"),
         "full-batch": MethodSpec("full-batch", methods.solve_full_batch,
@@ -48,6 +48,7 @@ PROBLEM = ProblemSpec(
     generate=generate,
     presets=PRESETS,
     build_model=build_model,
+    example="ren2021_cpu_densenet121_k6.json",
 )
 
 __all__ = ["PROBLEM", "FeelInstance", "parse", "verify"]

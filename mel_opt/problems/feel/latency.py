@@ -21,6 +21,7 @@ in its data-bound region and the compute latency is t_k^l whatever the split.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -135,3 +136,8 @@ def coefficients(inst: FeelInstance) -> Coeffs:
     return Coeffs(a=a, b=b, c=c, e=e, lo=lo, hi=hi, m=m, frame_up=inst.frame_up,
                   frame_down=inst.frame_down, xi=inst.loss_decay_coeff,
                   max_batch=inst.max_batch, global_batch=inst.global_batch, gpu=inst.is_gpu)
+
+
+def efficiency(co: Coeffs, B: float, L: float, D: float) -> float:
+    """xi sqrt(B) / (L + D), Eq. (16) [loss/s]."""
+    return co.xi * math.sqrt(B) / (L + D)

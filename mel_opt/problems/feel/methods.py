@@ -4,12 +4,14 @@ Every method ends with whole batches that add up to the global batch and respect
 with slots recomputed for those batches (:mod:`mel_opt.problems.feel.rounding`); the continuous
 optimum, where a method has one, is reported beside it with the efficiency lost to rounding.
 
-Options (``SolveOptions.extra``):
+Options (declared in :data:`CLOSED_FORM_OPTIONS` and
+:data:`~mel_opt.problems.feel.multistart.MULTISTART_OPTIONS`):
 
-- ``closed-form``: ``max_candidates`` (whole global batches tried around the continuous optimum,
-  default 256, or 512,000 / K above 2,000 devices; the answer is certified optimal when every
-  batch that could still win was tried, which the rounding granularity makes impractical for
-  thousands of devices: ``efficiency_upper_bound`` then says how far from optimal it can be).
+- ``closed-form``: ``max_candidates`` (whole global batches tried around the continuous optimum;
+  the answer is certified optimal when every batch that could still win was tried, which the
+  rounding granularity makes impractical for thousands of devices: ``efficiency_upper_bound``
+  then says how far from optimal it can be).
+- ``ipopt``: ``starts`` and ``tol`` (:mod:`~mel_opt.problems.feel.multistart`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from mel_opt import deadline
-from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.feel.closed_form import (
     Continuous,
@@ -31,39 +32,21 @@ from mel_opt.problems.feel.closed_form import (
     uplink_for_batches,
 )
 from mel_opt.problems.feel.instance import FeelInstance
-from mel_opt.problems.feel.latency import Coeffs, coefficients
-from mel_opt.problems.feel.rounding import IntegerSplit, best_split, exchange_gap, round_to_sum
+from mel_opt.problems.feel.latency import Coeffs, coefficients, efficiency
+from mel_opt.problems.feel.multistart import MULTISTART_OPTIONS, ipopt_multistart
+from mel_opt.problems.feel.rounding import (
+    IntegerSplit,
+    best_split,
+    exchange_gap,
+    round_to_sum,
+    solution_dict,
+)
+from mel_opt.problems.options import Option
 from mel_opt.result import SolverInfo
-from mel_opt.solvers.base import Termination
+from mel_opt.status import TerminationCondition
 
 CLOSED_FORM = SolverInfo("mel_opt closed form (paper 004, Theorems 1-2, Algorithm 1)", "1")
 BASELINE = SolverInfo("mel_opt baseline", "1")
-
-
-def _int_option(opts: SolveOptions, key: str, default: int, minimum: int) -> int:
-    value = opts.extra.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
-            or value < minimum:
-        raise UsageError(f"option {key} must be a whole number >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def efficiency(co: Coeffs, B: float, L: float, D: float) -> float:
-    """xi sqrt(B) / (L + D), Eq. (16) [loss/s]."""
-    return co.xi * math.sqrt(B) / (L + D)
-
-
-def solution_dict(batch: np.ndarray, up_slots: np.ndarray,
-                  down_slots: np.ndarray) -> dict[str, Any]:
-    """The result-contract keys of feel: ``batch``, ``global_batch``, ``uplink_slots``,
-    ``downlink_slots`` (whole batches as ints, slots in seconds)."""
-    b = np.rint(np.asarray(batch, dtype=float)).astype(np.int64)
-    return {
-        "batch": b.tolist(),
-        "global_batch": int(b.sum()),
-        "uplink_slots": np.asarray(up_slots, dtype=float).tolist(),
-        "downlink_slots": np.asarray(down_slots, dtype=float).tolist(),
-    }
 
 
 def continuous_extras(co: Coeffs, cont: Continuous, prefix: str = "continuous_") -> dict[str, Any]:
@@ -91,6 +74,13 @@ def continuous_extras(co: Coeffs, cont: Continuous, prefix: str = "continuous_")
 def default_max_candidates(K: int) -> int:
     """Whole global batches tried by default: 256, fewer above 2,000 devices (work ~ K)."""
     return 256 if K <= 2000 else max(8, 512_000 // K)
+
+
+CLOSED_FORM_OPTIONS = (
+    Option("max_candidates", int, None, "whole global batches tried around the continuous "
+           "optimum (free B); more can certify larger instances", minimum=2,
+           default_doc="256, or 512,000 / K above 2,000 devices"),
+)
 
 
 def tangent_bound(cont: Continuous, B: float) -> float:
@@ -206,7 +196,7 @@ def solve_closed_form(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
     of that B. Free B: the continuous optimum of P1, then the certified search over whole B.
     """
     co = coefficients(inst)
-    max_candidates = _int_option(opts, "max_candidates", default_max_candidates(co.K), 2)
+    max_candidates = opts.options.get("max_candidates") or default_max_candidates(co.K)
     down = downlink(co)
     extras: dict[str, Any] = {}
     if co.global_batch is not None:
@@ -230,7 +220,7 @@ def solve_closed_form(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
     extras.update(continuous_extras(co, cont))
     extras["rounding_loss"] = 1.0 - eff_int / cont.efficiency
     extras["exchange_gap"] = split.exchange_gap
-    term = Termination.OPTIMAL if certified else Termination.FEASIBLE
+    answer = MethodOutput.optimal if certified else MethodOutput.feasible
     if co.global_batch is not None:
         msg = f"optimal whole batches for global_batch = {co.global_batch}"
     elif certified:
@@ -238,8 +228,7 @@ def solve_closed_form(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
     else:
         msg = (f"best of {extras['integer_B_candidates']} whole global batches; not certified "
                "(raise the max_candidates option): see efficiency_upper_bound")
-    return MethodOutput(term, solution_dict(split.batch, up.slots, down.slots), CLOSED_FORM,
-                        extras, msg)
+    return answer(solution_dict(split.batch, up.slots, down.slots), CLOSED_FORM, extras, msg)
 
 
 # --------------------------------------------------------------------------------------------
@@ -250,12 +239,13 @@ def solve_closed_form(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
 def solve_ipopt(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
     """P4 + P5 (fixed ``global_batch``) or P1 with multi-start by IPOPT, then whole batches.
 
-    See :func:`mel_opt.problems.feel.nlp.ipopt_multistart` for the options and the steps.
+    See :func:`mel_opt.problems.feel.multistart.ipopt_multistart` for the options and the
+    steps.
     """
-    # Imported here, not at the top: nlp imports efficiency() and solution_dict() from here.
-    from mel_opt.problems.feel.nlp import ipopt_multistart
-
     return ipopt_multistart(inst, opts)
+
+
+IPOPT_OPTIONS = MULTISTART_OPTIONS
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,13 +257,13 @@ def _with_optimal_slots(inst: FeelInstance, co: Coeffs, batch: np.ndarray, what:
                         extras: dict[str, Any] | None = None) -> MethodOutput:
     B = int(round(float(batch.sum())))
     if co.global_batch is not None and B != co.global_batch:
-        return MethodOutput(Termination.INFEASIBLE, None, BASELINE, {},
-                            f"{what} gives a global batch of {B}, but the instance fixes "
-                            f"global_batch = {co.global_batch}")
+        return MethodOutput.nothing(TerminationCondition.INFEASIBLE, BASELINE, {},
+                                    f"{what} gives a global batch of {B}, but the instance "
+                                    f"fixes global_batch = {co.global_batch}")
     up = uplink_for_batches(co, batch)
     down = downlink(co)
-    return MethodOutput(Termination.FEASIBLE, solution_dict(batch, up.slots, down.slots),
-                        BASELINE, dict(extras or {}), f"{what}; slots by Theorems 1-2")
+    return MethodOutput.feasible(solution_dict(batch, up.slots, down.slots), BASELINE,
+                                 dict(extras or {}), f"{what}; slots by Theorems 1-2")
 
 
 def solve_online(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
@@ -355,12 +345,13 @@ def solve_equal_slots(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
     co = coefficients(inst)
     batch, L, D = equal_slot_batches(co)
     if co.global_batch is not None and int(batch.sum()) != co.global_batch:
-        return MethodOutput(Termination.INFEASIBLE, None, BASELINE, {},
-                            "equal slots cannot place global_batch samples")  # pragma: no cover
+        return MethodOutput.nothing(  # pragma: no cover
+            TerminationCondition.INFEASIBLE, BASELINE, {},
+            "equal slots cannot place global_batch samples")
     up = np.full(co.K, co.frame_up / co.K)
     dn = np.full(co.K, co.frame_down / co.K)
-    return MethodOutput(Termination.FEASIBLE, solution_dict(batch, up, dn), BASELINE, {},
-                        "equal slots, best whole batches for them")
+    return MethodOutput.feasible(solution_dict(batch, up, dn), BASELINE, {},
+                                 "equal slots, best whole batches for them")
 
 
 __all__ = [

@@ -20,6 +20,7 @@ as a certificate.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -244,3 +245,16 @@ def best_split(co: Coeffs, B: int, suggestion: np.ndarray | None = None,
         up = uplink_for_batches(co, x, right=L)
     gap = exchange_gap(co, up.latency, x) if certify else float("nan")
     return IntegerSplit(up, rounds, gap)
+
+
+def solution_dict(batch: np.ndarray, up_slots: np.ndarray,
+                  down_slots: np.ndarray) -> dict[str, Any]:
+    """The result-contract keys of feel: ``batch``, ``global_batch``, ``uplink_slots``,
+    ``downlink_slots`` (whole batches as ints, slots in seconds)."""
+    b = np.rint(np.asarray(batch, dtype=float)).astype(np.int64)
+    return {
+        "batch": b.tolist(),
+        "global_batch": int(b.sum()),
+        "uplink_slots": np.asarray(up_slots, dtype=float).tolist(),
+        "downlink_slots": np.asarray(down_slots, dtype=float).tolist(),
+    }

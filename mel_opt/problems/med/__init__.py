@@ -55,10 +55,11 @@ PROBLEM = ProblemSpec(
                             "exact", proves_optimality=True),
         "highs": MethodSpec("highs", methods.solve_highs,
                             "strengthened MILP (4.4) with symmetry breaking, HiGHS",
-                            "numerical", proves_optimality=True, backends=("highs",)),
+                            "numerical", proves_optimality=True, backends=("highs",),
+                            options=methods.HIGHS_OPTIONS),
         "mmtt-uncertain": MethodSpec("mmtt-uncertain", methods.solve_mmtt_uncertain,
                                      "MMTT: one sampled state per learner taken as certain",
-                                     "baseline"),
+                                     "baseline", options=methods.MMTT_OPTIONS),
     },
     default_method="exact",
     sense="min",
@@ -67,6 +68,7 @@ PROBLEM = ProblemSpec(
     presets=PRESETS,
     evaluate=evaluate,
     build_model=build_model,
+    example="mays2023_n4_m2.json",
 )
 
 __all__ = ["PROBLEM", "MedInstance", "parse", "verify"]

@@ -13,29 +13,17 @@ from typing import Any
 import numpy as np
 
 from mel_opt import deadline
-from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.med import formulation
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.search import dispatch
+from mel_opt.problems.options import Option
 from mel_opt.result import SolverInfo
 from mel_opt.solvers import highs
-from mel_opt.solvers.base import SolutionStatus, Termination, TerminationCondition, usable_point
+from mel_opt.status import SolutionStatus, TerminationCondition
 
 EXACT_INFO = SolverInfo("mel_opt med type programme / Lagrangian search", "1")
 MIP_GAP = 1e-7
-
-
-def _status(term: Termination, has_solution: bool) -> Termination:
-    """The search's outcome under the one usable-point rule of ``solvers.base``.
-
-    The search's incumbent is feasible by construction, so a limit reached with one in hand
-    gives ``feasible`` (no optimality claim).
-    """
-    found = SolutionStatus.FEASIBLE if has_solution else SolutionStatus.NONE
-    if term.solution_status is SolutionStatus.NONE and usable_point(term.condition, found):
-        return Termination.FEASIBLE
-    return term
 
 
 def _solution(assignment: np.ndarray, d: np.ndarray) -> dict[str, Any]:
@@ -67,8 +55,13 @@ def solve_exact(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
     solution = None
     if out.d is not None and out.assignment is not None:
         solution = _solution(out.assignment, out.d)
-    return MethodOutput(_status(out.termination, solution is not None), solution, EXACT_INFO,
-                        extras, out.message)
+    return MethodOutput.stopped(out.termination, solution, EXACT_INFO, extras, out.message)
+
+
+HIGHS_OPTIONS = (Option("symmetry", bool, True, "keep the symmetry-breaking rows of the MILP"),)
+MMTT_OPTIONS = (Option("solver", str, "exact", "what solves (4.4) for the sampled states: "
+                       "exact (the type programme) or highs (the MILP)",
+                       choices=("exact", "highs")),)
 
 
 def solve_highs(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
@@ -76,7 +69,7 @@ def solve_highs(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
 
     Option ``symmetry`` (default true) keeps the symmetry-breaking rows.
     """
-    symmetry = bool(opts.extra.get("symmetry", True))
+    symmetry = bool(opts.options.get("symmetry", True))
     model = formulation.build_milp_model(inst, symmetry=symmetry)
     res = highs.solve_milp(model, time_limit=opts.time_limit, mip_gap=MIP_GAP)
     info = SolverInfo("highs", highs.version())
@@ -84,10 +77,10 @@ def solve_highs(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
     if not res.is_usable:
         why = {TerminationCondition.INFEASIBLE: "HiGHS proved (4.4) infeasible"}.get(
             res.termination, f"HiGHS stopped without a solution ({res.message})")
-        return MethodOutput(res.outcome, None, info, extras, why)
+        return MethodOutput.nothing(res.termination, info, extras, why)
     assignment, d = formulation.read_solution(model, res.values, inst)
-    return MethodOutput(res.outcome, _solution(assignment, d), info, extras,
-                        res.message)
+    return MethodOutput(res.termination, res.solution_status, _solution(assignment, d), info,
+                        extras, res.message)
 
 
 def sample_states(inst: MedInstance, rng: np.random.Generator) -> np.ndarray:
@@ -114,13 +107,14 @@ def solve_mmtt_uncertain(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
     This is what the author's code did (one benchmark run per learner, its scores taken as the
     learner's capabilities). Option ``solver``: ``exact`` (default) or ``highs``.
     """
-    solver = str(opts.extra.get("solver", "exact"))
-    if solver not in ("exact", "highs"):
-        raise UsageError(f"mmtt-uncertain option solver must be exact or highs, got {solver!r}")
+    solver = opts.options["solver"]
     states = sample_states(inst, np.random.default_rng(opts.seed))
     out = solve_known_states(inst, states, opts.time_limit, solver)
     names = [inst.state_names[s] for s in states]
-    term = Termination.FEASIBLE if out.termination == Termination.OPTIMAL else out.termination
     note = (f"optimal for the sampled states ({out.message}); judged by (4.4a) with expected "
             "delays" if out.solution is not None else out.message)
-    return MethodOutput(term, out.solution, out.solver, {"planning_state_names": names}, note)
+    # optimal for the sampled states only: an answer of (4.4) without an optimality claim
+    point = (SolutionStatus.FEASIBLE if out.solution_status is SolutionStatus.OPTIMAL
+             else out.solution_status)
+    return MethodOutput(out.termination, point, out.solution, out.solver,
+                        {"planning_state_names": names}, note)

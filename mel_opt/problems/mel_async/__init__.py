@@ -20,9 +20,10 @@ PROBLEM = ProblemSpec(
                             "exact", proves_optimality=True),
         "ipopt": MethodSpec("ipopt", methods.solve_ipopt,
                             "relaxed QCLP (8) by IPOPT, floored and repaired", "numerical",
-                            backends=("ipopt",)),
+                            backends=("ipopt",), options=methods.IPOPT_OPTIONS),
         "kkt-sai": MethodSpec("kkt-sai", methods.solve_kkt_sai,
-                              "KKT point (Theorem 1) then suggest-and-improve", "analytical"),
+                              "KKT point (Theorem 1) then suggest-and-improve", "analytical",
+                              options=methods.KKT_SAI_OPTIONS),
         "eta": MethodSpec("eta", methods.solve_eta,
                           "equal task allocation, asynchronous updates", "baseline"),
         "sync": MethodSpec("sync", methods.solve_sync,
@@ -36,6 +37,7 @@ PROBLEM = ProblemSpec(
     generate=generate,
     presets=PRESETS,
     build_model=build_model,
+    example="k5_T15.json",
 )
 
 __all__ = ["PROBLEM", "MelAsyncInstance", "parse", "verify"]

@@ -1,4 +1,8 @@
-"""Lagrange multipliers of the relaxation (8) at a point, and how far it is from Theorem 1.
+"""Theorem 1 of paper 000: its KKT point of the relaxation (8), and the multipliers at a point.
+
+:func:`kkt_point` is the analytical route's starting point (``kkt-sai``): the point of (8)
+whose staleness rows (8b) are all active. :func:`analyse` checks any point against the KKT
+conditions.
 
 Paper 000 writes the Lagrangian (9) of (8) and solves its stationarity conditions (14)-(16) for
 tau_k and d_k, which gives Theorem 1, (11)-(12). The paper does not say how the multipliers are
@@ -30,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt.problems.mel_async import windows as W
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 
 ACTIVE_RTOL = 1e-7  # a constraint within this (relative) distance of its bound counts as active
@@ -229,3 +234,35 @@ def _report(inst: MelAsyncInstance, tau: np.ndarray, d: np.ndarray, act: _Active
         "eq12_residual": residual(rhs12, d),
         "theorem1_defined": int(defined.sum()),
     }
+
+
+def kkt_point(inst: MelAsyncInstance) -> tuple[float, np.ndarray]:
+    """The KKT point of (8) with every staleness constraint (8b) active (Theorem 1).
+
+    With z = 0 the stationarity conditions (15)-(16) hold with tau_k = tau_bar for all k, and
+    (8c) gives d_k = (T - C0_k)/(C2_k tau_bar + C1_k). Where that violates (8f) the bound
+    multiplier nu_k (nu'_k) becomes active and d_k sits at d_l (d_u), its tau_k following from
+    (8c). The multiplier omega of (8d) is matched by choosing tau_bar so that
+    sum_k clip(d_k) = d (a monotone equation, solved by bisection). Returns (tau_bar, d).
+    """
+    K, d_tot = inst.K, float(inst.total_samples)
+    dl, du = inst.min_samples, inst.max_samples
+
+    def total(t: float) -> float:
+        return float(np.clip(W.relaxed_d(inst, np.full(K, t)), dl, du).sum())
+
+    hi = float(W.relaxed_tau(inst, np.full(K, float(dl))).max())
+    if total(0.0) < d_tot:
+        t_bar = 0.0
+    elif total(hi) >= d_tot:
+        t_bar = hi
+    else:
+        lo_t, hi_t = 0.0, hi
+        for _ in range(200):
+            mid = 0.5 * (lo_t + hi_t)
+            if total(mid) >= d_tot:
+                lo_t = mid
+            else:
+                hi_t = mid
+        t_bar = 0.5 * (lo_t + hi_t)
+    return t_bar, np.clip(W.relaxed_d(inst, np.full(K, t_bar)), dl, du)

@@ -32,7 +32,6 @@ import numpy as np
 
 from mel_opt.problems.mel_async import windows as W
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
-from mel_opt.solvers.base import Termination
 
 MAX_BINARIES = 10_000  # over all optimal windows; beyond it the second stage is not attempted
 # (the linearised concave objective has a weak LP bound: HiGHS needs seconds at K = 2,000)
@@ -146,7 +145,7 @@ def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
         res = highs.solve_arrays(model.cost, model.rows, model.cols, model.values,
                                  (model.row_lo, model.row_hi), (np.zeros(n), np.ones(n)),
                                  np.ones(n, dtype=bool), time_limit=time_limit, mip_gap=0.0)
-        if res.outcome is not Termination.OPTIMAL:
+        if not res.is_optimal:
             proven = False
             notes.append(f"window [{lo}, {hi}]: HiGHS {res.termination.value}")
             if not res.has_solution:

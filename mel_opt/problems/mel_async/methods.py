@@ -12,19 +12,37 @@ from typing import Any
 import numpy as np
 
 from mel_opt import deadline
-from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.mel_async import kkt
 from mel_opt.problems.mel_async import windows as W
-from mel_opt.problems.mel_async.formulation import FORMS, build_relaxed_model, default_form
+from mel_opt.problems.mel_async.formulation import (
+    FORMS,
+    PAIRWISE_MAX_K,
+    build_relaxed_model,
+    default_form,
+)
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 from mel_opt.problems.mel_async.lexicographic import least_average
 from mel_opt.problems.mel_async.rounding import paper_round
+from mel_opt.problems.options import Option
 from mel_opt.result import SolverInfo
-from mel_opt.solvers.base import Termination
+from mel_opt.status import TerminationCondition
 
 _EXACT = SolverInfo("mel_opt window algorithm + HiGHS (average staleness)", "2")
 ROUNDINGS = ("repair", "paper")
+
+# The options of the methods (declared once: checked by api.solve, listed by `melopt methods
+# --options` and the docs).
+ROUNDING = Option("rounding", str, "repair",
+                  "continuous point to integers: repair (floor d, recompute every tau, repair "
+                  "the sum) or paper (floor tau and d, then suggest-and-improve)",
+                  choices=ROUNDINGS)
+FORM = Option("form", str, None, "how (8b) is written: pairwise (as the paper states it) or "
+              "minmax (the O(K) equivalent)", choices=FORMS,
+              default_doc=f"pairwise up to {PAIRWISE_MAX_K} learners, minmax above")
+IMPROVE = Option("improve", bool, False, "also run SAI's improve step after the repair")
+KKT_SAI_OPTIONS = (ROUNDING,)
+IPOPT_OPTIONS = (FORM, ROUNDING, IMPROVE)
 
 
 def _solution(inst: MelAsyncInstance, d: np.ndarray) -> dict[str, Any]:
@@ -34,7 +52,7 @@ def _solution(inst: MelAsyncInstance, d: np.ndarray) -> dict[str, Any]:
 
 
 def _infeasible(solver: SolverInfo, why: str, **extras: Any) -> MethodOutput:
-    return MethodOutput(Termination.INFEASIBLE, None, solver, dict(extras), why)
+    return MethodOutput.nothing(TerminationCondition.INFEASIBLE, solver, extras, why)
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,22 +98,8 @@ def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
             how = f"average staleness best found, not proven ({lex.note})"
     extras.update(window=[int(tau.min()), int(tau.max())], lo_values_scanned=win.lo_candidates,
                   optimal_windows=len(win.optimal_los), proven_levels=levels)
-    return MethodOutput(
-        Termination.OPTIMAL,
-        {"d": d.tolist(), "tau": tau.tolist()},
-        _EXACT,
-        extras,
-        f"proven optimal maximum staleness; {how}",
-    )
-
-
-def _rounding(opts: SolveOptions) -> str:
-    """The ``rounding`` option: ``repair`` (ours, default) or ``paper`` (:mod:`rounding`)."""
-    value = str(opts.extra.get("rounding") or "repair")
-    if value not in ROUNDINGS:
-        raise UsageError(f"option rounding: expected one of {', '.join(ROUNDINGS)}, "
-                         f"got {value!r}")
-    return value
+    return MethodOutput.optimal({"d": d.tolist(), "tau": tau.tolist()}, _EXACT, extras,
+                                f"proven optimal maximum staleness; {how}")
 
 
 def _round(inst: MelAsyncInstance, tau_c: np.ndarray, d_c: np.ndarray, how: str,
@@ -246,38 +250,6 @@ def _spread(order: np.ndarray, cap: np.ndarray, amount: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # kkt-sai
 # --------------------------------------------------------------------------------------------
-def kkt_point(inst: MelAsyncInstance) -> tuple[float, np.ndarray]:
-    """The KKT point of (8) with every staleness constraint (8b) active (Theorem 1).
-
-    With z = 0 the stationarity conditions (15)-(16) hold with tau_k = tau_bar for all k, and
-    (8c) gives d_k = (T - C0_k)/(C2_k tau_bar + C1_k). Where that violates (8f) the bound
-    multiplier nu_k (nu'_k) becomes active and d_k sits at d_l (d_u), its tau_k following from
-    (8c). The multiplier omega of (8d) is matched by choosing tau_bar so that
-    sum_k clip(d_k) = d (a monotone equation, solved by bisection). Returns (tau_bar, d).
-    """
-    K, d_tot = inst.K, float(inst.total_samples)
-    dl, du = inst.min_samples, inst.max_samples
-
-    def total(t: float) -> float:
-        return float(np.clip(W.relaxed_d(inst, np.full(K, t)), dl, du).sum())
-
-    hi = float(W.relaxed_tau(inst, np.full(K, float(dl))).max())
-    if total(0.0) < d_tot:
-        t_bar = 0.0
-    elif total(hi) >= d_tot:
-        t_bar = hi
-    else:
-        lo_t, hi_t = 0.0, hi
-        for _ in range(200):
-            mid = 0.5 * (lo_t + hi_t)
-            if total(mid) >= d_tot:
-                lo_t = mid
-            else:
-                hi_t = mid
-        t_bar = 0.5 * (lo_t + hi_t)
-    return t_bar, np.clip(W.relaxed_d(inst, np.full(K, t_bar)), dl, du)
-
-
 _KKT = SolverInfo("mel_opt KKT + suggest-and-improve", "1")
 
 
@@ -286,7 +258,7 @@ def solve_kkt_sai(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
 
     The paper leaves the steps unspecified; ours are:
 
-    1. KKT point (:func:`kkt_point`): Theorem 1 with the staleness constraints active gives a
+    1. KKT point (:func:`kkt.kkt_point`): Theorem 1 with the staleness constraints active gives a
        common tau_bar and d_k from (8c); bound multipliers clip d_k to [d_l, d_u]. Its
        multipliers of (9) and its residuals of the KKT conditions and of (11)-(12) are computed
        by :func:`kkt.analyse` and reported under ``kkt`` (``kkt_stationarity`` beside it).
@@ -296,8 +268,8 @@ def solve_kkt_sai(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
        staleness falls, each learner doing the most whole updates that fit); ``paper`` floors
        tau_k and d_k independently, then suggest-and-improve as in :mod:`rounding`.
     """
-    how = _rounding(opts)
-    t_bar, d_cont = kkt_point(inst)
+    how = opts.options["rounding"]
+    t_bar, d_cont = kkt.kkt_point(inst)
     tau_cont = np.maximum(W.relaxed_tau(inst, d_cont), 0.0)
     report = kkt.analyse(inst, tau_cont, d_cont)
     extras: dict[str, Any] = {"kkt_tau": t_bar, "kkt": report,
@@ -306,9 +278,9 @@ def solve_kkt_sai(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
     if sol is None:
         _, why = W.integer_feasible(inst)
         return _infeasible(_KKT, why, **extras)
-    return MethodOutput(Termination.FEASIBLE, sol, _KKT, extras,
-                        f"KKT point of (8) ({'a' if report.get('is_kkt_point') else 'not a'} "
-                        f"KKT point by its multipliers), rounded: {how}")
+    which = "a" if report.get("is_kkt_point") else "not a"
+    return MethodOutput.feasible(sol, _KKT, extras, f"KKT point of (8) ({which} KKT point by its "
+                                 f"multipliers), rounded: {how}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,11 +303,9 @@ LARGE_K_IPOPT_OPTIONS: dict[str, Any] = {
 def solve_ipopt(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
     """The relaxed QCLP (8) solved by IPOPT, floored and repaired to integers.
 
-    Options (``opts.extra``): ``form`` = ``pairwise`` (8b as stated; default for K <= 30) or
-    ``minmax`` (the O(K) equivalent; default above); ``rounding`` = ``repair`` (default: floor
-    d, recompute every tau, repair the sum) or ``paper`` (floor tau and d independently, then
-    suggest-and-improve, :mod:`rounding`); ``improve`` = True also runs SAI's improve step after
-    our repair (off by default, to show the numerical route as it is). IPOPT's multipliers of
+    Options (:data:`IPOPT_OPTIONS`): ``form`` (how (8b) is written), ``rounding`` (``repair``
+    or the paper's ``paper``, :mod:`rounding`), ``improve`` (also run SAI's improve step after
+    the repair; off by default, to show the numerical route as it is). IPOPT's multipliers of
     (8c) and (8d) are reported as ``ipopt_lambda`` and ``ipopt_omega`` (the sign convention of
     (9)).
     IPOPT starts from the equal split; it is a local solver, and its relaxed objective is
@@ -345,10 +315,8 @@ def solve_ipopt(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
     """
     from mel_opt.solvers import ipopt
 
-    how = _rounding(opts)
-    form = str(opts.extra.get("form") or default_form(inst))
-    if form not in FORMS:
-        raise UsageError(f"option form: expected one of {', '.join(FORMS)}, got {form!r}")
+    how = opts.options["rounding"]
+    form = opts.options["form"] or default_form(inst)
     model = build_relaxed_model(inst, form=form)
     tuned = LARGE_K_IPOPT_OPTIONS if inst.K >= LARGE_K else {}
     res = ipopt.solve_nlp(model, time_limit=opts.time_limit, options=tuned)
@@ -361,19 +329,18 @@ def solve_ipopt(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
         "ipopt_iterations": res.iterations,
     }
     if not res.is_usable:
-        return MethodOutput(res.outcome, None, solver, extras,
-                            f"IPOPT stopped without a solution: {res.message}")
+        return MethodOutput.nothing(res.termination, solver, extras,
+                                    f"IPOPT stopped without a solution: {res.message}")
     d_cont = np.array([res.values[f"d[{k}]"] for k in range(inst.K)])
     tau_cont = np.array([res.values[f"tau[{k}]"] for k in range(inst.K)])
     extras["ipopt_lambda"] = [res.multipliers.get(f"time[{k}]") for k in range(inst.K)]
     extras["ipopt_omega"] = res.multipliers.get("total")
     extras["kkt"] = kkt.analyse(inst, tau_cont, d_cont)
-    sol = _round(inst, tau_cont, d_cont, how, bool(opts.extra.get("improve")), extras)
+    sol = _round(inst, tau_cont, d_cont, how, opts.options["improve"], extras)
     if sol is None:
         _, why = W.integer_feasible(inst)
         return _infeasible(solver, f"relaxation solved but no integer repair: {why}", **extras)
-    return MethodOutput(Termination.FEASIBLE, sol, solver, extras,
-                        f"IPOPT on (8), {form} form; rounded: {how}")
+    return MethodOutput.feasible(sol, solver, extras, f"IPOPT on (8), {form} form; rounded: {how}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,8 +360,9 @@ def solve_eta(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
         slow = [inst.learner_names[k] for k in np.flatnonzero(tau < 1)]
         return _infeasible(_BASE, f"equal shares leave no time for one update on: "
                            f"{', '.join(slow[:5])}{' ...' if len(slow) > 5 else ''}")
-    return MethodOutput(Termination.FEASIBLE, _solution(inst, d), _BASE, {},
-                        "equal task allocation, each learner doing the most updates that fit")
+    return MethodOutput.feasible(_solution(inst, d), _BASE, {},
+                                 "equal task allocation, each learner doing the most updates "
+                                 "that fit")
 
 
 def solve_sync(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
@@ -419,10 +387,5 @@ def solve_sync(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
             hi = mid - 1
     b = W.upper_d(inst, np.full(K, float(lo))).astype(np.int64)
     d = W.fill(np.full(K, dl), b, d_tot)
-    return MethodOutput(
-        Termination.FEASIBLE,
-        {"d": d.tolist(), "tau": [lo] * K},
-        _BASE,
-        {"common_tau": lo},
-        "largest common tau; learners that finish early wait",
-    )
+    return MethodOutput.feasible({"d": d.tolist(), "tau": [lo] * K}, _BASE, {"common_tau": lo},
+                                 "largest common tau; learners that finish early wait")

@@ -41,7 +41,8 @@ def test_every_method_passes_verification_on_shipped_instances(path: Path) -> No
     inst = load_instance(path)
     results = {m: solve(inst, m, seed=3) for m in FAST}
     best = results["closed-form"]
-    assert best.status.value == "optimal" and best.solve_time_s < 2.0
+    # its speed is measured by benchmarks/bench_feel_methods.py ("time ms"), not here
+    assert best.status.value == "optimal"
     for m, res in results.items():
         if inst.global_batch is not None and m in ("online", "full-batch"):
             assert res.status.value == "infeasible" and "global_batch" in res.message
@@ -103,8 +104,13 @@ def test_closed_form_options_are_checked() -> None:
     inst = load_instance(SHIPPED[0])
     with pytest.raises(UsageError, match="max_candidates must be a whole number >= 2"):
         solve(inst, "closed-form", options={"max_candidates": 1})
-    with pytest.raises(UsageError, match="starts must be a number >= 1"):
+    with pytest.raises(UsageError, match="starts must be a whole number >= 1"):
         solve(inst, "ipopt", options={"starts": 0})
+    with pytest.raises(UsageError, match="starts must be a whole number >= 1, got 2.5"):
+        solve(inst, "ipopt", options={"starts": 2.5})
+    with pytest.raises(UsageError, match=r"unknown option start for feel method ipopt "
+                                         r"\(its options: starts, tol\)"):
+        solve(inst, "ipopt", options={"start": 2})
 
 
 def test_closed_form_reports_an_honest_bound_when_not_certified() -> None:

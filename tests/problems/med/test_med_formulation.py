@@ -39,7 +39,7 @@ def test_symmetry_breaking_keeps_the_optimum(params):
     want = solve(inst, "exact")
     for symmetry in (True, False):
         out = methods.solve_highs(inst, SolveOptions(time_limit=60,
-                                                     extra={"symmetry": symmetry}))
+                                                     options={"symmetry": symmetry}))
         assert out.termination.value == want.status.value
         if want.ok:
             from mel_opt.problems.med.verify import verify

@@ -65,7 +65,7 @@ def test_pairwise_form_has_quadratic_many_rows():
 
 
 def test_kkt_point_satisfies_time_equality():
-    from mel_opt.problems.mel_async.methods import kkt_point
+    from mel_opt.problems.mel_async.kkt import kkt_point
 
     inst = mel_opt.parse_instance(generate("mohammad2020", learners=10, seed=4))
     t_bar, d = kkt_point(inst)

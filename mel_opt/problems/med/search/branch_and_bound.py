@@ -38,7 +38,7 @@ from mel_opt.problems.med.search.evaluate import Evaluator
 from mel_opt.problems.med.search.lagrangian import Lagrangian, Node, OutOfTime
 from mel_opt.problems.med.search.local import greedy, iterated_local_search, local_search
 from mel_opt.problems.med.search.types import REL_GAP, TOL, Outcome, better, parts_of
-from mel_opt.solvers.base import Termination
+from mel_opt.status import TerminationCondition as TC
 
 ROOT_SHARE = 0.35  # with a time limit: the root bound stops at this share of it
 ILS_SHARE = 0.7  # ... and the iterated local search at this share (branching gets the rest)
@@ -202,17 +202,17 @@ class _Search:
         final_bound = min([self.best.value, *open_bounds]) if timed_out else self.best.value
         if self.best.assign is None:
             if timed_out:
-                return Outcome(Termination.TIME_LIMIT, bound=root_bound, stats=stats,
+                return Outcome(TC.TIME_LIMIT, bound=root_bound, stats=stats,
                                message="time limit without a feasible allocation")
-            return Outcome(Termination.INFEASIBLE, bound=math.inf, stats=stats,
+            return Outcome(TC.INFEASIBLE, bound=math.inf, stats=stats,
                            message="no feasible allocation (search exhausted)")
         assignment = self.best.assign
         val, d = self.allocation(assignment)
         stats["bound"] = final_bound
         if timed_out:
-            return Outcome(Termination.TIME_LIMIT, assignment, d, val, final_bound, stats=stats,
+            return Outcome(TC.TIME_LIMIT, assignment, d, val, final_bound, stats=stats,
                            message=f"time limit: best allocation found and {bound_kind}")
-        return Outcome(Termination.OPTIMAL, assignment, d, val, val, stats=stats,
+        return Outcome(TC.CONVERGED, assignment, d, val, val, stats=stats,
                        message="proven optimal (Lagrangian branch and bound)")
 
     def run(self) -> Outcome:
@@ -222,7 +222,7 @@ class _Search:
         stats["incumbent_after_local_search"] = value
         floor_levels = _floor_levels(inst, coef)
         if not np.all(np.isfinite(floor_levels)):
-            return Outcome(Termination.INFEASIBLE, message="a task cannot meet its deadline "
+            return Outcome(TC.INFEASIBLE, message="a task cannot meet its deadline "
                            "even with every learner", stats=stats)
         self.best.offer(value, assign)
         try:

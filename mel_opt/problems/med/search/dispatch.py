@@ -28,7 +28,7 @@ from mel_opt.problems.med.search import branch_and_bound
 from mel_opt.problems.med.search.type_box import TypeSpace
 from mel_opt.problems.med.search.type_search import solve_types
 from mel_opt.problems.med.search.types import TOL, Outcome
-from mel_opt.solvers.base import Termination
+from mel_opt.status import TerminationCondition as TC
 
 MAX_STATES = 20_000  # largest prod(N_t + 1) the programmes take on
 LARGE_DEFAULT_LIMIT = 300.0  # s, the Lagrangian search's cap when no time limit is given
@@ -62,7 +62,7 @@ def _budget_free_answer(inst: MedInstance, coef: Coefficients, start: float,
     if coarse.size > MAX_STATES:
         return None
     probe = solve_types(inst, coef, coarse, False, start, time_limit)
-    if probe.termination == Termination.INFEASIBLE or (
+    if probe.termination == TC.INFEASIBLE or (
             probe.d is not None
             and float((probe.d * inst.price[None, :]).sum()) <= inst.budget * (1 + TOL)):
         probe.message = probe.message.replace(
@@ -78,7 +78,7 @@ def solve(inst: MedInstance, *, time_limit: float | None = None) -> Outcome:
     coef = coefficients(inst)
     why = structural_check(inst, coef)
     if why is not None:
-        return Outcome(Termination.INFEASIBLE, message=why)
+        return Outcome(TC.INFEASIBLE, message=why)
     binds = budget_can_bind(inst)
     if binds:
         settled = _budget_free_answer(inst, coef, start, time_limit)

@@ -29,7 +29,7 @@ from mel_opt.problems.med.latency import Coefficients
 from mel_opt.problems.med.search import budget as budget_mod
 from mel_opt.problems.med.search.type_box import TypeProgramme, TypeSpace
 from mel_opt.problems.med.search.types import TOL, Outcome
-from mel_opt.solvers.base import Termination
+from mel_opt.status import TerminationCondition as TC
 
 # per task: flat levels, costs, segment starts and the cells they belong to
 FlatFrontiers = list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
@@ -47,7 +47,7 @@ def solve_types(inst: MedInstance, coef: Coefficients, space: TypeSpace, binds: 
     full = tuple(int(c) for c in space.count)
     lb = float(fs[0][full])
     if not math.isfinite(lb):
-        return Outcome(Termination.INFEASIBLE, bound=math.inf, stats=tp.stats, message=(
+        return Outcome(TC.INFEASIBLE, bound=math.inf, stats=tp.stats, message=(
             "no assignment meets every deadline (4.4b) with the dataset (4.4c), "
             "minimum-shard (4.4e) and one-task (4.4f) rules"))
     if not binds:
@@ -55,7 +55,7 @@ def solve_types(inst: MedInstance, coef: Coefficients, space: TypeSpace, binds: 
         levels = [float(tp.levels[(i, *s)]) for i, s in enumerate(picks)]
         assignment, d = tp.realise(picks, levels)
         tp.stats["leaves"] = 1
-        return Outcome(Termination.OPTIMAL, assignment, d, lb, lb, stats=tp.stats,
+        return Outcome(TC.CONVERGED, assignment, d, lb, lb, stats=tp.stats,
                        message="proven optimal (type programme; the budget cannot bind)")
     return _budget_search(tp, fs, lb)
 
@@ -220,7 +220,7 @@ def _budget_search(tp: TypeProgramme, fs: list[np.ndarray], lb: float) -> Outcom
     search = _BudgetSearch(tp, fs)
     st = search.st
     full = tp.space.count.copy()
-    infeasible = Outcome(Termination.INFEASIBLE, bound=math.inf, stats=tp.stats, message=(
+    infeasible = Outcome(TC.INFEASIBLE, bound=math.inf, stats=tp.stats, message=(
         "no assignment fits the budget (4.4d) while meeting the deadlines (4.4b)"))
     if not search.cost_fs[0][tuple(full)] <= search.limit:
         return infeasible
@@ -239,13 +239,13 @@ def _budget_search(tp: TypeProgramme, fs: list[np.ndarray], lb: float) -> Outcom
     tp.stats["budget_free_bound"] = lb
     if st.picks is None:
         if st.timed_out:
-            return Outcome(Termination.TIME_LIMIT, bound=bound, stats=tp.stats,
+            return Outcome(TC.TIME_LIMIT, bound=bound, stats=tp.stats,
                            message="time limit before any allocation fitting the budget")
         return infeasible
     assert st.levels is not None
     assignment, d = tp.realise(st.picks, st.levels)
     if st.timed_out:
-        return Outcome(Termination.TIME_LIMIT, assignment, d, st.value, bound,
+        return Outcome(TC.TIME_LIMIT, assignment, d, st.value, bound,
                        stats=tp.stats, message="time limit: best allocation found")
-    return Outcome(Termination.OPTIMAL, assignment, d, st.value, st.value, stats=tp.stats,
+    return Outcome(TC.CONVERGED, assignment, d, st.value, st.value, stats=tp.stats,
                    message="proven optimal (type programme with budget search)")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.solvers.base import Termination
+from mel_opt.status import TerminationCondition
 
 TOL = 1e-9  # relative slack on deadlines, budgets and "strictly better" (round-off only)
 REL_GAP = 1e-6  # a bound within this relative distance of the incumbent proves it
@@ -25,7 +25,7 @@ class Outcome:
     proven lower bound on the optimum [s] (equal to ``objective`` when optimal).
     """
 
-    termination: Termination
+    termination: TerminationCondition
     assignment: np.ndarray | None = None
     d: np.ndarray | None = None
     objective: float | None = None

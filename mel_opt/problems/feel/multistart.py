@@ -1,8 +1,9 @@
-"""IPOPT on P4 + P5 (fixed B, convex) or on P1 (multi-start), then whole batches (``ipopt``).
+"""Method ``ipopt`` of feel: IPOPT on P4 + P5 (fixed B, convex) or on P1 with several starts,
+then whole batches.
 
-Options (``SolveOptions.extra``): ``starts`` (IPOPT runs for P1, default 8; the first starts
-from half-full batches with equal slots, the others from seeded random batches and slots),
-``tol`` (IPOPT tolerance, default 1e-10).
+Options (:data:`MULTISTART_OPTIONS`): ``starts`` (IPOPT runs; the first starts from half-full
+batches with equal slots, the others from seeded random batches and slots) and ``tol``
+(IPOPT's tolerance).
 """
 
 from __future__ import annotations
@@ -13,16 +14,22 @@ from typing import Any
 import numpy as np
 
 from mel_opt import deadline
-from mel_opt.errors import UsageError
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.feel import formulation
 from mel_opt.problems.feel.closed_form import Phase, downlink
 from mel_opt.problems.feel.instance import FeelInstance
-from mel_opt.problems.feel.latency import Coeffs, coefficients
-from mel_opt.problems.feel.methods import efficiency, solution_dict
-from mel_opt.problems.feel.rounding import IntegerSplit, best_split
+from mel_opt.problems.feel.latency import Coeffs, coefficients, efficiency
+from mel_opt.problems.feel.rounding import IntegerSplit, best_split, solution_dict
+from mel_opt.problems.options import Option
 from mel_opt.result import SolverInfo
-from mel_opt.solvers.base import Termination
+from mel_opt.solvers.base import SolverResult
+from mel_opt.status import TerminationCondition
+
+MULTISTART_OPTIONS = (
+    Option("starts", int, None, "IPOPT runs from different starting points; the best is kept",
+           minimum=1, default_doc="8, or 1 when the instance fixes global_batch (P4 is convex)"),
+    Option("tol", float, 1e-10, "IPOPT's convergence tolerance", minimum=1e-14),
+)
 
 
 def point_efficiency(co: Coeffs, batch: np.ndarray, up: np.ndarray, dn: np.ndarray) -> float:
@@ -36,15 +43,6 @@ def point_efficiency(co: Coeffs, batch: np.ndarray, up: np.ndarray, dn: np.ndarr
     L = float(np.max(co.compute_time(batch) + co.a / up))
     D = float(np.max(co.m + co.b / dn))
     return efficiency(co, float(batch.sum()), L, D)
-
-
-def _option(opts: SolveOptions, key: str, default: Any, kind: type, minimum: float) -> Any:
-    value = opts.extra.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
-        raise UsageError(f"option {key} must be a number >= {minimum}, got {value!r}")
-    if kind is int and value != int(value):
-        raise UsageError(f"option {key} must be a whole number, got {value!r}")
-    return kind(value)
 
 
 def whole_batches(inst: FeelInstance, co: Coeffs, batch_c: np.ndarray,
@@ -83,15 +81,15 @@ def ipopt_multistart(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
     from mel_opt.solvers import ipopt
 
     fixed = inst.global_batch is not None
-    starts = _option(opts, "starts", 1 if fixed else 8, int, 1)
-    tol = _option(opts, "tol", 1e-10, float, 1e-14)
+    starts = opts.options.get("starts") or (1 if fixed else 8)
+    tol = opts.options.get("tol") or 1e-10
     co = coefficients(inst)
     rng = np.random.default_rng(opts.seed)
     K = inst.K
     until = deadline.current()
     best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     runs: list[dict[str, Any]] = []
-    term_best = Termination.ERROR
+    res_best: SolverResult | None = None
     for i in range(starts):
         if i > 0 and until.expired():
             break  # the later starts only improve on an answer already in hand
@@ -116,14 +114,15 @@ def ipopt_multistart(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
                      "efficiency": eff, "time_s": res.solve_time_s + res.build_time_s})
         if ok and res.is_usable and (best is None or eff > best[0]):
             best = (eff, batch, up, dn)
-            term_best = res.outcome
+            res_best = res
     solver = SolverInfo("ipopt (cyipopt)", ipopt.version())
-    if best is None:
+    if best is None or res_best is None:
         if until.expired():
-            return MethodOutput(Termination.TIME_LIMIT, None, solver, {"ipopt_runs": runs},
-                                "time limit reached before an IPOPT run returned a usable point")
-        return MethodOutput(Termination.ERROR, None, solver, {"ipopt_runs": runs},
-                            "no IPOPT run returned a usable point")
+            return MethodOutput.nothing(
+                TerminationCondition.TIME_LIMIT, solver, {"ipopt_runs": runs},
+                "time limit reached before an IPOPT run returned a usable point")
+        return MethodOutput.nothing(TerminationCondition.ERROR, solver, {"ipopt_runs": runs},
+                                    "no IPOPT run returned a usable point")
     eff_c, batch_c, up_c, dn_c = best
     Bc = float(batch_c.sum())
     down = downlink(co)
@@ -141,8 +140,8 @@ def ipopt_multistart(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
         "ipopt_iterations": int(sum(r["iterations"] for r in runs)),
         "exchange_gap": chosen.exchange_gap,
     }
-    term = term_best
     msg = (f"best of {len(runs)} IPOPT start(s) ({'P4+P5' if fixed else 'P1'}), rounded to whole "
            "batches and repaired")
-    return MethodOutput(term, solution_dict(chosen.batch, final.slots, down.slots), solver, extras,
-                        msg)
+    # the pair of the IPOPT run whose point was rounded (a limit's feasible point stays feasible)
+    return MethodOutput(res_best.termination, res_best.solution_status,
+                        solution_dict(chosen.batch, final.slots, down.slots), solver, extras, msg)

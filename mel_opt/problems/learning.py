@@ -1,0 +1,265 @@
+"""One global cycle of learning under an allocation: the interface every training problem keeps.
+
+A problem package that can be trained declares, in a ``learning`` module of its own, a
+:class:`LearningCycle`: how its allocation becomes one cycle of work for each learner
+(:meth:`~LearningCycle.configure_cycle`: which learner trains how many passes over how many
+samples, with what minibatch, for how long on the problem's own clock) and what the server makes
+of the replies (:meth:`~LearningCycle.aggregate`: the new global model, and how long the cycle
+lasted). The split is Flower's (a strategy's ``configure_train`` and ``aggregate_train``):
+the emulator in :mod:`mel_opt.training` runs every problem through one loop over this
+interface, and a live run can send the same plans to real learners and aggregate their
+replies the same way.
+
+This module sits in the problems layer and knows nothing of the trainer: models are plain
+lists of numpy arrays (``[W_1, b_1, W_2, b_2, ...]``), stacked over a leading learner axis
+where several learners' models travel together.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Aggregate",
+    "CyclePlan",
+    "LearnerPlan",
+    "LearningCycle",
+    "Reply",
+    "RunContext",
+    "weighted_average",
+]
+
+Params = list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class LearnerPlan:
+    """What one learner is told for one global cycle.
+
+    Attributes
+    ----------
+    learner : int
+        Index of the learner in the instance.
+    samples : int
+        Training samples it trains on this cycle, drawn from its local data set (more than the
+        set holds: the set plus random repeats).
+    passes : int
+        Passes over those samples (tau_k local updates of paper 000, mu of thesis Ch. 3; one
+        for a FEEL gradient).
+    weight : float
+        Its weight in the aggregate (d_k, a_k, B_k...).
+    predicted_s : float
+        Its busy time for the cycle by the problem's latency model [s].
+    comm_s : float
+        The part of ``predicted_s`` spent communicating (model and data down, update up) [s];
+        the rest is computation.
+    time_cv : float or None
+        Run-to-run spread of its time (coefficient of variation of a lognormal factor); None
+        when the model's times are deterministic.
+    task : int
+        The task (model) it trains for (0 where the problem has one model).
+    columns : Mapping
+        The allocation's own numbers for this learner (``tau``, ``samples``, ``shards``,
+        ``batch``...), reported beside each cycle.
+    """
+
+    learner: int
+    samples: int
+    passes: int
+    weight: float
+    predicted_s: float
+    comm_s: float = 0.0
+    time_cv: float | None = None
+    task: int = 0
+    columns: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def compute_s(self) -> float:
+        """The computing part of the predicted time [s]."""
+        return self.predicted_s - self.comm_s
+
+
+@dataclass(frozen=True)
+class CyclePlan:
+    """One global cycle: every learner that takes part, and the cycle's own rules.
+
+    Attributes
+    ----------
+    learners : tuple of LearnerPlan
+        Learners that train this cycle (a learner absent here sits the cycle out).
+    duration_s : float or None
+        The cycle's length on the problem's clock when the model fixes it (mel-async: the
+        cycle clock T; FEEL: the round latency); None when the cycle ends with the last
+        learner's update.
+    deadline_s : float or None
+        The deadline a learner's time is judged against (a later reply is truant); None
+        where the problem has none.
+    batch : int or None
+        Local minibatch size of every learner; None: the run's own (``--batch-size``); 0: each
+        learner takes one gradient step over all of its samples (a FEEL device's minibatch).
+    lr_scale : float
+        Factor on the run's learning rate for this cycle (FEEL scales it as sqrt(B)).
+    restart : bool
+        True: learners start from the aggregated model. False: each continues from its own
+        model (individual learning); the aggregate is then only what the server would get.
+    """
+
+    learners: tuple[LearnerPlan, ...]
+    duration_s: float | None = None
+    deadline_s: float | None = None
+    batch: int | None = None
+    lr_scale: float = 1.0
+    restart: bool = True
+
+    @property
+    def learner_ids(self) -> np.ndarray:
+        return np.array([p.learner for p in self.learners], dtype=np.int64)
+
+    def column(self, name: str) -> np.ndarray:
+        """One attribute of every learner plan as an array (``samples``, ``weight``...)."""
+        return np.array([getattr(p, name) for p in self.learners])
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a cycle may read besides the instance.
+
+    Attributes
+    ----------
+    scheme : str
+        The method (or training-only scheme) whose allocation is trained.
+    solution : Mapping or None
+        The verified solution of that method (the result contract's keys); None for a
+        training-only scheme.
+    seed : int
+        The run's seed (schemes redrawn every cycle derive theirs from it).
+    data_sizes : ndarray of int
+        Samples in each learner's local data set.
+    options : Mapping
+        Run settings a problem may read (e.g. ``param_bits`` of feel).
+    """
+
+    scheme: str
+    solution: Mapping[str, Any] | None
+    seed: int
+    data_sizes: np.ndarray
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def dataset_size(self) -> int:
+        return int(np.asarray(self.data_sizes).sum())
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What came back from one learner (emulated, or measured on a real learner).
+
+    Attributes
+    ----------
+    learner : int
+        Index of the learner in the instance.
+    seconds : float
+        Its busy time for the cycle [s].
+    """
+
+    learner: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """The server's side of a cycle.
+
+    Attributes
+    ----------
+    model : list of ndarray
+        The new global model (no learner axis).
+    duration_s : float
+        How long the cycle lasted on the clock [s].
+    truancy : float or None
+        The cycle's time past its deadline in % of the deadline (None without a deadline).
+    late : tuple of int
+        Learners whose time passed the deadline.
+    """
+
+    model: Params
+    duration_s: float
+    truancy: float | None = None
+    late: tuple[int, ...] = ()
+
+
+def weighted_average(models: Params, weights: np.ndarray) -> Params:
+    """sum_k w_k P_k / sum_k w_k over the leading (learner) axis of each array."""
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum()
+    return [np.tensordot(w, a, axes=(0, 0)).astype(a.dtype) for a in models]
+
+
+class LearningCycle(abc.ABC):
+    """How one global cycle trains under a problem's allocation.
+
+    Subclasses implement :meth:`configure_cycle`; :meth:`data_shares` (equal local data sets)
+    and :meth:`aggregate` (federated averaging weighted by the plans' weights, the cycle
+    closed by :meth:`close`) have defaults.
+
+    Attributes
+    ----------
+    schemes : Mapping of str to str
+        Training-only schemes (not methods of the problem) this cycle also runs, with a
+        one-line description each (feel: paper 004's individual learning, model-based and
+        gradient-based FEEL).
+    """
+
+    schemes: Mapping[str, str] = {}
+
+    def check(self, inst: Any, scheme: str, solution: Mapping[str, Any] | None) -> None:  # noqa: B027
+        """Refuse an allocation this cycle cannot train (UsageError); default: accept all."""
+
+    def data_shares(self, inst: Any, scheme: str, solution: Mapping[str, Any] | None,
+                    dataset_size: int) -> np.ndarray:
+        """Relative sizes of the learners' local data sets, for a training set of
+        ``dataset_size`` samples (it is split once, before the first cycle, in these
+        proportions; a zero share still gets one sample)."""
+        return np.ones(int(inst.K))
+
+    @abc.abstractmethod
+    def configure_cycle(self, inst: Any, ctx: RunContext, cycle: int) -> CyclePlan:
+        """The plan of global cycle ``cycle`` (1, 2, ...) under ``ctx.solution``."""
+
+    def close(self, plan: CyclePlan, replies: Sequence[Reply]) -> tuple[float, float | None,
+                                                                         tuple[int, ...]]:
+        """How long the cycle lasted, its truancy and the late learners.
+
+        The cycle lasts ``plan.duration_s`` when the model fixes it (no reply can be later
+        than that on the model's clock), otherwise until the last reply; with a deadline, the
+        truancy is the time past it in % of it and the late learners are those whose time
+        passed it.
+        """
+        last = max((r.seconds for r in replies), default=0.0)
+        duration = plan.duration_s if plan.duration_s is not None else last
+        if plan.deadline_s is None:
+            return duration, None, ()
+        D = plan.deadline_s
+        late = tuple(r.learner for r in replies if r.seconds > D)
+        return duration, 100.0 * max(0.0, duration - D) / D, late
+
+    def aggregate(self, plan: CyclePlan, replies: Sequence[Reply], models: Params) -> Aggregate:
+        """Federated averaging of the replies' models by their plans' weights.
+
+        Parameters
+        ----------
+        plan : CyclePlan
+        replies : sequence of Reply
+            One per learner that answered, in the order of the first axis of ``models``.
+        models : list of ndarray
+            The answering learners' models, stacked over a leading axis.
+        """
+        weight = {p.learner: p.weight for p in plan.learners}
+        w = np.array([weight[r.learner] for r in replies], dtype=float)
+        duration, truancy, late = self.close(plan, replies)
+        return Aggregate(weighted_average(models, w), duration, truancy, late)
