@@ -9,11 +9,16 @@ from mel_opt.training.data import Dataset, load_dataset, read_idx
 from mel_opt.training.mlp import MLP, layers_for
 from mel_opt.training.partition import make_pools, parse_partition
 from mel_opt.training.report import summarise, write_outputs
-from mel_opt.training.run import TRAINING_ONLY, TrainRun, TrainSettings, train
+from mel_opt.training.run import (
+    TrainRun,
+    TrainSettings,
+    train,
+    trainable_problems,
+    training_only,
+)
 
 __all__ = [
     "MLP",
-    "TRAINING_ONLY",
     "Dataset",
     "TrainRun",
     "TrainSettings",
@@ -24,5 +29,7 @@ __all__ = [
     "read_idx",
     "summarise",
     "train",
+    "trainable_problems",
+    "training_only",
     "write_outputs",
 ]

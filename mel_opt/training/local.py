@@ -22,7 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mel_opt.problems.learning import weighted_average as average
 from mel_opt.training.mlp import Params, stacked_forward, stacked_gradients
+
+__all__ = ["Schedule", "average", "broadcast", "evaluate", "local_sgd", "local_sgd_loop",
+           "make_schedule", "one_step_schedule"]
 
 GATHER_BYTES = 1 << 25  # minibatch features gathered at once by local_sgd [bytes]
 
@@ -95,6 +99,24 @@ def make_schedule(samples: list[np.ndarray], epochs: np.ndarray, batch_size: int
     m = ok.sum(axis=2, keepdims=True)
     weight = np.where(ok, 1.0 / np.maximum(m, 1), 0.0).astype(dtype)
     return Schedule(index=np.where(ok, index, 0), weight=weight, steps=steps)
+
+
+def one_step_schedule(samples: list[np.ndarray],
+                      dtype: np.dtype | type = np.float64) -> Schedule:
+    """One minibatch per learner holding all of its ``samples``: one gradient step each.
+
+    The order of samples inside a minibatch does not change its gradient, so nothing is
+    shuffled (no random numbers are drawn). A learner with no samples takes no step.
+    """
+    K = len(samples)
+    counts = np.array([s.size for s in samples], dtype=np.int64)
+    width = max(int(counts.max()) if K else 1, 1)
+    index = np.zeros((K, 1, width), dtype=np.int64)
+    real = np.arange(width)[None, :] < counts[:, None]
+    for k, s in enumerate(samples):
+        index[k, 0, : s.size] = s
+    weight = np.where(real, 1.0 / np.maximum(counts[:, None], 1), 0.0).astype(dtype)[:, None, :]
+    return Schedule(index=index, weight=weight, steps=(counts > 0).astype(np.int64))
 
 
 def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
@@ -172,13 +194,6 @@ def local_sgd_loop(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule
                 a -= da
         out.append(p)
     return [np.concatenate([o[i] for o in out]) for i in range(len(params))]
-
-
-def average(params: Params, weights: np.ndarray) -> Params:
-    """The orchestrator's aggregate: sum_k w_k P_k / sum_k w_k, one model (no learner axis)."""
-    w = np.asarray(weights, dtype=float)
-    w = w / w.sum()
-    return [np.tensordot(w, a, axes=(0, 0)).astype(a.dtype) for a in params]
 
 
 def broadcast(model: Params, K: int) -> Params:

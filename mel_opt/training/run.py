@@ -1,14 +1,16 @@
 """``train``: solve an instance with each scheme, then train a real model under each allocation.
 
-A *scheme* is any method of the instance's problem (solved through :func:`mel_opt.api.solve`)
-or one of the training-only baselines of :data:`TRAINING_ONLY` (paper 004's Table II schemes
-that are not allocations of the feel problem). A scheme whose allocation is infeasible is
-reported and left out; the others run.
+Any problem whose ``ProblemSpec`` declares a learning cycle
+(:class:`~mel_opt.problems.learning.LearningCycle`) can be trained; nothing here knows the
+problems. A *scheme* is any method of the instance's problem (solved through
+:func:`mel_opt.api.solve`) or one of the training-only schemes its learning cycle declares
+(feel: paper 004's Table II schemes that are not allocations of the problem). A scheme whose
+allocation is infeasible is reported and left out; the others run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,30 +18,26 @@ import numpy as np
 
 from mel_opt import api
 from mel_opt.errors import UsageError
+from mel_opt.problems import get_problem
 from mel_opt.problems.base import Instance
-from mel_opt.problems.dab.instance import DabInstance
-from mel_opt.problems.feel.instance import FeelInstance
-from mel_opt.problems.mel_async.instance import MelAsyncInstance
-from mel_opt.stats import lognormal_factors
+from mel_opt.problems.learning import LearningCycle, RunContext
 from mel_opt.training.data import Dataset, load_dataset
-from mel_opt.training.emulate import (
-    CycleRecord,
-    LocalPlan,
-    Trainer,
-    run_feel,
-    run_feel_local,
-    run_local_cycles,
-)
-from mel_opt.training.latency import FeelClock, dab_times, mel_async_times
+from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import Partition, make_pools, parse_partition, proportional_sizes
 
-PROBLEMS = ("mel-async", "dab", "feel")
-TRAINING_ONLY: dict[str, tuple[str, ...]] = {
-    "mel-async": (),
-    "dab": (),
-    "feel": ("individual", "model-based", "gradient-based"),
-}
+
+def trainable_problems() -> list[str]:
+    """The problems that declare a learning cycle (``ProblemSpec.learning``)."""
+    from mel_opt.problems import all_problems
+
+    return [name for name, spec in all_problems().items() if spec.learning is not None]
+
+
+def training_only(problem: str) -> tuple[str, ...]:
+    """The training-only schemes of ``problem``'s learning cycle (none when it has none)."""
+    cycle = get_problem(problem).learning
+    return tuple(cycle.schemes) if cycle is not None else ()
 
 
 @dataclass(frozen=True)
@@ -124,12 +122,19 @@ class TrainRun:
         return [s for s in self.settings.schemes if s not in self.infeasible]
 
 
+def learning_cycle(problem: str) -> LearningCycle:
+    """The problem's learning cycle, or UsageError naming the problems that have one."""
+    cycle = get_problem(problem).learning
+    if cycle is None:
+        raise UsageError(f"training supports the problems {', '.join(trainable_problems())}; "
+                         f"this instance is {problem!r}")
+    return cycle
+
+
 def check_settings(problem: str, s: TrainSettings) -> Partition:
     """Reject bad settings with one clear message each (UsageError, exit code 2)."""
-    if problem not in PROBLEMS:
-        raise UsageError(f"training supports the problems {', '.join(PROBLEMS)}; "
-                         f"this instance is {problem!r}")
-    known = list(api.methods(problem)[problem]) + list(TRAINING_ONLY[problem])
+    learning_cycle(problem)
+    known = list(api.methods(problem)[problem]) + list(training_only(problem))
     if not s.schemes:
         raise UsageError("--schemes needs at least one scheme")
     for name in s.schemes:
@@ -163,80 +168,6 @@ def _allocate(inst: Instance, scheme: str, time_limit: float | None) -> dict[str
     return dict(res.solution)
 
 
-def _mel_async(inst: MelAsyncInstance, sol: dict[str, Any], tr: Trainer, part: Partition,
-               rng: np.random.Generator, cycles: int) -> Iterator[CycleRecord]:
-    d = np.asarray(sol["d"], dtype=np.int64)
-    tau = np.asarray(sol["tau"], dtype=np.int64)
-    busy = mel_async_times(inst, d, tau)
-    T = float(inst.cycle_time)
-    if float(busy.max()) > T * (1 + 1e-9):
-        raise UsageError(f"the allocation overruns the cycle clock: max t_k = {busy.max():g} s "
-                         f"> T = {T:g} s")
-    n = proportional_sizes(d.astype(float), tr.data.y_train.size)
-    pools = make_pools(tr.data.y_train, n, part, tr.data.classes, rng)
-    plan = LocalPlan(n, tau, d.astype(float), lambda _rng: (T, None))
-    return run_local_cycles(tr, plan, pools, cycles, rng)
-
-
-def _dab(inst: DabInstance, sol: dict[str, Any], tr: Trainer, part: Partition,
-         rng: np.random.Generator, cycles: int) -> Iterator[CycleRecord]:
-    """Thesis Ch. 3 cycles: learner k trains a_k shards for its passes (the solution's tau_k,
-    else mu); the cycle ends with the last update, each eta_k times the learner's run-to-run
-    noise factor (the instance's ``time_cv``, :func:`mel_opt.stats.lognormal_factors`)."""
-    shards = np.asarray(sol["shards"], dtype=np.int64)
-    passes = np.asarray(sol.get("tau") or [inst.iterations] * inst.K, dtype=np.int64)
-    used = shards > 0
-    ref = inst.total_shards if inst.total_shards is not None else int(shards.sum())
-    per_shard = max(1, tr.data.y_train.size // max(ref, 1))
-    samples = shards * per_shard
-    times = dab_times(inst, shards[used], passes[used])
-    D = float(inst.deadline)
-    cv = inst.time_cv[used]
-
-    def cycle_time(r: np.random.Generator) -> tuple[float, float | None]:
-        t = float((times * lognormal_factors(cv, r.standard_normal(times.size))).max())
-        return t, 100.0 * max(0.0, t - D) / D
-
-    sizes = proportional_sizes(np.where(used, samples, 1e-9).astype(float),
-                               tr.data.y_train.size)
-    pools = make_pools(tr.data.y_train, sizes, part, tr.data.classes, rng)
-    plan = LocalPlan(np.where(used, samples, 0), np.where(used, passes, 0),
-                     shards.astype(float), cycle_time)
-    return run_local_cycles(tr, plan, pools, cycles, rng)
-
-
-def _feel(inst: FeelInstance, scheme: str, sol: dict[str, Any] | None, tr: Trainer, part: Partition,
-          rng: np.random.Generator, cycles: int, seed: int,
-          param_bits: float | None) -> Iterator[CycleRecord]:
-    clock = FeelClock(inst)
-    K = inst.K
-    pools = make_pools(tr.data.y_train, proportional_sizes(np.ones(K), tr.data.y_train.size),
-                       part, tr.data.classes, rng)
-    sizes = np.array([p.size for p in pools])
-    local_tr = Trainer(tr.data, tr.init, tr.lr, int(inst.max_batch))
-    if scheme in ("individual", "model-based"):
-        epoch = clock.epoch_compute(sizes)
-        if scheme == "model-based":
-            per_round = clock.best_latency(epoch, param_bits, updates=0.0)
-            return run_feel_local(local_tr, pools, cycles, rng, lambda c: c * per_round, True)
-        return run_feel_local(local_tr, pools, cycles, rng,
-                              lambda c: clock.best_latency(c * epoch, param_bits, 0.0), False)
-    if scheme == "gradient-based":
-        latency = clock.best_latency(clock.compute(sizes), updates=1.0)
-        return run_feel(tr, lambda c: (sizes, latency), pools, cycles, rng, inst.max_batch)
-
-    def rounds(c: int) -> tuple[np.ndarray, float]:
-        s = sol
-        if scheme == "random-batch":  # redrawn every round (paper 004, Section VI-D)
-            s = dict(api.solve(inst, scheme, seed=seed * 1_000_003 + c).solution)
-        assert s is not None
-        b = np.asarray(s["batch"], dtype=np.int64)
-        return b, clock.round_latency(b, np.asarray(s["uplink_slots"]),
-                                      np.asarray(s["downlink_slots"]))
-
-    return run_feel(tr, rounds, pools, cycles, rng, inst.max_batch)
-
-
 def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = None,
           progress: Callable[[int, int], None] | None = None) -> TrainRun:
     """Solve ``inst`` with every scheme and train under each allocation.
@@ -244,7 +175,8 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
     Parameters
     ----------
     inst : instance
-        A mel-async, dab or feel instance (:func:`mel_opt.api.load_instance`).
+        An instance of a problem with a learning cycle (mel-async, dab, feel;
+        :func:`mel_opt.api.load_instance`).
     settings : TrainSettings
     data : Dataset, optional
         Use this data set instead of loading ``settings.dataset``.
@@ -258,42 +190,40 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
     """
     problem = api.problem_of(inst)
     part = check_settings(problem, settings)
-    assert isinstance(inst, (MelAsyncInstance, DabInstance, FeelInstance))  # checked above
+    cycle = learning_cycle(problem)
     ds = data if data is not None else load_dataset(
         settings.dataset, max_train=settings.max_train, max_test=settings.max_test)
     ds = ds.astype(np.dtype(settings.dtype))
-    if ds.y_train.size < inst.K:
+    K = int(inst.K)  # type: ignore[attr-defined]  # every trainable instance has K learners
+    if ds.y_train.size < K:
         raise UsageError(f"the data set has {ds.y_train.size} training samples, fewer than "
-                         f"the {inst.K} learners")
+                         f"the {K} learners")
     run = TrainRun(inst.name, problem, settings)
     for scheme in settings.schemes:
-        if scheme in TRAINING_ONLY[problem]:
+        if scheme in cycle.schemes:
             continue
         out = _allocate(inst, scheme, settings.time_limit)
         if isinstance(out, str):
             run.infeasible[scheme] = out
         else:
+            cycle.check(inst, scheme, out)
             run.allocations[scheme] = out
     layers = layers_for(settings.model, ds.features, ds.classes)
     total = len(run.schemes) * settings.seeds * settings.cycles
     done = 0
+    N = ds.y_train.size
     for scheme in run.schemes:
         sol = run.allocations.get(scheme)
+        shares = cycle.data_shares(inst, scheme, sol, N)
         for seed in range(settings.seeds):
             tr = Trainer(ds, init_params(layers, seed, ds.x_train.dtype), settings.lr,
                          settings.batch_size)
             rng = np.random.default_rng([seed, 7])
-            if isinstance(inst, MelAsyncInstance):
-                assert sol is not None
-                records = _mel_async(inst, sol, tr, part, rng, settings.cycles)
-            elif isinstance(inst, DabInstance):
-                assert sol is not None
-                records = _dab(inst, sol, tr, part, rng, settings.cycles)
-            else:
-                assert isinstance(inst, FeelInstance)  # check_settings allows only these three
-                records = _feel(inst, scheme, sol, tr, part, rng, settings.cycles, seed,
-                                settings.param_bits)
-            for rec in records:
+            sizes = proportional_sizes(shares, N)
+            pools = make_pools(ds.y_train, sizes, part, ds.classes, rng)
+            ctx = RunContext(scheme, sol, seed, np.array([p.size for p in pools]),
+                             {"param_bits": settings.param_bits})
+            for rec in run_cycles(tr, cycle, inst, ctx, pools, settings.cycles, rng):
                 run.rows.append({"scheme": scheme, "seed": seed, "cycle": rec.cycle,
                                  "time_s": rec.time_s, "loss": rec.loss,
                                  "accuracy": rec.accuracy, "truancy": rec.truancy})

@@ -16,6 +16,7 @@ from mel_opt.problems.dab import methods
 from mel_opt.problems.dab.generate import PRESETS, generate
 from mel_opt.problems.dab.instance import DabInstance, parse
 from mel_opt.problems.dab.latency import eta, shard_bound
+from mel_opt.problems.dab.learning import CYCLE
 from mel_opt.problems.dab.verify import verify
 
 PROBLEM = ProblemSpec(
@@ -44,6 +45,7 @@ PROBLEM = ProblemSpec(
     generate=generate,
     presets=PRESETS,
     example="worked_example.json",
+    learning=CYCLE,
 )
 
 __all__ = ["PROBLEM", "DabInstance", "eta", "parse", "shard_bound", "verify"]

@@ -16,6 +16,7 @@ from mel_opt.problems.feel import methods
 from mel_opt.problems.feel.formulation import build_model
 from mel_opt.problems.feel.generate import PRESETS, generate
 from mel_opt.problems.feel.instance import FeelInstance, parse
+from mel_opt.problems.feel.learning import CYCLE
 from mel_opt.problems.feel.verify import verify
 
 PROBLEM = ProblemSpec(
@@ -49,6 +50,7 @@ PROBLEM = ProblemSpec(
     presets=PRESETS,
     build_model=build_model,
     example="ren2021_cpu_densenet121_k6.json",
+    learning=CYCLE,
 )
 
 __all__ = ["PROBLEM", "FeelInstance", "parse", "verify"]

@@ -7,6 +7,7 @@ from mel_opt.problems.mel_async import methods
 from mel_opt.problems.mel_async.formulation import build_model
 from mel_opt.problems.mel_async.generate import PRESETS, generate
 from mel_opt.problems.mel_async.instance import MelAsyncInstance, parse
+from mel_opt.problems.mel_async.learning import CYCLE
 from mel_opt.problems.mel_async.verify import verify
 
 PROBLEM = ProblemSpec(
@@ -38,6 +39,7 @@ PROBLEM = ProblemSpec(
     presets=PRESETS,
     build_model=build_model,
     example="k5_T15.json",
+    learning=CYCLE,
 )
 
 __all__ = ["PROBLEM", "MelAsyncInstance", "parse", "verify"]
