@@ -29,7 +29,7 @@ from mel_opt.training.local import (
     make_schedule,
     one_step_schedule,
 )
-from mel_opt.training.mlp import Params
+from mel_opt.training.mlp import Params, stacked_gradients
 from mel_opt.training.partition import draw
 
 
@@ -94,6 +94,32 @@ def emulated_seconds(plan: CyclePlan, rng: np.random.Generator) -> np.ndarray:
     return predicted * lognormal_factors(cv, rng.standard_normal(predicted.size))
 
 
+def averaged_step(model: Params, x: np.ndarray, y: np.ndarray, samples: list[np.ndarray],
+                  weights: np.ndarray, lr: float) -> Params:
+    """K learners' one full-batch step each from ``model``, averaged with ``weights``: computed
+    as one step.
+
+    sum_k (w_k / W) (P - lr g_k) = P - lr sum_k (w_k / W) g_k, and with g_k the gradient of
+    learner k's mean loss over its n_k samples the sum is one gradient over all samples, each
+    weighted (w_k / W) / n_k (paper 004, Eq. (1)-(2), with w_k = B_k). Exact, and one pass
+    instead of K.
+    """
+    w = np.asarray(weights, dtype=float)
+    counts = np.array([s.size for s in samples])
+    keep = counts > 0
+    per_sample = np.repeat(np.where(keep, w / w[keep].sum() / np.maximum(counts, 1), 0.0),
+                           counts)
+    rows = np.concatenate(samples)
+    g = stacked_gradients([a[None] for a in model], x[rows][None], y[rows][None],
+                          per_sample.astype(x.dtype)[None])
+    return [a - lr * ga[0] for a, ga in zip(model, g, strict=True)]
+
+
+def _averages(cycle: LearningCycle) -> bool:
+    """True when the cycle aggregates by the default federated averaging."""
+    return type(cycle).aggregate is LearningCycle.aggregate
+
+
 def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
                pools: list[np.ndarray], cycles: int,
                rng: np.random.Generator) -> Iterator[CycleRecord]:
@@ -124,6 +150,16 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
         samples = [draw(pools[k], int(n), rng) for k, n in zip(ids, plan.column("samples"),
                                                                   strict=True)]
         batch = tr.batch_size if plan.batch is None else plan.batch
+        if batch == 0 and plan.restart and _averages(cycle):
+            # one full-batch step per learner, then FedAvg: the same as one weighted step
+            model = averaged_step(model, x, y, samples, plan.column("weight"),
+                                  tr.lr * plan.lr_scale)
+            seconds = emulated_seconds(plan, rng)
+            clock, truancy, _ = cycle.close(plan, [Reply(int(k), float(s)) for k, s in
+                                                   zip(ids, seconds, strict=True)])
+            t += clock
+            yield tr.record(c, t, model, truancy)
+            continue
         if batch == 0:
             sched = one_step_schedule(samples, x.dtype)
         else:
