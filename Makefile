@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PIP) install -e '.[test,check,plot,ray,dev,train,docs]'
+	$(PIP) install -e '.[test,check,plot,ray,dev,train,docs,flower]'
 	touch $@
 
 install: $(VENV)/.installed

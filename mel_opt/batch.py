@@ -260,7 +260,7 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _init_local_ray(ray: Any, jobs: int) -> None:
+def init_local_ray(ray: Any, jobs: int) -> None:
     """Start a Ray for this machine only: every Ray process listens on 127.0.0.1.
 
     Ray's servers listen on all interfaces unless the node address is the loopback one, and
@@ -307,7 +307,7 @@ def _pool(executor: str, jobs: int, address: str | None) -> Any:
             if address:
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
             else:
-                _init_local_ray(ray, jobs)
+                init_local_ray(ray, jobs)
         return RayPool(processes=jobs)
     raise UsageError(f"unknown executor {executor!r}; choose local or ray")
 

@@ -134,10 +134,31 @@ def test_no_import_cycles() -> None:
 
 LOWER = ("mel_opt.problems", "mel_opt.solvers", "mel_opt.nlp", "mel_opt.io")
 UPPER = ("mel_opt.api", "mel_opt.cli", "mel_opt.batch", "mel_opt.sweep", "mel_opt.compare",
-         "mel_opt.reproduce", "mel_opt.training")
+         "mel_opt.reproduce", "mel_opt.training", "mel_opt.live")
 
 
 def test_imports_point_down() -> None:
     wrong = sorted(f"{m} -> {d}" for m, deps in GRAPH.items() if m.startswith(LOWER)
                    for d in deps if d.startswith(UPPER))
+    assert wrong == []
+
+
+# Who may import an optional heavy library (anywhere in the module, deferred imports too).
+OWNERS = {"flwr": ("mel_opt.live.",), "highspy": ("mel_opt.solvers.",),
+          "cyipopt": ("mel_opt.solvers.",)}
+FLOWER_FREE = ("mel_opt.live.rounds", "mel_opt.live.estimates", "mel_opt.live.learner",
+               "mel_opt.live.report", "mel_opt.live.throttle")
+
+
+@pytest.mark.parametrize("library", sorted(OWNERS))
+def test_optional_libraries_stay_in_their_package(library: str) -> None:
+    wrong = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(m == library or m.startswith(library + ".") for m in mods) and not (
+                    name.startswith(OWNERS[library]) and name not in FLOWER_FREE):
+                wrong.append(name)
     assert wrong == []

@@ -142,6 +142,9 @@ class RunContext:
         Samples in each learner's local data set.
     options : Mapping
         Run settings a problem may read (e.g. ``param_bits`` of feel).
+    memo : dict
+        Scratch space of the run: a cycle may keep here what does not change from one cycle
+        to the next (its plan under a fixed allocation), instead of computing it again.
     """
 
     scheme: str
@@ -149,6 +152,7 @@ class RunContext:
     seed: int
     data_sizes: np.ndarray
     options: Mapping[str, Any] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def dataset_size(self) -> int:
@@ -216,6 +220,13 @@ class LearningCycle(abc.ABC):
     """
 
     schemes: Mapping[str, str] = {}
+    #: True when the learners decide their own allocation from their own measurements (dab):
+    #: live runs then send each learner :meth:`learner_config` and it answers with
+    #: :meth:`learner_decides`, and the server never sees its speed.
+    decentralised: bool = False
+    #: False when the cycle's length is an outcome of the allocation, not a deadline the
+    #: learners must meet (feel's round latency): live runs then judge no learner late.
+    has_deadline: bool = True
 
     def check(self, inst: Any, scheme: str, solution: Mapping[str, Any] | None) -> None:  # noqa: B027
         """Refuse an allocation this cycle cannot train (UsageError); default: accept all."""
@@ -263,3 +274,31 @@ class LearningCycle(abc.ABC):
         w = np.array([weight[r.learner] for r in replies], dtype=float)
         duration, truancy, late = self.close(plan, replies)
         return Aggregate(weighted_average(models, w), duration, truancy, late)
+
+    # -- live runs (mel_opt.live) -------------------------------------------------------------
+    def live_instance(self, inst: Any, learners: np.ndarray, seconds: np.ndarray,
+                      dataset_size: int) -> Any:
+        """The instance a live run solves: ``inst`` restricted to ``learners`` (indices), each
+        learner's compute coefficient set from its measured seconds per sample-pass
+        (``seconds``, indexed by learner) for a training set of ``dataset_size`` samples. The
+        file's communication model stays: transfers between processes on one machine are
+        near instant, so their time is emulated from it.
+
+        Raises
+        ------
+        UsageError
+            The problem has no live form (the default).
+        """
+        from mel_opt.errors import UsageError
+
+        raise UsageError(f"live runs do not support the problem {inst.problem!r} yet")
+
+    def learner_config(self, inst: Any, learner: int, dataset_size: int) -> dict[str, Any]:
+        """What a decentralised learner is told (numbers only); default: nothing."""
+        return {}
+
+    def learner_decides(self, config: Mapping[str, Any], seconds: float,
+                        learner: int) -> LearnerPlan:
+        """A decentralised learner's own plan from ``config`` and its own seconds per
+        sample-pass (runs on the learner)."""
+        raise NotImplementedError("only decentralised cycles let learners decide")

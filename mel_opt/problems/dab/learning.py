@@ -21,7 +21,7 @@ import numpy as np
 
 from mel_opt.errors import UsageError
 from mel_opt.problems.dab.instance import DabInstance
-from mel_opt.problems.dab.latency import eta
+from mel_opt.problems.dab.latency import eta, shard_bound
 from mel_opt.problems.learning import CyclePlan, LearnerPlan, LearningCycle, RunContext
 
 
@@ -66,6 +66,39 @@ class DabCycle(LearningCycle):
                         columns={"shards": int(a[i]), "tau": int(mu[i])})
             for i, k in enumerate(used))
         return CyclePlan(plans, deadline_s=float(inst.deadline))
+
+
+    # -- live runs: decentralised, as the thesis runs DAB (Algorithm 10) --------------------
+    decentralised = True
+
+    def learner_config(self, inst: DabInstance, learner: int,
+                       dataset_size: int) -> dict[str, Any]:
+        """What the orchestrator sends learner k: the deadline, the passes, the model and shard
+        sizes, the samples per shard and the link bandwidth b_k of the file (transfers between
+        processes on one machine are emulated from it). Nothing about its speed."""
+        shards = np.zeros(inst.K, dtype=np.int64)  # per shard from total_shards alone
+        return {"deadline_s": float(inst.deadline), "iterations": int(inst.iterations),
+                "model_bytes": float(inst.model_bytes), "shard_bytes": float(inst.shard_bytes),
+                "bandwidth_Bps": float(inst.bandwidth[learner]),
+                "per_shard": _per_shard(inst, shards, dataset_size)}
+
+    def learner_decides(self, config: Mapping[str, Any], seconds: float,
+                        learner: int) -> LearnerPlan:
+        """Learner k's own a_k by Eq. (3.5) from its own benchmark: c_k = 1 / (sigma_k x
+        samples per shard) shards/s, and its predicted eta_k (Eq. (3.4)). a_k = 0: it halts
+        (Algorithm 10, lines 18-19) and trains nothing."""
+        per_shard = int(config["per_shard"])
+        mu = int(config["iterations"])
+        rate = 1.0 / (float(seconds) * per_shard)
+        model, shard = float(config["model_bytes"]), float(config["shard_bytes"])
+        c, b = np.array([rate]), np.array([float(config["bandwidth_Bps"])])
+        a = int(shard_bound(float(config["deadline_s"]), mu, model, shard, c, b)[0])
+        busy = float(np.asarray(eta(a, iterations=mu, model_bytes=model, shard_bytes=shard,
+                                    train_rate=c, bandwidth=b), dtype=float).ravel()[0])
+        compute = mu * a / rate
+        return LearnerPlan(learner=learner, samples=a * per_shard, passes=mu, weight=float(a),
+                           predicted_s=busy, comm_s=busy - compute,
+                           columns={"shards": a, "tau": mu})
 
 
 CYCLE = DabCycle()

@@ -21,13 +21,16 @@ Besides the methods' allocations, three training-only schemes of Table II (Secti
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.io.validate import readonly_array
 from mel_opt.problems.base import SolveOptions
 from mel_opt.problems.feel.instance import FeelInstance
 from mel_opt.problems.feel.latency import coefficients
@@ -94,6 +97,20 @@ class FeelClock:
         return np.asarray(t + (full + (rest > 0)) * self.co.m)
 
 
+@lru_cache(maxsize=64)
+def clock_of(inst: FeelInstance) -> FeelClock:
+    """The clock of ``inst``, built once per instance (instances are immutable)."""
+    return FeelClock(inst)
+
+
+@lru_cache(maxsize=4096)
+def _epochs_latency(clock: FeelClock, epochs: int, sizes: tuple[int, ...],
+                    bits: float | None) -> float:
+    """Latency of ``epochs`` local epochs over ``sizes`` samples per device, then one exchange
+    of ``bits`` (memoised: a run asks for the same values every round)."""
+    return clock.best_latency(epochs * clock.epoch_compute(np.array(sizes)), bits, 0.0)
+
+
 TRAINING_ONLY = {
     "individual": "individual learning: one local epoch per round on every device, no exchange",
     "model-based": "model-based FEEL: one local epoch per round, models averaged (Table II)",
@@ -109,9 +126,18 @@ class FeelCycle(LearningCycle):
     """One gradient step per round over each device's B_k samples, on the round latency."""
 
     schemes = TRAINING_ONLY
+    has_deadline = False  # the round latency is what the allocation achieves, not a deadline
 
     def configure_cycle(self, inst: FeelInstance, ctx: RunContext, cycle: int) -> CyclePlan:
-        clock = FeelClock(inst)
+        if ctx.scheme in ("individual", "random-batch"):  # their plan changes every round
+            return self._plan(inst, ctx, cycle)
+        if "plan" not in ctx.memo:  # the same allocation every round: planned once
+            ctx.memo["plan"] = self._plan(inst, ctx, cycle)
+        plan: CyclePlan = ctx.memo["plan"]
+        return plan
+
+    def _plan(self, inst: FeelInstance, ctx: RunContext, cycle: int) -> CyclePlan:
+        clock = clock_of(inst)
         sizes = np.asarray(ctx.data_sizes, dtype=np.int64)
         if ctx.scheme in ("individual", "model-based"):
             return self._local_epochs(clock, ctx, sizes, cycle)
@@ -158,17 +184,46 @@ class FeelCycle(LearningCycle):
         """Model-based FEEL and individual learning: one local epoch per round."""
         bits = ctx.options.get("param_bits")
         epoch = clock.epoch_compute(sizes)
+        key = tuple(int(n) for n in sizes)
         if ctx.scheme == "model-based":
-            duration = clock.best_latency(epoch, bits, updates=0.0)
+            duration = _epochs_latency(clock, 1, key, bits)
         else:  # individual: the clock of round c is c epochs and one exchange
-            before = clock.best_latency((cycle - 1) * epoch, bits, 0.0) if cycle > 1 else 0.0
-            duration = clock.best_latency(cycle * epoch, bits, 0.0) - before
+            before = _epochs_latency(clock, cycle - 1, key, bits) if cycle > 1 else 0.0
+            duration = _epochs_latency(clock, cycle, key, bits) - before
         plans = tuple(
             LearnerPlan(learner=k, samples=int(sizes[k]), passes=1, weight=float(sizes[k]),
                         predicted_s=float(epoch[k]), columns={"samples": int(sizes[k])})
             for k in range(sizes.size))
         return CyclePlan(plans, duration_s=duration, batch=int(clock.co.max_batch),
                          restart=ctx.scheme == "model-based")
+
+
+    def live_instance(self, inst: FeelInstance, learners: np.ndarray, seconds: np.ndarray,
+                      dataset_size: int) -> FeelInstance:
+        """Each device's compute from its measured seconds per sample (one sample's gradient):
+        a CPU device's clock becomes C / sigma_k (so t^L = C B / f = sigma_k B, Eq. (9)); a GPU
+        device's slope becomes sigma_k and its flat part sigma_k times its threshold
+        (Eq. (27)). The radio (uplink, downlink, frames, gradient size) stays the file's: the
+        TDMA slots' transfer times are emulated."""
+        idx = np.asarray(learners, dtype=np.int64)
+        sigma = np.asarray(seconds, dtype=float)[idx]
+
+        def pick(arr: np.ndarray | None) -> np.ndarray | None:
+            return None if arr is None else readonly_array(np.asarray(arr)[idx])
+
+        changes: dict[str, Any] = {
+            "device_names": tuple(inst.device_names[k] for k in idx),
+            "uplink_bps": pick(inst.uplink_bps), "downlink_bps": pick(inst.downlink_bps),
+            "name": f"{inst.name}-live"}
+        if inst.is_gpu:
+            th = np.asarray(inst.batch_threshold, dtype=float)[idx]
+            changes.update(slope=readonly_array(sigma), t_low=readonly_array(sigma * th),
+                           batch_threshold=pick(inst.batch_threshold),
+                           update_s=pick(inst.update_s))
+        else:
+            assert inst.cycles_per_sample is not None
+            changes["cpu_hz"] = readonly_array(inst.cycles_per_sample / sigma)
+        return dataclasses.replace(inst, **changes)
 
 
 CYCLE = FeelCycle()

@@ -9,12 +9,14 @@ C1_k d_k + C0_k the transfer of samples and model (Eq. 3-4); the cycle lasts the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.io.validate import readonly_array
 from mel_opt.problems.learning import CyclePlan, LearnerPlan, LearningCycle, RunContext
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 
@@ -54,6 +56,22 @@ class MelAsyncCycle(LearningCycle):
                         columns={"d": int(d[k]), "tau": int(tau[k])})
             for k in range(inst.K))
         return CyclePlan(plans, duration_s=float(inst.cycle_time))
+
+    def live_instance(self, inst: MelAsyncInstance, learners: np.ndarray, seconds: np.ndarray,
+                      dataset_size: int) -> MelAsyncInstance:
+        """C2_k from the measured seconds per sample-pass; C1_k, C0_k (the transfers of Eq.
+        (3)-(4)) from the file.
+
+        A learner trains on about d_k * N / d of the N training samples (its share of the data
+        set), so one of the instance's sample-updates costs sigma_k N / d seconds.
+        """
+        idx = np.asarray(learners, dtype=np.int64)
+        c2 = np.asarray(seconds, dtype=float)[idx] * (dataset_size / inst.total_samples)
+        return dataclasses.replace(
+            inst, c2=readonly_array(c2), c1=readonly_array(np.asarray(inst.c1)[idx]),
+            c0=readonly_array(np.asarray(inst.c0)[idx]),
+            learner_names=tuple(inst.learner_names[k] for k in idx),
+            name=f"{inst.name}-live")
 
 
 CYCLE = MelAsyncCycle()

@@ -1,0 +1,188 @@
+"""Live runs on Flower: seconds per round by engine, peak memory, and how well the estimates
+learn real (throttled) speeds.
+
+Two sections:
+
+- ``rounds``: one mel-async instance of K learners (cycle clock ``--clock`` seconds, small
+  transfer coefficients), ``--rounds`` rounds, on the emulator (``melopt train``'s engine),
+  Flower's simulation runtime, and the loopback deployment (2 and 4 nodes, so K learners
+  where K <= nodes). Seconds per round exclude start-up (Ray, the SuperLink and SuperNodes,
+  the probe): the median of the rounds' own wall times. Peak memory sums the resident set of
+  this process and every process it started (Ray's, Flower's), sampled every 0.2 s.
+- ``speeds``: the loopback deployment with 4 nodes at 1, 0.5, 0.25 and 0.25 of a core (a
+  SIGSTOP/SIGCONT duty cycle), 6 rounds: predicted against measured compute time per learner,
+  and the median relative error per round (target: below 20 % from round 3 on).
+
+    python benchmarks/bench_live.py [rounds] [speeds] [--sizes 4 10 50] [--rounds 4]
+        [--clock 1.0]
+
+Timings are wall-clock: run it on a quiet machine, alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from mel_opt import api
+from mel_opt.live.run import LiveOptions, live, load_settings
+from mel_opt.training import TrainSettings, load_dataset, train
+
+console = Console()
+
+
+def instance(K: int, clock: float, path: Path) -> Path:
+    learners = [{"name": f"n{k}", "c2": 1e-3, "c1": 1e-4, "c0": 0.02} for k in range(K)]
+    doc = {"problem": "mel-async", "schema_version": 1, "name": f"live{K}",
+           "cycle_time_s": clock, "total_samples": 100 * K, "min_samples": 10,
+           "max_samples": 100 * K, "learners": learners}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+class PeakMemory:
+    """Peak summed RSS of this process and its descendants (sampled in a thread)."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_rss(os.getpid()))
+            time.sleep(0.2)
+
+
+def tree_rss(root: int) -> int:
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            parents[int(p.name)] = int(fields[1])
+            rss[int(p.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(c for c, par in parents.items() if par == pid)
+    return total
+
+
+def emulator_round(K: int, clock: float, rounds: int, tmp: Path) -> tuple[float, int]:
+    inst = api.load_instance(instance(K, clock, tmp / f"e{K}.json"))
+    data = load_dataset("digits")
+    with PeakMemory() as mem:
+        start = time.perf_counter()
+        train(inst, TrainSettings(schemes=("exact",), cycles=rounds, seeds=1), data=data)
+        wall = time.perf_counter() - start
+    return wall / rounds, mem.peak
+
+
+def live_round(K: int, clock: float, rounds: int, engine: str, nodes: int | None,
+               tmp: Path, speeds: tuple[float, ...] = ()) -> tuple[float, int, dict[str, Any]]:
+    settings = load_settings(instance(K, clock, tmp / f"l{K}.json"), rounds=rounds,
+                             grace_s=3.0 if engine == "simulation" else 5.0)
+    out = tmp / f"out-{engine}-{K}-{nodes}-{len(speeds)}"
+    with PeakMemory() as mem:
+        summary = live(settings, LiveOptions(engine=engine, nodes=nodes, speeds=speeds), out)
+    walls = [r["round_wall_s"] for r in summary["rounds"][1:] if "round_wall_s" in r]
+    return statistics.median(walls), mem.peak, summary
+
+
+def section_rounds(args: argparse.Namespace, tmp: Path) -> None:
+    table = Table(title=f"seconds per round (median, start-up excluded), mel-async, clock "
+                        f"{args.clock:g} s, {args.rounds} rounds; peak MB of all processes")
+    for col in ("K", "engine", "nodes", "s / round", "x emulator", "peak MB"):
+        table.add_column(col, justify="right")
+    for K in args.sizes:
+        base, mem = emulator_round(K, args.clock, args.rounds, tmp)
+        table.add_row(str(K), "emulator", "-", f"{base:.3f}", "1.0", f"{mem / 2**20:,.0f}")
+        cases = [("simulation", None)] + [("local", n) for n in (2, 4) if n <= K]
+        for engine, nodes in cases:
+            try:
+                sec, mem, _ = live_round(K, args.clock, args.rounds, engine, nodes, tmp)
+            except Exception as exc:  # a failed case is reported, the table goes on
+                table.add_row(str(K), engine, str(nodes or K), "failed", str(exc)[:40], "")
+                continue
+            table.add_row(str(K), engine, str(nodes or K), f"{sec:.3f}", f"{sec / base:.1f}",
+                          f"{mem / 2**20:,.0f}")
+        console.print(f"done: K = {K}")
+    console.print(table)
+
+
+def section_speeds(args: argparse.Namespace, tmp: Path) -> None:
+    speeds = (1.0, 0.5, 0.25, 0.25)
+    _, _, summary = live_round(4, args.speed_clock, 6, "local", 4, tmp, speeds)
+    rows = json.loads(json.dumps(summary))
+    table = Table(title="loopback deployment, 4 nodes at 1, 0.5, 0.25, 0.25 of a core: "
+                        "compute time predicted / measured [s] per round")
+    table.add_column("round", justify="right")
+    for k in range(4):
+        table.add_column(f"learner {k} ({speeds[k]:g})", justify="right")
+    table.add_column("median |error|", justify="right")
+    from mel_opt.live.report import rows_from_csv
+
+    csv_rows = rows_from_csv(tmp / "out-local-4-4-4" / "rounds.csv")
+    errors = rows["prediction_error"]
+    for r in range(1, 7):
+        cells = []
+        for k in range(4):
+            row = next((x for x in csv_rows if x["round"] == r and x["learner"] == k), None)
+            if row is None or row.get("compute_measured_s") is None:
+                cells.append(row["status"] if row else "-")
+            else:
+                cells.append(f"{row['compute_predicted_s']:.2f} / "
+                             f"{row['compute_measured_s']:.2f}")
+        e = errors.get(f"round_{r}")
+        table.add_row(str(r), *cells, "-" if e is None else f"{100 * e:.1f} %")
+    console.print(table)
+    later = errors.get("round_3_on")
+    console.print(f"median relative error, rounds 3-6: "
+                  f"{'-' if later is None else f'{100 * later:.1f} %'} (target < 20 %)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sections", nargs="*", choices=["", "rounds", "speeds"], default=[])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 50])
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--clock", type=float, default=1.0, help="cycle clock T [s]")
+    ap.add_argument("--speed-clock", type=float, default=2.0,
+                    help="cycle clock of the speeds section [s]")
+    args = ap.parse_args()
+    chosen = [s for s in args.sections if s] or ["rounds", "speeds"]
+    with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
+        if "rounds" in chosen:
+            section_rounds(args, Path(tmp))
+        if "speeds" in chosen:
+            section_speeds(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

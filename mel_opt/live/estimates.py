@@ -1,0 +1,126 @@
+"""What the server believes about each live learner, and how a measurement may change it.
+
+Pure functions, no Flower: the strategy feeds them what the learners report.
+
+A learner's speed is one number, its *seconds per sample-pass* sigma_k: the wall time of one
+training sample through one pass of forward, backward and update on that learner, measured by
+subset benchmarking in the probe round and then on every cycle's real work (compute time over
+samples x passes). Each problem turns sigma_k into its own compute coefficient (mel-async's C2,
+dab's c_k, feel's cycles per sample over the clock). The estimate follows the measurements by
+an exponentially weighted average, so a learner that slows down (or was throttled) is tracked
+within a few cycles, and one outlier moves it by at most the weight ``alpha``.
+
+A measurement is ignored, with a reason, when it is not a finite positive number, lies outside
+[:data:`MIN_SECONDS`, :data:`MAX_SECONDS`] per sample-pass, or jumps more than :data:`MAX_JUMP`
+times away from the current estimate: a confused or hostile learner can never poison the
+allocation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ALPHA", "Estimates", "Measurement", "read_measurement"]
+
+ALPHA = 0.5  # weight of the newest measurement in the average
+MIN_SECONDS = 1e-9  # seconds per sample-pass: faster than any CPU does a TwoNN sample
+MAX_SECONDS = 60.0  # slower than a minute per sample is a stalled or broken learner
+MAX_JUMP = 100.0  # a measurement this many times off the estimate is not believed
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One learner's report of one cycle (or of the probe).
+
+    Attributes
+    ----------
+    learner : int
+        The learner's index in the instance.
+    compute_s : float
+        Wall time of its training [s].
+    work : float
+        Sample-passes it trained (samples x passes; samples for one full-batch step).
+    """
+
+    learner: int
+    compute_s: float
+    work: float
+
+    @property
+    def seconds_per_sample(self) -> float:
+        return self.compute_s / self.work
+
+
+def read_measurement(learner: int, metrics: Mapping[str, Any]) -> Measurement | str:
+    """The measurement in a learner's metrics, or why it cannot be used.
+
+    ``metrics`` must hold ``compute_s`` (seconds) and ``work`` (sample-passes), both finite and
+    positive.
+    """
+    values = {}
+    for key in ("compute_s", "work"):
+        raw = metrics.get(key)
+        try:
+            value = float(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return f"{key} is not a number ({raw!r})"
+        if not math.isfinite(value) or value <= 0:
+            return f"{key} must be a finite positive number, got {raw!r}"
+        values[key] = value
+    return Measurement(learner, values["compute_s"], values["work"])
+
+
+@dataclass
+class Estimates:
+    """Seconds per sample-pass of each of K learners (NaN: not measured yet).
+
+    Attributes
+    ----------
+    seconds : ndarray, shape (K,)
+    alpha : float
+        Weight of a new measurement in the exponentially weighted average.
+    history : list of dict
+        Every accepted or refused measurement, for the report.
+    """
+
+    seconds: np.ndarray
+    alpha: float = ALPHA
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def unknown(cls, K: int, alpha: float = ALPHA) -> Estimates:
+        return cls(np.full(K, np.nan), alpha)
+
+    @property
+    def known(self) -> np.ndarray:
+        """Learners with an estimate."""
+        return np.flatnonzero(np.isfinite(self.seconds))
+
+    def judge(self, m: Measurement) -> str:
+        """Why ``m`` is not believed ('' when it is)."""
+        x = m.seconds_per_sample
+        if not math.isfinite(x) or not MIN_SECONDS <= x <= MAX_SECONDS:
+            return (f"{x:.3g} s per sample-pass is outside [{MIN_SECONDS:g}, {MAX_SECONDS:g}]")
+        now = float(self.seconds[m.learner])
+        if math.isfinite(now) and not now / MAX_JUMP <= x <= now * MAX_JUMP:
+            return (f"{x:.3g} s per sample-pass is more than {MAX_JUMP:g} times off the "
+                    f"estimate {now:.3g}")
+        return ""
+
+    def update(self, m: Measurement, cycle: int) -> str:
+        """Fold ``m`` into the estimate; returns why it was refused ('' when accepted)."""
+        why = self.judge(m)
+        x = m.seconds_per_sample
+        self.history.append({"cycle": cycle, "learner": m.learner, "seconds_per_sample": x,
+                             "accepted": not why, "reason": why})
+        if why:
+            return why
+        now = float(self.seconds[m.learner])
+        self.seconds[m.learner] = x if not math.isfinite(now) else (
+            (1.0 - self.alpha) * now + self.alpha * x)
+        return ""

@@ -1,0 +1,234 @@
+"""``melopt live``: run an instance's allocation on real learner processes with Flower.
+
+Three engines, one pair of apps (:mod:`mel_opt.live.server`, :mod:`mel_opt.live.client`):
+
+- ``simulation``: Flower's simulation runtime (Ray) in this process; its Ray listens on
+  127.0.0.1 only.
+- ``local``: a loopback deployment: mel_opt starts a SuperLink and ``nodes`` SuperNodes as
+  processes on 127.0.0.1 (:class:`~mel_opt.live.launcher.LocalFederation`), optionally each at
+  a fraction of a core (``speeds``), runs the app on them with ``flwr run``, and ends every
+  process it started, also on error and Ctrl-C.
+- ``remote``: an existing deployment (a SuperLink on a server, SuperNodes on devices), reached
+  at ``superlink`` with TLS (its root certificate passed through) unless ``insecure``.
+
+Outputs (:mod:`mel_opt.live.report`) are written after every round into ``out_dir``; with
+``emulate`` the emulator trains the same instance, method, seed and rounds into
+``out_dir/emulated`` for a side-by-side comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mel_opt import api
+from mel_opt.errors import UsageError
+from mel_opt.io.json_io import read_json_file
+from mel_opt.live.rounds import LiveSettings
+
+__all__ = ["ENGINES", "LiveOptions", "live"]
+
+ENGINES = ("simulation", "local", "remote")
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """How to run (the engine side of ``melopt live``).
+
+    Attributes
+    ----------
+    engine : str
+        ``simulation``, ``local`` or ``remote``.
+    nodes : int or None
+        Learner processes (default: the instance's learners); learner k runs on the node
+        whose partition id is k.
+    speeds : tuple of float
+        Fraction of a core of each local node (``local`` only), in (0, 1].
+    superlink : str or None
+        ``HOST:PORT`` of a remote SuperLink's Control API (``remote`` only).
+    root_certificates : str or None
+        PEM file of the CA that signed the remote SuperLink's certificate.
+    insecure : bool
+        Talk to the remote SuperLink without TLS (only when asked).
+    emulate : bool
+        Also run the emulator on the same instance, method, seed and rounds.
+    """
+
+    engine: str = "simulation"
+    nodes: int | None = None
+    speeds: tuple[float, ...] = ()
+    superlink: str | None = None
+    root_certificates: str | None = None
+    insecure: bool = False
+    emulate: bool = False
+
+
+def load_settings(path: str | os.PathLike[str], **kw: Any) -> LiveSettings:
+    """The settings of a live run of the instance file ``path`` (checked: bad input raises
+    InstanceError or UsageError before anything starts)."""
+    doc = read_json_file(path)
+    inst = api.parse_instance(doc, str(path), Path(path).stem)
+    spec_doc = dict(doc)
+    spec_doc.setdefault("name", inst.name)
+    return LiveSettings(instance=spec_doc, **kw)
+
+
+def check(settings: LiveSettings, opts: LiveOptions) -> int:
+    """The number of nodes, after refusing what cannot run (UsageError)."""
+    inst = api.parse_instance(dict(settings.instance))
+    from mel_opt.problems import get_problem
+
+    spec = get_problem(inst.problem)
+    if spec.learning is None:
+        raise UsageError(f"live runs need a problem with a learning cycle; {spec.name!r} "
+                         "has none")
+    spec.method(settings.method)
+    K = int(inst.K)  # type: ignore[attr-defined]
+    nodes = opts.nodes or K
+    if not 1 <= nodes <= K:
+        raise UsageError(f"--nodes must be between 1 and the instance's {K} learners, "
+                         f"got {nodes}")
+    if opts.engine not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}")
+    if opts.speeds:
+        if opts.engine != "local":
+            raise UsageError("--speeds throttles local nodes: it needs --engine local")
+        if len(opts.speeds) not in (1, nodes):
+            raise UsageError(f"--speeds needs one value or one per node ({nodes}), got "
+                             f"{len(opts.speeds)}")
+        if not all(0 < s <= 1 for s in opts.speeds):
+            raise UsageError("--speeds: every value must lie in (0, 1]")
+    if opts.engine == "remote" and not opts.superlink:
+        raise UsageError("--engine remote needs --superlink HOST:PORT")
+    if settings.rounds < 1:
+        raise UsageError(f"--rounds must be at least 1, got {settings.rounds}")
+    return nodes
+
+
+def live(settings: LiveSettings, opts: LiveOptions, out_dir: str | os.PathLike[str],
+         log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the live rounds; returns the summary (also in ``out_dir/summary.json``)."""
+    from mel_opt.io.lock import output_lock
+
+    nodes = check(settings, opts)
+    say = log or (lambda text: None)
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    with output_lock(out, "live"):
+        if opts.engine == "simulation":
+            _simulation(settings, nodes, out, say)
+        else:
+            _deployment(settings, opts, nodes, out, say)
+        summary = json.loads((out / "summary.json").read_text()) if (
+            out / "summary.json").exists() else {}
+        if opts.emulate:
+            summary["emulated"] = _emulate(settings, out / "emulated")
+    return summary
+
+
+def _simulation(settings: LiveSettings, nodes: int, out: Path,
+                say: Callable[[str], None]) -> None:
+    import ray
+    from flwr.simulation import run_simulation
+
+    from mel_opt.batch import init_local_ray
+    from mel_opt.live.client import make_client_app
+    from mel_opt.live.report import write_outputs
+    from mel_opt.live.server import make_server_app
+
+    cpus = os.cpu_count() or 1
+    # learners need no accelerator: keep Ray from touching the visible-device variables (and
+    # from warning that it will stop doing so)
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    init_local_ray(ray, cpus)
+    try:
+        def written(r: Any) -> None:
+            write_outputs(r, out)
+
+        server = make_server_app(settings, on_round=written, expected_nodes=nodes, log=say)
+        # every learner trains at once (a share of the cores each), as real devices do: queued
+        # learners would answer rounds after their deadline
+        share = min(1.0, cpus / nodes)
+        run_simulation(server_app=server, client_app=make_client_app(), num_supernodes=nodes,
+                       backend_config={"client_resources": {"num_cpus": share,
+                                                            "num_gpus": 0.0}})
+    finally:
+        ray.shutdown()
+    _final_figure(out)
+
+
+def _final_figure(out: Path) -> None:
+    """Redraw the outputs with the figure once the run is over."""
+    from mel_opt.live.report import rows_from_csv, write_files
+
+    path = out / "summary.json"
+    if path.exists():
+        write_files(out, rows_from_csv(out / "rounds.csv"), json.loads(path.read_text()),
+                    figure=True)
+
+
+def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path,
+                say: Callable[[str], None]) -> None:
+    from mel_opt.live.launcher import LocalFederation, RemoteFederation, write_app_dir
+    from mel_opt.live.report import RecordCollector
+    from mel_opt.live.server import NODES_KEY, OUT_KEY, SETTINGS_KEY, settings_json
+
+    collector = RecordCollector(out)
+
+    def stream(line: str) -> None:
+        if not collector.feed(line):
+            say(line)
+
+    config: dict[str, Any] = {SETTINGS_KEY: settings_json(settings), NODES_KEY: nodes}
+    with tempfile.TemporaryDirectory(prefix="melopt-app-") as app_dir:
+        if opts.engine == "local":
+            config[OUT_KEY] = str(out)  # the SuperLink runs here: it writes the files itself
+            write_app_dir(app_dir, config)
+            speeds = list(opts.speeds) * (nodes if len(opts.speeds) == 1 else 1)
+            with LocalFederation(nodes=nodes, speeds=speeds or None) as fed:
+                fed.wait_ready()
+                code = fed.run_app(app_dir, stream)
+        else:
+            write_app_dir(app_dir, config)
+            remote = RemoteFederation(str(opts.superlink), opts.root_certificates,
+                                      opts.insecure)
+            code = remote.run_app(app_dir, stream)
+    if code != 0:
+        raise UsageError(f"flwr run ended with exit code {code}")
+    if opts.engine == "remote":
+        collector.finish()
+    _final_figure(out)
+
+
+def _emulate(settings: LiveSettings, out: Path) -> dict[str, Any]:
+    """The emulator on the same instance, method, seed and rounds (``out/emulated``)."""
+    from mel_opt.problems import get_problem
+    from mel_opt.training import TrainSettings, train, write_outputs
+
+    inst = api.parse_instance(dict(settings.instance))
+    method = get_problem(inst.problem).method(settings.method).name
+    ts = TrainSettings(schemes=(method,), cycles=settings.rounds, seeds=1,
+                       dataset=settings.dataset, partition=settings.partition,
+                       model=settings.model, lr=settings.lr, batch_size=settings.batch_size,
+                       max_train=settings.max_train or None,
+                       max_test=settings.max_test or None, time_limit=settings.time_limit)
+    run = train(inst, ts)
+    return write_outputs(run, out)
+
+
+def speeds_from_text(text: str | None) -> tuple[float, ...]:
+    """``--speeds 1,0.5,0.25`` as numbers (UsageError naming the bad one)."""
+    if not text:
+        return ()
+    out: list[float] = []
+    for part in text.split(","):
+        try:
+            out.append(float(part))
+        except ValueError:
+            raise UsageError(f"--speeds needs comma-separated numbers, got {part!r}") from None
+    return tuple(out)

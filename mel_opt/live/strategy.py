@@ -1,0 +1,237 @@
+"""The Flower strategy of a live run: each node its own allocation, its measurements back.
+
+:class:`AllocationStrategy` is a Flower ``Strategy`` (Message API). ``configure_train`` builds
+one message per node carrying that node's own configuration of the round (its samples, passes,
+minibatch, learning rate, predicted time; for a decentralised problem, what it needs to decide
+for itself) with the global model; ``aggregate_train`` reads each node's model and measured
+metrics and hands them to :class:`~mel_opt.live.rounds.LiveRun`, which judges them, aggregates
+through the problem's learning cycle and updates the speed estimates.
+
+``start`` runs the rounds itself rather than through ``Strategy.start``: every round has its
+own deadline (the problem's cycle clock), the allocation is solved again each round from the
+latest estimates, a probe round comes first, and nodes that went missing are probed again
+until they answer. It pushes and pulls messages through the grid's documented
+``push_messages`` / ``pull_messages`` with a short poll, instead of ``send_and_receive``'s
+3-second sleep.
+
+Flower is imported here, in the apps (:mod:`mel_opt.live.server`, :mod:`mel_opt.live.client`)
+and by the runner of the engines only (the ``flower`` extra).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from mel_opt.errors import MelOptError
+from mel_opt.live.rounds import LiveRun, NodeReply, RoundPlan
+
+__all__ = ["AllocationStrategy", "config_record"]
+
+#: Seconds between two pulls of replies.
+POLL_S = 0.1
+
+
+def config_record(values: Mapping[str, Any]) -> ConfigRecord:
+    """A ConfigRecord of ``values``: numbers, booleans and text (None is left out)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, (bool, int, float, str)):
+            out[key] = value
+        elif isinstance(value, np.integer):
+            out[key] = int(value)
+        elif isinstance(value, np.floating):
+            out[key] = float(value)
+        else:
+            out[key] = str(value)
+    return ConfigRecord(out)
+
+
+def _metrics(msg: Message) -> dict[str, Any]:
+    record = msg.content.get("metrics") if msg.has_content() else None
+    return dict(record) if record is not None else {}
+
+
+def _model(msg: Message) -> list[np.ndarray] | None:
+    arrays = msg.content.get("arrays") if msg.has_content() else None
+    if not isinstance(arrays, ArrayRecord) or len(arrays) == 0:
+        return None
+    return [np.asarray(a, dtype=np.float32) for a in arrays.to_numpy_ndarrays()]
+
+
+class AllocationStrategy(Strategy):
+    """Per-node allocations from mel_opt's problems, measured times fed back.
+
+    Parameters
+    ----------
+    run : LiveRun
+        The server's state (problem, estimates, global model, records).
+    on_round : callable, optional
+        Called with ``run`` after the probe and after every round (writes the outputs).
+    expected_nodes : int
+        Nodes to wait for before the probe.
+    node_wait_s : float
+        How long to wait for them [s].
+    log : callable, optional
+        Receives one line of progress per event.
+    """
+
+    def __init__(self, run: LiveRun, on_round: Callable[[LiveRun], None] | None = None,
+                 expected_nodes: int = 1, node_wait_s: float = 120.0,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.run = run
+        self.on_round = on_round
+        self.expected_nodes = expected_nodes
+        self.node_wait_s = node_wait_s
+        self.log = log or (lambda text: None)
+        self._plan: RoundPlan | None = None
+        self._round_start = 0.0
+        self._pending: dict[str, int] = {}  # message id -> learner, of unanswered messages
+
+    # -- the four Strategy hooks -------------------------------------------------------------
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        plan = self.run.plan(server_round)
+        self._plan = plan
+        return [Message(RecordDict({"arrays": arrays,
+                                    "config": config_record({**dict(config), **cfg})}),
+                        dst_node_id=self.run.node_of(k), message_type=MessageType.TRAIN,
+                        group_id=str(server_round))
+                for k, cfg in plan.configs.items()]
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        assert self._plan is not None and self._plan.round == server_round
+        node_replies = []
+        for msg in list(replies):
+            learner = self.run.nodes.get(msg.metadata.src_node_id)
+            if learner is None:
+                continue
+            if msg.has_error():
+                self.run.warn(f"round {server_round}: learner {learner} failed: "
+                              f"{msg.error.reason}")
+                continue
+            node_replies.append(NodeReply(learner, _metrics(msg), _model(msg)))
+        self.run.close(self._plan, node_replies, time.perf_counter() - self._round_start)
+        last = self.run.rounds[-1]
+        return (ArrayRecord(self.run.model),
+                MetricRecord({"accuracy": float(last["accuracy"]), "loss": float(last["loss"])}))
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> Iterable[Message]:
+        return []  # the server evaluates the global model on its own validation set
+
+    def aggregate_evaluate(self, server_round: int,
+                           replies: Iterable[Message]) -> MetricRecord | None:
+        return None
+
+    def summary(self) -> None:
+        self.log(f"mel_opt allocation strategy: {self.run.spec.name}, method {self.run.method}")
+
+    # -- the round loop ------------------------------------------------------------------------
+    def start(self, grid: Grid, initial_arrays: ArrayRecord | None = None, num_rounds: int = 3,
+              timeout: float = 3600, train_config: ConfigRecord | None = None,
+              evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None
+              ) -> Any:
+        """Probe, then ``num_rounds`` rounds, each closed at its own deadline."""
+        nodes = self._wait_for_nodes(grid)
+        self._probe(grid, nodes, self.node_wait_s)
+        if self.on_round is not None:
+            self.on_round(self.run)
+        for r in range(1, num_rounds + 1):
+            self._rejoin(grid)
+            self._round_start = time.perf_counter()
+            try:
+                messages = list(self.configure_train(r, ArrayRecord(self.run.model),
+                                                     train_config or ConfigRecord(), grid))
+            except MelOptError as exc:
+                self.run.warn(str(exc))
+                self.log(f"round {r}: stopped: {exc}")
+                break
+            assert self._plan is not None
+            wait = self._plan.wait_s(self.run.settings.grace_s)
+            self.log(f"round {r}: {len(messages)} learners, waiting up to {wait:.3g} s")
+            replies = self._exchange(grid, messages, wait)
+            self.aggregate_train(r, replies)
+            last = self.run.rounds[-1]
+            self.log(f"round {r}: accuracy {last['accuracy']:.3f}, {last['learners']} "
+                     f"answered, {len(self.run.missing)} missing, "
+                     f"{last['round_wall_s']:.3g} s")
+            if self.on_round is not None:
+                self.on_round(self.run)
+        return self.run
+
+    def _wait_for_nodes(self, grid: Grid) -> list[int]:
+        until = time.perf_counter() + self.node_wait_s
+        nodes: list[int] = []
+        while time.perf_counter() < until:
+            nodes = sorted(grid.get_node_ids())
+            if len(nodes) >= self.expected_nodes:
+                break
+            time.sleep(POLL_S)
+        self.log(f"{len(nodes)} node(s) connected")
+        return nodes
+
+    def _probe(self, grid: Grid, nodes: Iterable[int], wait: float) -> None:
+        """Subset benchmarking on every node; maps node ids to learners."""
+        config = config_record(self.run.probe_config(len(list(nodes))))
+        messages = [Message(RecordDict({"config": config}), dst_node_id=n,
+                            message_type=MessageType.QUERY, group_id="probe") for n in nodes]
+        for msg in self._exchange(grid, messages, wait, probe=True):
+            if msg.has_error():
+                self.run.warn(f"probe: node {msg.metadata.src_node_id} failed: "
+                              f"{msg.error.reason}")
+                continue
+            self.run.accept_probe(msg.metadata.src_node_id, _metrics(msg))
+        self.log(f"probe: {len(self.run.nodes)} learner(s) measured")
+
+    def _rejoin(self, grid: Grid) -> None:
+        """Probe the missing learners again; those that answer are back."""
+        if not self.run.missing:
+            return
+        nodes = [self.run.node_of(k) for k in sorted(self.run.missing)]
+        config = config_record(self.run.probe_config(len(self.run.nodes)))
+        messages = [Message(RecordDict({"config": config}), dst_node_id=n,
+                            message_type=MessageType.QUERY, group_id="rejoin") for n in nodes]
+        for msg in self._exchange(grid, messages, self.run.settings.grace_s, probe=True):
+            learner = self.run.nodes.get(msg.metadata.src_node_id)
+            if learner is not None and not msg.has_error():
+                self.run.missing.discard(learner)
+                self.log(f"learner {learner} answers again")
+
+    def _exchange(self, grid: Grid, messages: list[Message], wait: float,
+                  probe: bool = False) -> list[Message]:
+        """Push ``messages`` and pull their replies until all came or ``wait`` seconds pass.
+
+        Replies to messages of earlier rounds that arrive meanwhile bring their learner back
+        (it answers again) but are not used."""
+        ids = [i for i in grid.push_messages(messages) if i]
+        for i, msg in zip(ids, messages, strict=False):
+            learner = self.run.nodes.get(msg.metadata.dst_node_id)
+            if learner is not None:
+                self._pending[i] = learner
+        waiting = set(ids)
+        got: list[Message] = []
+        until = time.perf_counter() + wait
+        while True:
+            for msg in grid.pull_messages(list(waiting | set(self._pending))):
+                mid = msg.metadata.reply_to_message_id
+                if mid in waiting:
+                    waiting.discard(mid)
+                    got.append(msg)
+                elif mid in self._pending:
+                    self.run.missing.discard(self._pending[mid])
+                self._pending.pop(mid, None)
+            if not waiting or time.perf_counter() >= until:
+                break
+            time.sleep(POLL_S)
+        return got

@@ -1,0 +1,119 @@
+"""Live runs on a real loopback deployment: a SuperLink and SuperNodes started, used, ended.
+
+Slow (each run starts Flower's processes, and every message starts a learner process), so
+the runs are few and short; assertions are about behaviour, never about wall-clock time.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr")
+
+from mel_opt.live.launcher import LocalFederation, write_app_dir  # noqa: E402
+from mel_opt.live.report import rows_from_csv  # noqa: E402
+from mel_opt.live.run import LiveOptions, live, load_settings  # noqa: E402
+from mel_opt.live.server import NODES_KEY, OUT_KEY, SETTINGS_KEY, settings_json  # noqa: E402
+from mel_opt.live.throttle import descendants, send  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+FLOWER = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp",
+          "flwr-clientapp", "mel_opt.live.supernode")
+
+
+def instance(tmp_path: Path, K: int = 3, T: float = 0.5) -> Path:
+    learners = [{"name": f"n{k}", "c2": 1e-3, "c1": 1e-3, "c0": 0.05} for k in range(K)]
+    doc = {"problem": "mel-async", "schema_version": 1, "name": f"live{K}", "cycle_time_s": T,
+           "total_samples": 100 * K, "min_samples": 10, "max_samples": 100 * K,
+           "learners": learners}
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def flower_processes() -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(name in cmd for name in FLOWER):
+            found.append(cmd)
+    return found
+
+
+def all_gone(seconds: float = 30.0) -> bool:
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        if not flower_processes():
+            return True
+        time.sleep(0.3)
+    return not flower_processes()
+
+
+def test_two_nodes_two_rounds(tmp_path: Path) -> None:
+    assert not flower_processes(), "another Flower deployment is running"
+    settings = load_settings(instance(tmp_path, K=2), rounds=2, model="softmax", lr=0.3,
+                             grace_s=20.0)
+    out = tmp_path / "out"
+    summary = live(settings, LiveOptions(engine="local", nodes=2), out)
+    rows = rows_from_csv(out / "rounds.csv")
+    assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert all(r["status"] in ("ok", "late") and r["compute_measured_s"] > 0 for r in rows)
+    assert len({r["node"] for r in rows}) == 2  # two SuperNodes, mapped by the probe
+    assert summary["rounds"][-1]["accuracy"] > summary["rounds"][0]["accuracy"] + 0.3
+    assert (out / "live.png").exists()
+    assert all_gone(), flower_processes()
+
+
+def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path) -> None:
+    settings = load_settings(instance(tmp_path, K=3), rounds=3, model="softmax",
+                             grace_s=15.0)
+    out = tmp_path / "out"
+    out.mkdir()
+    app = tmp_path / "app"
+    config = {SETTINGS_KEY: settings_json(settings), NODES_KEY: 3, OUT_KEY: str(out)}
+    write_app_dir(app, config)
+    lines: list[str] = []
+    killed = threading.Event()
+    with LocalFederation(nodes=3) as fed:
+        fed.wait_ready()
+
+        def stream(line: str) -> None:
+            lines.append(line)
+            root = fed.node_pids()[2]
+            # node 2 (learner 2) is frozen as round 1 closes, so it cannot answer round 2
+            # however late the log lines arrive here; once round 2's messages are out, it dies
+            if "round 1: accuracy" in line:
+                for pid in [root, *descendants([root])]:
+                    send(pid, signal.SIGSTOP)
+            if "round 2:" in line and "waiting" in line and not killed.is_set():
+                fed.kill_node(2)
+                killed.set()
+
+        code = fed.run_app(app, stream)
+        pids = fed.pids()
+    assert code == 0, "\n".join(lines[-30:])
+    assert killed.is_set()
+    rows = rows_from_csv(out / "rounds.csv")
+    status = {(r["round"], r["learner"]): r["status"] for r in rows}
+    assert status[(2, 2)] == "missing"
+    assert status[(2, 0)] in ("ok", "late") and status[(2, 1)] in ("ok", "late")
+    assert sorted(k for (r, k) in status if r == 3) == [0, 1]  # left out of round 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"][2]["missing"] == [2] and summary["rounds"][3]["learners"] == 2
+    assert all(not Path(f"/proc/{pid}").exists() or
+               Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+               for pid in pids)
+    assert all_gone(), flower_processes()

@@ -1,0 +1,56 @@
+"""Speed estimates of live learners: the average follows, bad reports never poison it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mel_opt.live.estimates import MAX_JUMP, Estimates, Measurement, read_measurement
+
+
+def test_first_measurement_sets_the_estimate_then_the_average_follows() -> None:
+    est = Estimates.unknown(2, alpha=0.5)
+    assert est.known.size == 0
+    assert est.update(Measurement(0, 2.0, 1000.0), 0) == ""  # 2 ms per sample-pass
+    assert est.seconds[0] == pytest.approx(2e-3)
+    assert est.update(Measurement(0, 4.0, 1000.0), 1) == ""
+    assert est.seconds[0] == pytest.approx(3e-3)  # 0.5 * 2e-3 + 0.5 * 4e-3
+    assert est.update(Measurement(0, 4.0, 1000.0), 2) == ""
+    assert est.seconds[0] == pytest.approx(3.5e-3)
+    assert math.isnan(est.seconds[1]) and est.known.tolist() == [0]
+
+
+def test_a_throttled_learner_is_learned_within_a_few_cycles() -> None:
+    est = Estimates.unknown(1, alpha=0.5)
+    est.update(Measurement(0, 1.0, 1e4), 0)  # probe at full speed: 1e-4 s per sample-pass
+    for cycle in range(1, 5):  # then it runs at a quarter of a core: 4e-4
+        est.update(Measurement(0, 4.0, 1e4), cycle)
+    assert abs(est.seconds[0] - 4e-4) / 4e-4 < 0.05  # within 5 % after four cycles
+
+
+@pytest.mark.parametrize("metrics, words", [
+    ({"compute_s": float("nan"), "work": 10}, "finite positive"),
+    ({"compute_s": float("inf"), "work": 10}, "finite positive"),
+    ({"compute_s": -1.0, "work": 10}, "finite positive"),
+    ({"compute_s": 1.0, "work": 0}, "finite positive"),
+    ({"compute_s": "fast", "work": 10}, "not a number"),
+    ({"work": 10}, "not a number"),
+])
+def test_unusable_metrics_are_named(metrics: dict, words: str) -> None:
+    m = read_measurement(3, metrics)
+    assert isinstance(m, str) and words in m
+
+
+def test_absurd_measurements_are_refused_and_leave_the_estimate_alone() -> None:
+    est = Estimates.unknown(1)
+    est.update(Measurement(0, 1.0, 1000.0), 0)
+    before = float(est.seconds[0])
+    far = Measurement(0, 1.0 * MAX_JUMP * 1.5, 1000.0)
+    assert "times off the estimate" in est.update(far, 1)
+    assert "outside" in est.update(Measurement(0, 1e-12, 1000.0), 1)
+    assert "outside" in est.update(Measurement(0, 1e6, 1.0), 1)
+    assert est.seconds[0] == before
+    assert [h["accepted"] for h in est.history] == [True, False, False, False]
+    assert np.isfinite(est.seconds).all()

@@ -1,0 +1,182 @@
+"""The server's side of live runs without Flower: probe, allocation from estimates, replies.
+
+The replies are made up here (models and measured times), so every number is known.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mel_opt import api
+from mel_opt.examples import problem_example
+from mel_opt.io.json_io import parse_json_text
+from mel_opt.live.rounds import LiveRun, LiveSettings, NodeReply
+from mel_opt.training import load_dataset
+
+SIGMA = np.array([1e-5, 2e-5, 4e-5])  # seconds per sample-pass of the three learners
+
+
+@pytest.fixture(scope="module")
+def digits() -> Any:
+    return load_dataset("digits", max_train=400, max_test=200)
+
+
+def mel_async_doc(T: float = 2.0) -> dict[str, Any]:
+    learners = [{"name": f"n{k}", "c2": 1e-3, "c1": 1e-3, "c0": 0.1} for k in range(3)]
+    return {"problem": "mel-async", "schema_version": 1, "name": "live3", "cycle_time_s": T,
+            "total_samples": 300, "min_samples": 10, "max_samples": 300, "learners": learners}
+
+
+def probed(doc: dict[str, Any], data: Any) -> LiveRun:
+    run = LiveRun(LiveSettings(instance=doc, method="exact", seed=1, model="softmax"), data)
+    for k in range(3):
+        run.accept_probe(100 + k, {"partition_id": k, "compute_s": SIGMA[k] * 1000,
+                                   "work": 1000.0})
+    return run
+
+
+def reply(run: LiveRun, k: int, cfg: dict[str, Any], sigma: float, fill: float) -> NodeReply:
+    """Learner k did its plan at ``sigma`` seconds per sample-pass; its model is all ``fill``."""
+    model = [np.full_like(a, fill) for a in run.model]
+    work = cfg["samples"] * cfg["passes"]
+    return NodeReply(k, {"compute_s": sigma * work, "work": work}, model)
+
+
+def test_probe_maps_nodes_to_learners_and_refuses_impostors(digits: Any) -> None:
+    run = probed(mel_async_doc(), digits)
+    assert run.nodes == {100: 0, 101: 1, 102: 2}
+    assert run.estimates.seconds == pytest.approx(SIGMA)
+    run.accept_probe(999, {"partition_id": 1, "compute_s": 1.0, "work": 10.0})
+    run.accept_probe(998, {"partition_id": 7, "compute_s": 1.0, "work": 10.0})
+    assert run.nodes == {100: 0, 101: 1, 102: 2} and len(run.warnings) == 2
+    assert run.active.tolist() == [0, 1, 2]
+
+
+def test_round_allocates_from_the_measured_speeds(digits: Any) -> None:
+    run = probed(mel_async_doc(), digits)
+    plan = run.plan(1)
+    N, d_total = digits.y_train.size, 300
+    # the solved instance is the file's with C2 = sigma N / d (C1, C0 kept: emulated)
+    inst = run.cycle.live_instance(run.inst, run.active, run.estimates.seconds, N)
+    assert np.asarray(inst.c2) == pytest.approx(SIGMA * N / d_total)
+    check = api.solve(inst, "exact")
+    assert plan.allocation == check.solution
+    d, tau = np.array(plan.allocation["d"]), np.array(plan.allocation["tau"])
+    for k, cfg in plan.configs.items():
+        # predicted busy time: Eq. (5) on the live instance, at most the cycle clock T
+        busy = SIGMA[k] * N / d_total * tau[k] * d[k] + 1e-3 * d[k] + 0.1
+        assert cfg["predicted_s"] == pytest.approx(busy)
+        assert cfg["predicted_s"] <= 2.0 * (1 + 1e-9)
+        assert cfg["comm_s"] == pytest.approx(1e-3 * d[k] + 0.1)
+        assert cfg["passes"] == tau[k] and cfg["samples"] >= 1
+    # the slowest learner gets the least work
+    work = {k: c["samples"] * c["passes"] for k, c in plan.configs.items()}
+    assert work[0] > work[1] > work[2]
+    longest = max(c["predicted_s"] - c["comm_s"] for c in plan.configs.values())
+    assert plan.wait_s(5.0) == pytest.approx(1.25 * longest + 5.0)
+
+
+def test_close_aggregates_judges_deadlines_and_learns(digits: Any) -> None:
+    run = probed(mel_async_doc(), digits)
+    plan = run.plan(1)
+    # learner 2 is twice as slow as it looked; the others a little faster (each trains its
+    # share of the data set, rounded to whole samples, so exactly sigma can overrun T by a
+    # sample's time: the allocation keeps every learner busy for the whole cycle)
+    true = SIGMA * np.array([0.9, 0.9, 2.0])
+    replies = [reply(run, k, plan.configs[k], true[k], fill=float(k)) for k in range(3)]
+    run.close(plan, replies, wall_s=2.5)
+    rows = {r["learner"]: r for r in run.rows}
+    assert [rows[k]["status"] for k in range(3)] == ["ok", "ok", "late"]
+    assert rows[2]["deadline_met"] is False and rows[0]["deadline_met"] is True
+    assert rows[2]["compute_measured_s"] == pytest.approx(2 * rows[2]["compute_predicted_s"],
+                                                          rel=0.02)
+    # federated averaging by d_k of models filled with 0, 1, 2
+    d = np.array(plan.allocation["d"], dtype=float)
+    assert run.model[0] == pytest.approx(np.full_like(run.model[0], (d * [0, 1, 2]).sum()
+                                                       / d.sum()))
+    # the estimate moved half-way to the measurement
+    assert run.estimates.seconds[2] == pytest.approx(1.5 * SIGMA[2])
+    before = plan.configs[2]["samples"] * plan.configs[2]["passes"]
+    after = run.plan(2).configs[2]
+    assert after["samples"] * after["passes"] < before  # less work for the slow learner
+    assert run.rounds[-1]["round"] == 1 and run.rounds[-1]["learners"] == 3
+
+
+def test_missing_learner_is_left_out_until_it_answers(digits: Any) -> None:
+    run = probed(mel_async_doc(), digits)
+    plan = run.plan(1)
+    run.close(plan, [reply(run, k, plan.configs[k], SIGMA[k], 1.0) for k in (0, 2)], 2.0)
+    assert run.missing == {1}
+    assert [r["status"] for r in run.rows if r["learner"] == 1] == ["missing"]
+    plan2 = run.plan(2)
+    assert sorted(plan2.configs) == [0, 2] and len(plan2.allocation["d"]) == 2
+    run.missing.discard(1)  # the strategy does this when a rejoin probe is answered
+    assert sorted(run.plan(3).configs) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("metrics", [
+    {"compute_s": float("nan"), "work": 100.0},
+    {"compute_s": -3.0, "work": 100.0},
+    {"compute_s": 1e9, "work": 1.0},
+    {"compute_s": "soon", "work": 100.0},
+    {},
+])
+def test_bad_metrics_are_ignored_never_a_crash_never_a_poisoned_estimate(
+        digits: Any, metrics: dict[str, Any]) -> None:
+    run = probed(mel_async_doc(), digits)
+    plan = run.plan(1)
+    replies = [reply(run, k, plan.configs[k], SIGMA[k], 1.0) for k in (0, 1)]
+    replies.append(NodeReply(2, metrics, [np.full_like(a, 99.0) for a in run.model]))
+    run.close(plan, replies, 2.0)
+    row = next(r for r in run.rows if r["learner"] == 2)
+    assert row["status"] == "ignored" and row["measured_s"] is None
+    assert run.estimates.seconds[2] == pytest.approx(SIGMA[2])
+    assert float(np.max(run.model[0])) == pytest.approx(1.0)  # its model was left out
+    assert any("learner 2's reply ignored" in w for w in run.warnings)
+
+
+def test_decentralised_dab_never_tells_the_server_a_speed(digits: Any) -> None:
+    doc = parse_json_text(problem_example("mel-async").resource.read_text())
+    assert doc["problem"] == "mel-async"
+    dab = parse_json_text((problem_example("dab").resource.parent /
+                           "mnist_ffn_testbed.json").read_text())
+    run = LiveRun(LiveSettings(instance=dab, seed=0, model="softmax"), digits)
+    for k in range(run.K):
+        run.accept_probe(10 + k, {"partition_id": k, "samples_held": 80})
+    assert np.isnan(run.estimates.seconds).all()
+    plan = run.plan(1)
+    assert plan.cycle is None and sorted(plan.configs) == list(range(run.K))
+    for cfg in plan.configs.values():
+        assert {"deadline_s", "iterations", "model_bytes", "shard_bytes", "bandwidth_Bps",
+                "per_shard"} <= set(cfg)
+        assert not {"train_rate", "c2", "seconds_per_sample"} & set(cfg)
+    # each learner decides with its own speed; the server sees a_k and the time it took
+    replies = []
+    for k, cfg in plan.configs.items():
+        mine = run.cycle.learner_decides(cfg, 1e-4 * (k + 1), k)
+        metrics = {"compute_s": mine.compute_s, "samples": mine.samples,
+                   "passes": mine.passes, "weight": mine.weight,
+                   "predicted_s": mine.predicted_s, "comm_s": mine.comm_s,
+                   "shards": mine.columns["shards"], "tau": mine.columns["tau"]}
+        replies.append(NodeReply(k, metrics, [a.copy() for a in run.model]))
+    run.close(plan, replies, 1.0)
+    assert all(r["status"] == "ok" for r in run.rows)
+    inst = run.inst
+    for row in run.rows:  # Eq. (3.5) by hand: the largest a with eta(a) < D
+        k = row["learner"]
+        per_shard = plan.configs[k]["per_shard"]
+        c = 1.0 / (1e-4 * (k + 1) * per_shard)  # its own shards per second
+        b = inst.bandwidth[k]
+
+        def eta(a: int, b: float = b, c: float = c) -> float:
+            return ((inst.model_bytes + inst.shard_bytes * a) / b
+                    + inst.iterations * a / c + inst.model_bytes / b)
+
+        a = 0
+        while eta(a + 1) < inst.deadline:
+            a += 1
+        assert row["shards"] == a and row["samples"] == a * per_shard
+    assert np.isnan(run.estimates.seconds).all()

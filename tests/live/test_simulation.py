@@ -1,0 +1,120 @@
+"""Live runs on Flower's simulation runtime: the strategy and client apps for real, small.
+
+Each run starts a local Ray (on 127.0.0.1) and ends it; the rounds are short (a cycle clock of
+a fraction of a second), so the tests check behaviour, never wall-clock time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("flwr")
+
+from mel_opt.cli import cli  # noqa: E402
+from mel_opt.live.report import rows_from_csv  # noqa: E402
+from mel_opt.live.run import LiveOptions, live, load_settings  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def mel_async_file(tmp_path: Path, T: float = 0.6) -> Path:
+    learners = [{"name": f"n{k}", "c2": 1e-3, "c1": 1e-3, "c0": 0.05} for k in range(3)]
+    doc = {"problem": "mel-async", "schema_version": 1, "name": "live3", "cycle_time_s": T,
+           "total_samples": 300, "min_samples": 10, "max_samples": 300, "learners": learners}
+    path = tmp_path / "live3.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def ray_processes() -> list[str]:
+    """Command lines of Ray's own processes still alive on this machine."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "raylet" in cmd or "gcs_server" in cmd or "ray::" in cmd:
+            found.append(cmd)
+    return found
+
+
+def gone(poll: Any, seconds: float = 20.0) -> bool:
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        if not poll():
+            return True
+        time.sleep(0.2)
+    return not poll()
+
+
+def test_mel_async_rounds_reallocate_from_measurements(tmp_path: Path) -> None:
+    settings = load_settings(mel_async_file(tmp_path), rounds=2, seed=3, model="softmax",
+                             lr=0.3, grace_s=3.0)
+    out = tmp_path / "out"
+    summary = live(settings, LiveOptions(engine="simulation"), out)
+    rows = rows_from_csv(out / "rounds.csv")
+    assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1), (1, 2),
+                                                          (2, 0), (2, 1), (2, 2)]
+    for r in rows:
+        assert r["status"] in ("ok", "late")  # every learner answered
+        assert r["node"] and r["measured_s"] > 0 and r["compute_measured_s"] > 0
+        # the transfer time is the file's model for this allocation, emulated
+        assert r["comm_emulated_s"] == pytest.approx(1e-3 * r["d"] + 0.05, rel=1e-5)
+        assert r["predicted_s"] <= 0.6 * (1 + 1e-6)  # Eq. (5) within the cycle clock
+        assert r["deadline_met"] == (r["measured_s"] <= 0.6 * (1 + 1e-9))
+        assert r["samples"] >= 1 and r["passes"] == r["tau"] >= 1
+    rounds = summary["rounds"]
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    assert rounds[2]["accuracy"] > rounds[0]["accuracy"] + 0.3  # it learned
+    # each round's allocation was solved from the speeds measured so far
+    assert all(r["allocation"]["d"] and r["method"] == "exact" for r in rounds[1:])
+    assert all(v is not None and v > 0 for v in summary["estimates_s_per_sample"])
+    assert summary["figure"] == "live.png" and (out / "live.png").stat().st_size > 0
+    assert gone(ray_processes), ray_processes()
+
+
+def test_dab_learners_decide_alone(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    settings = load_settings(root / "instances/dab/mnist_ffn_testbed.json", rounds=1,
+                             model="softmax", grace_s=3.0)
+    out = tmp_path / "dab"
+    summary = live(settings, LiveOptions(engine="simulation", nodes=3), out)
+    rows = rows_from_csv(out / "rounds.csv")
+    assert [r["learner"] for r in rows] == [0, 1, 2]  # --nodes 3: the first three learners
+    assert all(r["status"] == "ok" and r["shards"] >= 1 for r in rows)
+    # the server never learned a speed: every estimate stays unknown
+    assert summary["estimates_s_per_sample"] == [None] * 5
+    assert summary["rounds"][1]["method"] == "decentralised"
+    assert gone(ray_processes), ray_processes()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--speeds", "1,0.5"], "--speeds throttles local nodes"),
+    (["--nodes", "9"], "--nodes must be between 1"),
+    (["--engine", "remote"], "--engine remote needs --superlink"),
+    (["--model", "resnet"], "unknown model"),
+    (["-m", "nope"], "has no method 'nope'"),
+])
+def test_bad_requests_exit_2_before_anything_starts(tmp_path: Path, args: list[str],
+                                                    words: str) -> None:
+    res = CliRunner().invoke(cli, ["live", str(mel_async_file(tmp_path)), "-o",
+                                   str(tmp_path / "o"), *args])
+    assert res.exit_code == 2, res.output
+    assert words in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "o" / "rounds.csv").exists()
+
+
+def test_a_problem_without_a_learning_cycle_is_refused(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    res = CliRunner().invoke(cli, ["live", str(root / "instances/med/mays2023_n4_m2.json"),
+                                   "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "learning cycle" in res.output

@@ -1,0 +1,70 @@
+"""The tiny app: the ServerApp sends one QUERY to every node per round and times the replies.
+
+Run config (all optional): ``tiny-rounds`` (rounds, 1), ``tiny-nodes`` (nodes to wait for,
+1), ``tiny-timeout`` (seconds per round and for the nodes to appear, 20), ``tiny-poll``
+(seconds between the server's pulls; 0 uses ``Grid.send_and_receive``, whose pulls are 3 s
+apart), ``tiny-fail`` (the ServerApp raises at once).
+Each round prints one line ``tinyapp round=R seconds=S partitions=[...]`` (the partition ids
+of the nodes that replied), which the launcher streams back to the test.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+server_app = ServerApp()
+client_app = ClientApp()
+
+
+def _exchange(grid: Grid, messages: list[Message], timeout: float, poll: float) -> list[Message]:
+    if poll <= 0:
+        return list(grid.send_and_receive(messages, timeout=timeout))
+    # our own loop: pulls every `poll` seconds instead of the Grid's fixed 3 s
+    pending = set(grid.push_messages(messages))
+    replies: list[Message] = []
+    end = time.monotonic() + timeout
+    while pending and time.monotonic() < end:
+        got = list(grid.pull_messages(pending))
+        replies += got
+        pending -= {m.metadata.reply_to_message_id for m in got}
+        if pending:
+            time.sleep(poll)
+    return replies
+
+
+@server_app.main()
+def main(grid: Grid, context: Context) -> None:
+    cfg = context.run_config
+    if cfg.get("tiny-fail"):
+        raise RuntimeError("tinyapp fails as asked")
+    rounds = int(cfg.get("tiny-rounds", 1))
+    want = int(cfg.get("tiny-nodes", 1))
+    timeout = float(cfg.get("tiny-timeout", 20.0))
+    poll = float(cfg.get("tiny-poll", 0.05))
+    end = time.monotonic() + timeout
+    nodes = list(grid.get_node_ids())
+    while len(nodes) < want and time.monotonic() < end:
+        time.sleep(0.2)
+        nodes = list(grid.get_node_ids())
+    for r in range(rounds):
+        messages = [Message(RecordDict({"config": ConfigRecord({"round": r})}),
+                            dst_node_id=node, message_type=MessageType.QUERY)
+                    for node in nodes]
+        t0 = time.monotonic()
+        replies = _exchange(grid, messages, timeout, poll)
+        seconds = time.monotonic() - t0
+        parts = sorted(int(m.content["metrics"]["partition-id"]) for m in replies
+                       if not m.has_error())
+        print(f"tinyapp round={r} seconds={seconds:.3f} partitions={parts}", flush=True)
+
+
+@client_app.query()
+def query(msg: Message, context: Context) -> Message:
+    metrics = MetricRecord({"partition-id": int(context.node_config["partition-id"]),
+                            "pid": os.getpid()})
+    return Message(RecordDict({"metrics": metrics}), reply_to=msg)
