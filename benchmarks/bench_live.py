@@ -94,14 +94,36 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def emulator_round(K: int, clock: float, rounds: int, tmp: Path) -> tuple[float, int]:
+def emulator_round(K: int, clock: float, rounds: int, tmp: Path,
+                   seconds: list[float | None]) -> tuple[float, int, float]:
+    """The emulator on the same work as a live run: the instance calibrated with the live
+    run's final speed estimates (``seconds`` per sample-pass), so each learner has the
+    allocation the live learners had. Returns seconds per round, peak bytes and the
+    sample-passes of a round."""
+    from mel_opt.problems import get_problem
+    from mel_opt.problems.learning import RunContext
+    from mel_opt.training.partition import proportional_sizes
+
     inst = api.load_instance(instance(K, clock, tmp / f"e{K}.json"))
     data = load_dataset("digits")
+    cycle = get_problem("mel-async").learning
+    assert cycle is not None
+    known = [s for s in seconds if s is not None]
+    sigma = [s if s is not None else statistics.median(known) for s in seconds]
+    import numpy as np
+
+    live_inst = cycle.live_instance(inst, np.arange(K), np.array(sigma), data.y_train.size)
+    sol = api.solve(live_inst, "exact").solution
+    sizes = proportional_sizes(cycle.data_shares(live_inst, "exact", sol, data.y_train.size),
+                               data.y_train.size)
+    plan = cycle.configure_cycle(live_inst, RunContext("exact", sol, 0, sizes), 1)
+    work = float(sum(p.samples * p.passes for p in plan.learners))
     with PeakMemory() as mem:
         start = time.perf_counter()
-        train(inst, TrainSettings(schemes=("exact",), cycles=rounds, seeds=1), data=data)
+        train(live_inst, TrainSettings(schemes=("exact",), cycles=rounds, seeds=1),
+              data=data)
         wall = time.perf_counter() - start
-    return wall / rounds, mem.peak
+    return wall / rounds, mem.peak, work
 
 
 def live_round(K: int, clock: float, rounds: int, engine: str, nodes: int | None,
@@ -117,21 +139,33 @@ def live_round(K: int, clock: float, rounds: int, engine: str, nodes: int | None
 
 def section_rounds(args: argparse.Namespace, tmp: Path) -> None:
     table = Table(title=f"seconds per round (median, start-up excluded), mel-async, clock "
-                        f"{args.clock:g} s, {args.rounds} rounds; peak MB of all processes")
-    for col in ("K", "engine", "nodes", "s / round", "x emulator", "peak MB"):
+                        f"{args.clock:g} s, {args.rounds} rounds; the emulator trains the "
+                        "allocation the simulated learners had (same work); peak MB of all "
+                        "processes")
+    for col in ("K", "engine", "nodes", "sample-passes / round", "s / round",
+                "x emulator", "peak MB"):
         table.add_column(col, justify="right")
     for K in args.sizes:
-        base, mem = emulator_round(K, args.clock, args.rounds, tmp)
-        table.add_row(str(K), "emulator", "-", f"{base:.3f}", "1.0", f"{mem / 2**20:,.0f}")
-        cases = [("simulation", None)] + [("local", n) for n in (2, 4) if n <= K]
-        for engine, nodes in cases:
+        try:
+            sim, sim_mem, summary = live_round(K, args.clock, args.rounds, "simulation", None,
+                                               tmp)
+        except Exception as exc:  # a failed case is reported, the table goes on
+            table.add_row(str(K), "simulation", str(K), "", "failed", str(exc)[:40], "")
+            continue
+        base, mem, work = emulator_round(K, args.clock, args.rounds, tmp,
+                                         summary["estimates_s_per_sample"])
+        table.add_row(str(K), "emulator", "-", f"{work:,.0f}", f"{base:.3f}", "1.0",
+                      f"{mem / 2**20:,.0f}")
+        table.add_row(str(K), "simulation", str(K), f"{work:,.0f}", f"{sim:.3f}",
+                      f"{sim / base:.1f}", f"{sim_mem / 2**20:,.0f}")
+        for nodes in (n for n in (2, 4) if n <= K):
             try:
-                sec, mem, _ = live_round(K, args.clock, args.rounds, engine, nodes, tmp)
-            except Exception as exc:  # a failed case is reported, the table goes on
-                table.add_row(str(K), engine, str(nodes or K), "failed", str(exc)[:40], "")
+                sec, mem, _ = live_round(K, args.clock, args.rounds, "local", nodes, tmp)
+            except Exception as exc:
+                table.add_row(str(K), "local", str(nodes), "", "failed", str(exc)[:40], "")
                 continue
-            table.add_row(str(K), engine, str(nodes or K), f"{sec:.3f}", f"{sec / base:.1f}",
-                          f"{mem / 2**20:,.0f}")
+            table.add_row(str(K), "local", str(nodes), "", f"{sec:.3f}",
+                          f"{sec / base:.1f}", f"{mem / 2**20:,.0f}")
         console.print(f"done: K = {K}")
     console.print(table)
 

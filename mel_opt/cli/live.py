@@ -69,8 +69,9 @@ def rounds_table(summary: dict[str, Any]) -> Table:
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=30.0,
               show_default=True, help="Solver time limit per round [s].")
 @click.option("--grace", type=click.FloatRange(min=0), default=None,
-              help="Seconds a round waits past its clock for replies (default: 2 in "
-                   "simulation, 10 in a deployment: a learner process starts per message).")
+              help="Seconds a round waits for replies beyond each learner's predicted "
+                   "computation and measured messaging overhead (default: 2 in the "
+                   "simulation, 5 in a deployment).")
 @click.option("--emulate", is_flag=True,
               help="Also run the emulator on the same instance, seed and rounds "
                    "(written to DIR/emulated).")
@@ -99,7 +100,7 @@ def live_cmd(path: str, engine: str, method: str | None, rounds: int, nodes: int
             path, method=method, rounds=rounds, seed=seed, dataset=dataset,
             partition=partition, model=model, lr=lr, batch_size=batch_size,
             max_train=max_train, time_limit=time_limit,
-            grace_s=grace if grace is not None else (2.0 if engine == "simulation" else 10.0))
+            grace_s=grace if grace is not None else (2.0 if engine == "simulation" else 5.0))
         opts = LiveOptions(engine=engine, nodes=nodes, speeds=speeds_from_text(speeds),
                            superlink=superlink, root_certificates=root_certificates,
                            insecure=insecure, emulate=emulate)

@@ -14,7 +14,8 @@ One round:
    into one plan per learner by the problem's ``configure_cycle``. A decentralised problem
    (dab) instead sends each learner :meth:`LearningCycle.learner_config` and lets it decide.
 2. The nodes train; the round closes when all have answered or its wall-clock budget
-   (:meth:`RoundPlan.wait_s`) is spent. A learner that has not answered is *missing*: left out
+   (:meth:`LiveRun.wait_s`: each learner's predicted computation plus its own measured
+   messaging overhead) is spent. A learner that has not answered is *missing*: left out
    of the next allocations until it answers again.
 3. :meth:`LiveRun.close`: every reply is checked (non-finite, negative or absurd metrics are
    ignored with a warning), its measured time is its compute time plus the plan's emulated
@@ -46,6 +47,8 @@ __all__ = ["LiveRun", "LiveSettings", "NodeReply", "RoundPlan"]
 
 #: A round's compute time beyond this is not believed (a day) [s].
 MAX_ROUND_S = 86_400.0
+#: The probe's own length (at least this much training) [s].
+PROBE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class LiveSettings:
     alpha : float
         Weight of a new measurement in each learner's speed estimate.
     grace_s : float
-        Wall-clock seconds a round waits past its clock for replies to arrive (messaging).
+        Wall-clock seconds a round waits for replies beyond each learner's predicted
+        computation and measured messaging overhead.
     """
 
     instance: Mapping[str, Any]
@@ -110,11 +114,14 @@ class NodeReply:
         Its metric record (numbers).
     model : list of ndarray or None
         Its trained model (None for a probe, or when the learner trained nothing).
+    elapsed_s : float or None
+        Wall time from sending the message to receiving this reply [s].
     """
 
     learner: int
     metrics: Mapping[str, Any]
     model: Params | None = None
+    elapsed_s: float | None = None
 
 
 @dataclass
@@ -157,17 +164,13 @@ class RoundPlan:
         return max((float(v.get("predicted_s", 0.0)) for v in self.configs.values()),
                    default=0.0)
 
-    def wait_s(self, grace_s: float) -> float:
-        """How long the server waits for replies [s]: the longest predicted computation (the
-        part of a learner's time that passes on the wall clock; transfers are emulated), a
-        quarter more for learners slower than predicted, and ``grace_s`` for the messaging.
-        A decentralised round, whose computations the server cannot predict, waits for its
-        whole clock."""
-        if self.cycle is not None:
-            work = max((p.compute_s for p in self.cycle.learners), default=0.0)
-        else:
-            work = self.clock_s
-        return 1.25 * work + grace_s
+    def compute_s(self, learner: int) -> float:
+        """The computation predicted for ``learner`` [s]: the part of its time that passes on
+        the wall clock (transfers are emulated). A decentralised learner's is unknown to the
+        server: its whole clock."""
+        if self.cycle is None:
+            return self.clock_s
+        return next((p.compute_s for p in self.cycle.learners if p.learner == learner), 0.0)
 
 
 class LiveRun:
@@ -196,6 +199,9 @@ class LiveRun:
         layers = layers_for(settings.model, data.features, data.classes)
         self.model: Params = init_params(layers, settings.seed, np.float32)
         self.estimates = Estimates.unknown(self.K, settings.alpha)
+        # wall seconds of a message's round trip beyond the learner's computation (process
+        # start, data loading, decoding): measured per learner, averaged like the speeds
+        self.overhead = np.full(self.K, np.nan)
         self.nodes: dict[int, int] = {}  # node id -> learner
         self.missing: set[int] = set()
         self.warnings: list[str] = []
@@ -214,9 +220,11 @@ class LiveRun:
                 "batch": self.settings.batch_size, "seed": self.settings.seed,
                 **self.settings.data_config(num_nodes)}
 
-    def accept_probe(self, node_id: int, metrics: Mapping[str, Any]) -> None:
+    def accept_probe(self, node_id: int, metrics: Mapping[str, Any],
+                     elapsed_s: float | None = None) -> None:
         """Map ``node_id`` to the learner of its partition id and take its first speed (a
-        decentralised learner keeps its speed to itself: only the mapping is made)."""
+        decentralised learner keeps its speed to itself: only the mapping is made) and its
+        messaging overhead (``elapsed_s``: the probe's round trip)."""
         pid = metrics.get("partition_id")
         if not isinstance(pid, (int, float)) or not float(pid).is_integer() or \
                 not 0 <= int(pid) < self.K:
@@ -231,6 +239,37 @@ class LiveRun:
         self.nodes[node_id] = learner
         if not self.cycle.decentralised:
             self._measure(learner, metrics, 0)
+        self.note_overhead(learner, metrics, elapsed_s)
+
+    def note_overhead(self, learner: int, metrics: Mapping[str, Any],
+                      elapsed_s: float | None) -> None:
+        """Fold one round trip of ``learner`` into its messaging overhead."""
+        if elapsed_s is None or not math.isfinite(elapsed_s):
+            return
+        try:
+            compute = float(metrics.get("compute_s", 0.0))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            compute = 0.0
+        value = max(0.0, elapsed_s - (compute if math.isfinite(compute) else 0.0))
+        now = float(self.overhead[learner])
+        a = self.settings.alpha
+        self.overhead[learner] = value if not math.isfinite(now) else (1 - a) * now + a * value
+
+    def wait_s(self, plan: RoundPlan) -> float:
+        """How long the server waits for the replies of ``plan`` [s]: for each learner its
+        predicted computation and a quarter more (for learners slower than predicted) plus its
+        measured messaging overhead, the longest of those, plus ``grace_s``."""
+        waits = [1.25 * plan.compute_s(k) + self._overhead(k) for k in plan.configs]
+        return max(waits, default=0.0) + self.settings.grace_s
+
+    def rejoin_wait_s(self, learners: Sequence[int]) -> float:
+        """How long to wait for a probe of the missing ``learners`` [s]."""
+        return max((self._overhead(k) for k in learners), default=0.0) * 1.5 + \
+            self.settings.grace_s + PROBE_S
+
+    def _overhead(self, k: int) -> float:
+        value = float(self.overhead[k])
+        return value if math.isfinite(value) else 0.0
 
     def node_of(self, learner: int) -> int:
         return next(n for n, k in self.nodes.items() if k == learner)
@@ -300,6 +339,8 @@ class LiveRun:
         self.missing = {k for k in plan.configs if k not in got} | (self.missing - set(got))
         learner_plans = self._learner_plans(plan, got)
         rows, usable = [], []
+        for k, reply in got.items():
+            self.note_overhead(k, reply.metrics, reply.elapsed_s)
         for k in sorted(plan.configs):
             p = learner_plans.get(k)
             row = self._row(plan, k, p, got.get(k))

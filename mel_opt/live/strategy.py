@@ -95,6 +95,7 @@ class AllocationStrategy(Strategy):
         self._plan: RoundPlan | None = None
         self._round_start = 0.0
         self._pending: dict[str, int] = {}  # message id -> learner, of unanswered messages
+        self._elapsed: dict[str, float] = {}  # message id -> seconds until its reply came
 
     # -- the four Strategy hooks -------------------------------------------------------------
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
@@ -119,7 +120,8 @@ class AllocationStrategy(Strategy):
                 self.run.warn(f"round {server_round}: learner {learner} failed: "
                               f"{msg.error.reason}")
                 continue
-            node_replies.append(NodeReply(learner, _metrics(msg), _model(msg)))
+            node_replies.append(NodeReply(learner, _metrics(msg), _model(msg),
+                                          self._elapsed.get(msg.metadata.reply_to_message_id)))
         self.run.close(self._plan, node_replies, time.perf_counter() - self._round_start)
         last = self.run.rounds[-1]
         return (ArrayRecord(self.run.model),
@@ -158,7 +160,7 @@ class AllocationStrategy(Strategy):
                 self.log(f"round {r}: stopped: {exc}")
                 break
             assert self._plan is not None
-            wait = self._plan.wait_s(self.run.settings.grace_s)
+            wait = self.run.wait_s(self._plan)
             self.log(f"round {r}: {len(messages)} learners, waiting up to {wait:.3g} s")
             replies = self._exchange(grid, messages, wait)
             self.aggregate_train(r, replies)
@@ -191,18 +193,20 @@ class AllocationStrategy(Strategy):
                 self.run.warn(f"probe: node {msg.metadata.src_node_id} failed: "
                               f"{msg.error.reason}")
                 continue
-            self.run.accept_probe(msg.metadata.src_node_id, _metrics(msg))
+            self.run.accept_probe(msg.metadata.src_node_id, _metrics(msg),
+                                  self._elapsed.get(msg.metadata.reply_to_message_id))
         self.log(f"probe: {len(self.run.nodes)} learner(s) measured")
 
     def _rejoin(self, grid: Grid) -> None:
         """Probe the missing learners again; those that answer are back."""
         if not self.run.missing:
             return
-        nodes = [self.run.node_of(k) for k in sorted(self.run.missing)]
+        missing = sorted(self.run.missing)
+        nodes = [self.run.node_of(k) for k in missing]
         config = config_record(self.run.probe_config(len(self.run.nodes)))
         messages = [Message(RecordDict({"config": config}), dst_node_id=n,
                             message_type=MessageType.QUERY, group_id="rejoin") for n in nodes]
-        for msg in self._exchange(grid, messages, self.run.settings.grace_s, probe=True):
+        for msg in self._exchange(grid, messages, self.run.rejoin_wait_s(missing), probe=True):
             learner = self.run.nodes.get(msg.metadata.src_node_id)
             if learner is not None and not msg.has_error():
                 self.run.missing.discard(learner)
@@ -221,13 +225,15 @@ class AllocationStrategy(Strategy):
                 self._pending[i] = learner
         waiting = set(ids)
         got: list[Message] = []
-        until = time.perf_counter() + wait
+        sent = time.perf_counter()
+        until = sent + wait
         while True:
             for msg in grid.pull_messages(list(waiting | set(self._pending))):
                 mid = msg.metadata.reply_to_message_id
                 if mid in waiting:
                     waiting.discard(mid)
                     got.append(msg)
+                    self._elapsed[mid] = time.perf_counter() - sent
                 elif mid in self._pending:
                     self.run.missing.discard(self._pending[mid])
                 self._pending.pop(mid, None)

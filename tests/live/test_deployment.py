@@ -7,9 +7,11 @@ the runs are few and short; assertions are about behaviour, never about wall-clo
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from mel_opt.live.throttle import descendants, send  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
+TAG = "MELOPT_TEST_RUN"
 FLOWER = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp",
           "flwr-clientapp", "mel_opt.live.supernode")
 
@@ -38,7 +41,18 @@ def instance(tmp_path: Path, K: int = 3, T: float = 0.5) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def tagged(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every process this test starts inherits a tag in its environment, so the checks below
+    find exactly those (another suite may run Flower beside this one)."""
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(TAG, tag)
+    return tag
+
+
 def flower_processes() -> list[str]:
+    """Command lines of Flower processes started by this test that are still alive."""
+    marker = f"{TAG}={os.environ.get(TAG, '')}".encode()
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -46,9 +60,10 @@ def flower_processes() -> list[str]:
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            env = (proc / "environ").read_bytes()
         except OSError:
             continue
-        if state != "Z" and any(name in cmd for name in FLOWER):
+        if state != "Z" and marker in env.split(b"\0") and any(n in cmd for n in FLOWER):
             found.append(cmd)
     return found
 
@@ -63,7 +78,6 @@ def all_gone(seconds: float = 30.0) -> bool:
 
 
 def test_two_nodes_two_rounds(tmp_path: Path) -> None:
-    assert not flower_processes(), "another Flower deployment is running"
     settings = load_settings(instance(tmp_path, K=2), rounds=2, model="softmax", lr=0.3,
                              grace_s=20.0)
     out = tmp_path / "out"
@@ -116,4 +130,48 @@ def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path) -> Non
     assert all(not Path(f"/proc/{pid}").exists() or
                Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
                for pid in pids)
+    assert all_gone(), flower_processes()
+
+
+def test_remote_engine_rebuilds_the_outputs_from_the_servers_log(tmp_path: Path) -> None:
+    # a "remote" SuperLink that happens to run here: the server writes no file of ours, the
+    # runner rebuilds rounds.csv and summary.json from the records the server logs
+    settings = load_settings(instance(tmp_path, K=2), rounds=1, model="softmax", grace_s=20.0)
+    out = tmp_path / "out"
+    with LocalFederation(nodes=2) as fed:
+        fed.wait_ready()
+        opts = LiveOptions(engine="remote", superlink=f"127.0.0.1:{fed.port}", insecure=True,
+                           nodes=2)
+        summary = live(settings, opts, out)
+    rows = rows_from_csv(out / "rounds.csv")
+    assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1)]
+    assert [r["round"] for r in summary["rounds"]] == [0, 1]
+    assert all_gone(), flower_processes()
+
+
+def test_ctrl_c_ends_every_process_and_keeps_the_rounds_done(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "mel_opt.cli", "live", str(instance(tmp_path, K=2)),
+           "--engine", "local", "--rounds", "50", "--model", "softmax", "-o", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        until = time.monotonic() + 240
+        done = 0
+        while time.monotonic() < until and proc.poll() is None and done < 1:
+            path = out / "summary.json"
+            if path.exists():
+                done = json.loads(path.read_text())["rounds"][-1]["round"]
+            time.sleep(0.5)
+        assert done >= 1, "no round finished"
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 130
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"][-1]["round"] >= 1  # what finished is kept
     assert all_gone(), flower_processes()

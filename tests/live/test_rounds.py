@@ -76,7 +76,12 @@ def test_round_allocates_from_the_measured_speeds(digits: Any) -> None:
     work = {k: c["samples"] * c["passes"] for k, c in plan.configs.items()}
     assert work[0] > work[1] > work[2]
     longest = max(c["predicted_s"] - c["comm_s"] for c in plan.configs.values())
-    assert plan.wait_s(5.0) == pytest.approx(1.25 * longest + 5.0)
+    assert run.wait_s(plan) == pytest.approx(1.25 * longest + 5.0)  # no overhead known yet
+    # a learner whose messages take 3 s beyond its computation is waited for that long
+    run.note_overhead(2, {"compute_s": 0.5}, 3.5)
+    assert run.overhead[2] == pytest.approx(3.0)
+    wait2 = 1.25 * (plan.configs[2]["predicted_s"] - plan.configs[2]["comm_s"]) + 3.0
+    assert run.wait_s(plan) == pytest.approx(max(1.25 * longest, wait2) + 5.0)
 
 
 def test_close_aggregates_judges_deadlines_and_learns(digits: Any) -> None:

@@ -7,7 +7,9 @@ a fraction of a second), so the tests check behaviour, never wall-clock time.
 from __future__ import annotations
 
 import json
+import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from mel_opt.live.report import rows_from_csv  # noqa: E402
 from mel_opt.live.run import LiveOptions, live, load_settings  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+TAG = "MELOPT_TEST_RUN"
 
 
 def mel_async_file(tmp_path: Path, T: float = 0.6) -> Path:
@@ -32,17 +35,29 @@ def mel_async_file(tmp_path: Path, T: float = 0.6) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def tagged(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Ray's processes inherit a tag in their environment, so the checks find exactly the ones
+    this test started (another suite may run Ray beside this one)."""
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(TAG, tag)
+    return tag
+
+
 def ray_processes() -> list[str]:
-    """Command lines of Ray's own processes still alive on this machine."""
+    """Command lines of Ray's own processes started by this test that are still alive."""
+    marker = f"{TAG}={os.environ.get(TAG, '')}".encode()
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = (proc / "environ").read_bytes()
         except OSError:
             continue
-        if "raylet" in cmd or "gcs_server" in cmd or "ray::" in cmd:
+        if marker in env.split(b"\0") and ("raylet" in cmd or "gcs_server" in cmd
+                                             or "ray::" in cmd):
             found.append(cmd)
     return found
 
@@ -60,7 +75,7 @@ def test_mel_async_rounds_reallocate_from_measurements(tmp_path: Path) -> None:
     settings = load_settings(mel_async_file(tmp_path), rounds=2, seed=3, model="softmax",
                              lr=0.3, grace_s=3.0)
     out = tmp_path / "out"
-    summary = live(settings, LiveOptions(engine="simulation"), out)
+    summary = live(settings, LiveOptions(engine="simulation", emulate=True), out)
     rows = rows_from_csv(out / "rounds.csv")
     assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1), (1, 2),
                                                           (2, 0), (2, 1), (2, 2)]
@@ -79,6 +94,10 @@ def test_mel_async_rounds_reallocate_from_measurements(tmp_path: Path) -> None:
     assert all(r["allocation"]["d"] and r["method"] == "exact" for r in rounds[1:])
     assert all(v is not None and v > 0 for v in summary["estimates_s_per_sample"])
     assert summary["figure"] == "live.png" and (out / "live.png").stat().st_size > 0
+    # --emulate: the same instance, method, seed and rounds on the emulator, beside
+    emulated = summary["emulated"]
+    assert list(emulated["schemes"]) == ["exact"]
+    assert (out / "emulated" / "train.csv").read_text().count("\nexact,0,") == 3  # cycles 0-2
     assert gone(ray_processes), ray_processes()
 
 
