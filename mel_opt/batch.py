@@ -269,6 +269,9 @@ def init_local_ray(ray: Any, jobs: int) -> None:
     127.0.0.1 by disabling that replacement for the duration of ``ray.init``; a Ray without
     that function is started with the plain option. The test suite checks the sockets.
     """
+    # mel_opt's tasks need no accelerator: Ray keeps its hands off the visible-device
+    # variables (and does not warn that it will stop touching them by default)
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     kwargs: dict[str, Any] = {"num_cpus": jobs, "ignore_reinit_error": True,
                               "log_to_driver": False, "include_dashboard": False,
                               "_node_ip_address": "127.0.0.1"}

@@ -142,9 +142,6 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path,
     from mel_opt.live.server import make_server_app
 
     cpus = os.cpu_count() or 1
-    # learners need no accelerator: keep Ray from touching the visible-device variables (and
-    # from warning that it will stop doing so)
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     init_local_ray(ray, cpus)
     try:
         def written(r: Any) -> None:
