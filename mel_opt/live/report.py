@@ -151,11 +151,13 @@ def plot(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
         if not mine:
             continue
         rounds = [int(r["round"]) for r in mine]
+        name = mine[0].get("name", k)
         line = axes[0].plot(rounds, [r["compute_measured_s"] for r in mine], "o-", lw=1.2,
-                            ms=3, label=f"{mine[0].get('name', k)} measured")[0]
+                            ms=3, label=f"{name} measured")[0]
         axes[0].plot(rounds, [r["compute_predicted_s"] for r in mine], "x--", lw=0.8,
-                     color=line.get_color(), label="predicted")
+                     color=line.get_color(), label=f"{name} predicted")
     axes[0].set_xlabel("round")
+    axes[0].xaxis.get_major_locator().set_params(integer=True)
     axes[0].set_ylabel("compute time [s]")
     axes[0].set_title("predicted (x) and measured (o) per learner", fontsize=9)
     done = [r for r in summary.get("rounds", []) if r.get("wall_s") is not None]

@@ -161,6 +161,7 @@ def _tiny_app(tmp_path: Path, name: str, **config: int | float) -> Path:
 
 @ON_PROC
 @pytest.mark.slow
+@pytest.mark.federation
 def test_a_loopback_federation_runs_an_app_survives_a_dead_node_and_cleans_up(tmp_path):
     pytest.importorskip("flwr")
     fed = LocalFederation(nodes=2, env={"PYTHONPATH": str(HERE)})
@@ -178,7 +179,7 @@ def test_a_loopback_federation_runs_an_app_survives_a_dead_node_and_cleans_up(tm
             if "tinyapp round=0" in line and not during:  # the ServerApp is running now
                 during.extend(fed.listening())
 
-        app = _tiny_app(tmp_path, "both", rounds=2, nodes=2, timeout=30)
+        app = _tiny_app(tmp_path, "both", rounds=2, nodes=2, timeout=120)
         assert fed.run_app(app, collect, timeout=180) == 0
         assert any("Successfully started run" in line for line in lines)  # flwr's own output
         rounds = [line for line in lines if "tinyapp round=" in line]
@@ -202,7 +203,7 @@ def test_a_loopback_federation_runs_an_app_survives_a_dead_node_and_cleans_up(tm
         fed.kill_node(1)
         assert not any(is_alive(p, s) for p, s in tree.items())
         lines.clear()
-        app = _tiny_app(tmp_path, "one", rounds=1, nodes=2, timeout=6)
+        app = _tiny_app(tmp_path, "one", rounds=1, nodes=2, timeout=20)
         assert fed.run_app(app, lines.append, timeout=180) == 0
         assert any("tinyapp round=0" in line and "partitions=[0]" in line for line in lines), lines
 
@@ -218,6 +219,7 @@ def test_a_loopback_federation_runs_an_app_survives_a_dead_node_and_cleans_up(tm
 
 @ON_PROC
 @pytest.mark.slow
+@pytest.mark.federation
 def test_an_interrupt_ends_a_throttled_federation_and_all_its_processes():
     pytest.importorskip("flwr")
     with pytest.raises(KeyboardInterrupt):

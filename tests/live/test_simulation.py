@@ -22,7 +22,7 @@ from mel_opt.cli import cli  # noqa: E402
 from mel_opt.live.report import rows_from_csv  # noqa: E402
 from mel_opt.live.run import LiveOptions, live, load_settings  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.federation, pytest.mark.timeout(600)]
 TAG = "MELOPT_TEST_RUN"
 
 
@@ -73,7 +73,7 @@ def gone(poll: Any, seconds: float = 20.0) -> bool:
 
 def test_mel_async_rounds_reallocate_from_measurements(tmp_path: Path) -> None:
     settings = load_settings(mel_async_file(tmp_path), rounds=2, seed=3, model="softmax",
-                             lr=0.3, grace_s=3.0)
+                             lr=0.3, grace_s=60.0)  # a round ends as soon as all answered
     out = tmp_path / "out"
     summary = live(settings, LiveOptions(engine="simulation", emulate=True), out)
     rows = rows_from_csv(out / "rounds.csv")
@@ -104,7 +104,7 @@ def test_mel_async_rounds_reallocate_from_measurements(tmp_path: Path) -> None:
 def test_dab_learners_decide_alone(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     settings = load_settings(root / "instances/dab/mnist_ffn_testbed.json", rounds=1,
-                             model="softmax", grace_s=3.0)
+                             model="softmax", grace_s=60.0)
     out = tmp_path / "dab"
     summary = live(settings, LiveOptions(engine="simulation", nodes=3), out)
     rows = rows_from_csv(out / "rounds.csv")

@@ -77,8 +77,9 @@ def test_a_quarter_speed_tree_gets_about_a_quarter_of_the_cpu(spawn):
     used_free = cpu_seconds(free.pid) - c_free
     used_slow = cpu_seconds(slow.pid) - c_slow
     assert throttle.error is None
-    # wall-clock shares on a shared machine: a generous range around 0.25
-    assert 0.1 < used_slow / used_free < 0.45, (used_slow, used_free)
+    # wall-clock shares on a shared machine: a generous range around 0.25 (a loaded machine
+    # gives both less and blurs the ratio), far from the 1.0 of an unthrottled process
+    assert 0.05 < used_slow / used_free < 0.6, (used_slow, used_free)
     # continued when the throttle stopped: running, and still using the CPU
     assert state(slow.pid) != "T"
     before = cpu_seconds(slow.pid)

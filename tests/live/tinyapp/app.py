@@ -60,7 +60,10 @@ def main(grid: Grid, context: Context) -> None:
         seconds = time.monotonic() - t0
         parts = sorted(int(m.content["metrics"]["partition-id"]) for m in replies
                        if not m.has_error())
+        errors = sorted({m.error.reason for m in replies if m.has_error()})
         print(f"tinyapp round={r} seconds={seconds:.3f} partitions={parts}", flush=True)
+        for reason in errors:  # Flower's own reason for a failed reply
+            print(f"tinyapp round={r} error={reason}", flush=True)
 
 
 @client_app.query()
