@@ -217,7 +217,7 @@ class AllocationStrategy(Strategy):
         """Push ``messages`` and pull their replies until all came or ``wait`` seconds pass.
 
         Replies to messages of earlier rounds that arrive meanwhile bring their learner back
-        (it answers again) but are not used."""
+        (it answers again) but are not used; an error reply brings nobody back."""
         ids = [i for i in grid.push_messages(messages) if i]
         for i, msg in zip(ids, messages, strict=False):
             learner = self.run.nodes.get(msg.metadata.dst_node_id)
@@ -234,7 +234,9 @@ class AllocationStrategy(Strategy):
                     waiting.discard(mid)
                     got.append(msg)
                     self._elapsed[mid] = time.perf_counter() - sent
-                elif mid in self._pending:
+                elif mid in self._pending and not msg.has_error():
+                    # a late answer: its learner is alive (an error reply, e.g. the
+                    # SuperLink reporting the node offline, is no sign of life)
                     self.run.missing.discard(self._pending[mid])
                 self._pending.pop(mid, None)
             if not waiting or time.perf_counter() >= until:

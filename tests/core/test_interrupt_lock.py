@@ -28,6 +28,13 @@ def _instances(root: Path, count: int) -> None:
         (root / f"r{i:02d}.json").write_text(json.dumps(doc))
 
 
+def default_sigint() -> None:
+    """Ctrl-C acts in the child as at a terminal, even when this suite runs as a background
+    job (a non-interactive shell starts those with SIGINT ignored, and the child would
+    inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _summary_files(out: Path) -> list[str]:
     with open(out / "summary.csv", newline="") as fh:
         return sorted(r["result_file"] for r in csv.DictReader(fh))
@@ -57,7 +64,7 @@ def test_ctrl_c_stops_batch_keeps_results_and_resume_finishes(tmp_path):
     args = [*MELOPT, "batch", str(root), "-o", str(out), "-j", "2", "--methods",
             "exact,kkt-sai,eta"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=ENV, start_new_session=True)
+                            env=ENV, start_new_session=True, preexec_fn=default_sigint)
     try:
         _wait_for_results(proc, out, 4)
         # while it runs, the folder is locked against a second batch and a sweep

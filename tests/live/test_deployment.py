@@ -169,7 +169,10 @@ def test_ctrl_c_ends_every_process_and_keeps_the_rounds_done(tmp_path: Path) -> 
     cmd = [sys.executable, "-m", "mel_opt.cli", "live", str(instance(tmp_path, K=2)),
            "--engine", "local", "--rounds", "50", "--model", "softmax", "-o", str(out)]
     log = (tmp_path / "live.log").open("wb")  # never a pipe: nobody reads it while it runs
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    # SIGINT as at a terminal, even when this suite runs as a background job (started with
+    # SIGINT ignored, which the child would inherit)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         until = time.monotonic() + 240
         done = 0
