@@ -46,7 +46,8 @@ def rounds_table(summary: dict[str, Any]) -> Table:
               help="Method that allocates every round (default: the problem's).")
 @click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--nodes", type=click.IntRange(min=1), default=None,
-              help="Learner processes (default: the instance's learners).")
+              help="Learner processes (default: the instance's learners; adaptive-tau, whose "
+                   "file has none: 5, as paper 003's demo).")
 @click.option("--speeds", default=None,
               help="Local nodes' fractions of a core, e.g. 1,0.5,0.25 (--engine local).")
 @click.option("--superlink", default=None, help="HOST:PORT of a remote SuperLink (remote).")
@@ -99,7 +100,7 @@ def live_cmd(path: str, engine: str, method: str | None, rounds: int, nodes: int
         settings = load_settings(
             path, method=method, rounds=rounds, seed=seed, dataset=dataset,
             partition=partition, model=model, lr=lr, batch_size=batch_size,
-            max_train=max_train, time_limit=time_limit,
+            max_train=max_train, time_limit=time_limit, learners=nodes,
             grace_s=grace if grace is not None else (2.0 if engine == "simulation" else 5.0))
         opts = LiveOptions(engine=engine, nodes=nodes, speeds=speeds_from_text(speeds),
                            superlink=superlink, root_certificates=root_certificates,

@@ -30,6 +30,9 @@ from mel_opt.training.mlp import init_params, layers_for
 
 __all__ = ["client_app", "make_client_app"]
 
+#: Node-state key of the learner's last local model (gradient statistics compare with it).
+LOCAL_MODEL = "melopt-local-model"
+
 
 # -- client ------------------------------------------------------------------------------------
 def _config(msg: Message) -> dict[str, Any]:
@@ -100,6 +103,12 @@ def make_client_app() -> ClientApp:
         else:
             samples, passes = int(config["samples"]), int(config["passes"])
             batch = int(config["batch"])
+        stats = None
+        if int(config.get("statistics", 0)):  # adaptive-tau: at the global model, first
+            previous = context.state.get(LOCAL_MODEL)
+            stats = L.gradient_statistics(
+                model, previous.to_numpy_ndarrays() if isinstance(previous, ArrayRecord)
+                else None, local)
         seed = int(config.get("seed", 0)) * 1_000_003 + int(config.get("round", 0)) * 7919 + pid
         done = L.train_cycle(model, local, samples, passes, batch, float(config["lr"]), seed)
         if done.work > 0:
@@ -108,8 +117,14 @@ def make_client_app() -> ClientApp:
                    "samples": done.samples, "passes": done.passes, **extra}
         if not decentralised:  # the server's estimate of this learner follows it
             metrics["work"] = done.work
-        content = RecordDict({"arrays": ArrayRecord(done.model),
-                              "metrics": MetricRecord(metrics)})
+        records = {"arrays": ArrayRecord(done.model)}
+        if stats is not None:
+            context.state[LOCAL_MODEL] = ArrayRecord(done.model)  # w_i for the next round
+            metrics.update(local_loss=stats.loss, statistics_s=stats.seconds)
+            metrics.update({k: v for k, v in (("rho", stats.rho), ("beta", stats.beta))
+                            if v is not None})
+            records["gradient"] = ArrayRecord(stats.gradient)
+        content = RecordDict({**records, "metrics": MetricRecord(metrics)})
         return Message(content, reply_to=msg)
 
     return app

@@ -33,7 +33,8 @@ from mel_opt.training.partition import (
     proportional_sizes,
 )
 
-__all__ = ["LocalData", "Trained", "local_data", "probe", "train_cycle"]
+__all__ = ["LocalData", "Statistics", "Trained", "gradient_statistics", "local_data", "probe",
+           "train_cycle"]
 
 #: Probe (subset benchmarking) length: at least this many seconds of training, so that a
 #: learner throttled by a duty cycle is measured over many of its periods.
@@ -150,3 +151,73 @@ def probe(model: Params, local: LocalData, batch: int, seed: int,
         work += step.work
         passes += 1
     return Trained(model, total_s, work, n, passes)
+
+
+#: Samples of the learner's own data its gradient statistics are computed on (at most).
+STATISTICS_SAMPLES = 2048
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """A learner's gradient statistics at the round's global model w (adaptive-tau).
+
+    Attributes
+    ----------
+    loss : float
+        F_i(w), its mean local loss at w.
+    gradient : list of ndarray
+        grad F_i(w).
+    rho, beta : float or None
+        |F_i(w_i) - F_i(w)| / ||w_i - w|| and ||grad F_i(w_i) - grad F_i(w)|| / ||w_i - w||
+        with w_i its local model of the previous round (None without one, or when w_i = w).
+    seconds : float
+        Wall time of computing them [s].
+    """
+
+    loss: float
+    gradient: Params
+    rho: float | None
+    beta: float | None
+    seconds: float
+
+
+def _loss_and_gradient(model: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, Params]:
+    from mel_opt.training.mlp import stacked_gradients, stacked_loss
+
+    stacked = [np.asarray(a, dtype=x.dtype)[None] for a in model]
+    xs, ys = x[None], y[None]
+    weight = np.full((1, y.size), 1.0 / y.size, dtype=x.dtype)
+    loss = float(stacked_loss(stacked, xs, ys)[0])
+    grads = stacked_gradients(stacked, xs, ys, weight)
+    return loss, [np.asarray(g[0]) for g in grads]
+
+
+def _norm(arrays: Params) -> float:
+    return float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
+
+
+def gradient_statistics(model: Params, previous: Params | None, local: LocalData,
+                        max_samples: int = STATISTICS_SAMPLES) -> Statistics:
+    """The loss and gradient of the learner's local loss at ``model`` (the global model) and,
+    with its previous local model ``previous``, its Lipschitz (rho) and smoothness (beta)
+    estimates between the two (Wang et al.'s estimates, which paper 003's control uses).
+
+    The local loss is the mean cross-entropy over its data (at most ``max_samples`` of it: the
+    first rows of its part, the same every round).
+    """
+    start = time.perf_counter()
+    rows = local.rows[:max_samples]
+    x, y = local.data.x_train[rows], local.data.y_train[rows]
+    with threadpool_limits(limits=1, user_api="blas"):
+        loss, grad = _loss_and_gradient(model, x, y)
+        rho = beta = None
+        if previous is not None and len(previous) == len(model) and all(
+                np.shape(a) == np.shape(b) for a, b in zip(previous, model, strict=True)):
+            dist = _norm([np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+                          for a, b in zip(previous, model, strict=True)])
+            if dist > 0:
+                loss_p, grad_p = _loss_and_gradient(previous, x, y)
+                rho = abs(loss_p - loss) / dist
+                beta = _norm([np.asarray(a, dtype=np.float64) - b
+                              for a, b in zip(grad_p, grad, strict=True)]) / dist
+    return Statistics(loss, grad, rho, beta, time.perf_counter() - start)

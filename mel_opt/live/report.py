@@ -32,7 +32,7 @@ RECORD_PREFIX = "melopt-live "
 
 COLUMNS = ("round", "learner", "name", "node", "status", "predicted_s", "measured_s",
            "deadline_met", "compute_predicted_s", "compute_measured_s", "comm_emulated_s",
-           "samples", "passes", "d", "tau", "shards", "batch", "task")
+           "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s")
 
 
 def _cell(value: Any) -> Any:
@@ -161,7 +161,21 @@ def plot(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
     axes[0].set_ylabel("compute time [s]")
     axes[0].set_title("predicted (x) and measured (o) per learner", fontsize=9)
     done = [r for r in summary.get("rounds", []) if r.get("wall_s") is not None]
-    axes[1].plot([r["wall_s"] for r in done], [r["accuracy"] for r in done], "o-", lw=1.4)
+    walls = [r["wall_s"] for r in done]
+    tasks = done[0].get("tasks") if done else None
+    if tasks:  # one model per task (med): each task's accuracy
+        for t, task in enumerate(tasks):
+            axes[1].plot(walls, [r["tasks"][t]["accuracy"] for r in done], "o-", lw=1.2,
+                         ms=3, label=f"task {task['task']}")
+        axes[1].legend(fontsize=7)
+    else:
+        axes[1].plot(walls, [r["accuracy"] for r in done], "o-", lw=1.4)
+    control = [(r["wall_s"], r["control"]["tau"]) for r in done if r.get("control")]
+    if control:  # adaptive-tau: the tau each round ran, on a second axis
+        twin = axes[1].twinx()
+        twin.step([w for w, _ in control], [t for _, t in control], where="pre",
+                  color="tab:gray", lw=1.0)
+        twin.set_ylabel("tau (grey)")
     axes[1].set_xlabel("wall time [s]")
     axes[1].set_ylabel("validation accuracy")
     for ax in axes:

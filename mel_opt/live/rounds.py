@@ -25,6 +25,7 @@ One round:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,14 @@ from mel_opt import api
 from mel_opt.errors import UsageError
 from mel_opt.live.estimates import Estimates, read_measurement
 from mel_opt.problems import get_problem
-from mel_opt.problems.learning import CyclePlan, LearnerPlan, LearningCycle, Reply, RunContext
+from mel_opt.problems.learning import (
+    CyclePlan,
+    LearnerPlan,
+    LearningCycle,
+    LiveReport,
+    Reply,
+    RunContext,
+)
 from mel_opt.training.data import Dataset
 from mel_opt.training.local import evaluate
 from mel_opt.training.mlp import Params, init_params, layers_for
@@ -79,6 +87,9 @@ class LiveSettings:
     grace_s : float
         Wall-clock seconds a round waits for replies beyond each learner's predicted
         computation and measured messaging overhead.
+    learners : int or None
+        Learners of a problem whose instance does not fix their number (adaptive-tau: the
+        nodes; None: the problem's default).
     """
 
     instance: Mapping[str, Any]
@@ -95,6 +106,7 @@ class LiveSettings:
     time_limit: float | None = 30.0
     alpha: float = 0.5
     grace_s: float = 5.0
+    learners: int | None = None
 
     def data_config(self, num_partitions: int) -> dict[str, Any]:
         """What every learner needs to find its part of the data set."""
@@ -116,12 +128,15 @@ class NodeReply:
         Its trained model (None for a probe, or when the learner trained nothing).
     elapsed_s : float or None
         Wall time from sending the message to receiving this reply [s].
+    gradient : list of ndarray or None
+        Its local gradient at the round's global model (cycles with gradient statistics).
     """
 
     learner: int
     metrics: Mapping[str, Any]
     model: Params | None = None
     elapsed_s: float | None = None
+    gradient: Params | None = None
 
 
 @dataclass
@@ -140,6 +155,8 @@ class RoundPlan:
     method : str
     solve_s : float
         Wall time of building and solving the round's instance [s].
+    last : bool
+        The method marked this round the last one (adaptive-tau's end-of-budget rule).
     """
 
     round: int
@@ -148,6 +165,7 @@ class RoundPlan:
     allocation: dict[str, Any] = field(default_factory=dict)
     method: str = ""
     solve_s: float = 0.0
+    last: bool = False
 
     @property
     def clock_s(self) -> float:
@@ -193,11 +211,15 @@ class LiveRun:
                              f"{self.spec.name!r} has none")
         self.cycle: LearningCycle = cycle
         self.method = self.spec.method(settings.method).name
-        self.K = int(self.inst.K)  # type: ignore[attr-defined]
+        self.K = cycle.live_learners(self.inst, settings.learners)
         self.data = data
         self.N = int(data.y_train.size)
         layers = layers_for(settings.model, data.features, data.classes)
-        self.model: Params = init_params(layers, settings.seed, np.float32)
+        # one model per task (a task's model starts from its own seed)
+        self.models: list[Params] = [init_params(layers, settings.seed + 1009 * t, np.float32)
+                                     for t in range(cycle.tasks(self.inst))]
+        self.finished = False  # the problem ended the run (adaptive-tau: budget spent)
+        self.control: list[dict[str, Any]] = []  # what live_feedback recorded, per round
         self.estimates = Estimates.unknown(self.K, settings.alpha)
         # wall seconds of a message's round trip beyond the learner's computation (process
         # start, data loading, decoding): measured per learner, averaged like the speeds
@@ -209,9 +231,28 @@ class LiveRun:
         self.rounds: list[dict[str, Any]] = []
         self.clock_s = 0.0
         self.started = time.perf_counter()
-        loss, acc = evaluate(self.model, data.x_test, data.y_test)
-        self.rounds.append({"round": 0, "loss": loss, "accuracy": acc, "wall_s": 0.0,
+        self.rounds.append({"round": 0, **self._evaluation(), "wall_s": 0.0,
                             "clock_s": 0.0, "learners": 0})
+
+    @property
+    def model(self) -> Params:
+        """The global model (of the first task, where there are several)."""
+        return self.models[0]
+
+    def model_of(self, learner: int, plan: RoundPlan) -> Params:
+        """The global model ``learner`` starts from in ``plan`` (its task's)."""
+        return self.models[int(plan.configs[learner].get("task", 0))]
+
+    def _evaluation(self) -> dict[str, Any]:
+        """Validation loss and accuracy of the global model; with several tasks, their means
+        and each task's own (``tasks``)."""
+        scores = [evaluate(m, self.data.x_test, self.data.y_test) for m in self.models]
+        out: dict[str, Any] = {"loss": float(np.mean([s[0] for s in scores])),
+                               "accuracy": float(np.mean([s[1] for s in scores]))}
+        if len(scores) > 1:
+            out["tasks"] = [{"task": t, "loss": s[0], "accuracy": s[1]}
+                            for t, s in enumerate(scores)]
+        return out
 
     # -- probe ---------------------------------------------------------------------------------
     def probe_config(self, num_nodes: int) -> dict[str, Any]:
@@ -311,20 +352,25 @@ class LiveRun:
         if not res.ok:
             raise UsageError(f"round {r}: {self.method} gave no verified allocation for the "
                              f"measured learners ({res.status.value}: {res.message})")
-        shares = self.cycle.data_shares(inst, self.method, res.solution, self.N)
+        shares = self.cycle.live_shares(inst, self.method, res.solution, int(active.size),
+                                        self.N)
         sizes = proportional_sizes(shares, self.N)
-        ctx = RunContext(self.method, res.solution, self.settings.seed, sizes)
+        ctx = RunContext(self.method, res.solution, self.settings.seed, sizes,
+                         {"batch_size": self.settings.batch_size})
         local = self.cycle.configure_cycle(inst, ctx, r)
         # the round's instance numbers its learners 0..n-1: back to the learners of the file
         cycle = CyclePlan(tuple(_renumber(p, int(active[p.learner])) for p in local.learners),
                           local.duration_s, local.deadline_s, local.batch, local.lr_scale,
                           local.restart)
         batch = self.settings.batch_size if cycle.batch is None else cycle.batch
+        stats = {"statistics": 1} if self.cycle.gradient_statistics else {}
         configs = {p.learner: {**base, "samples": p.samples, "passes": p.passes,
                                "batch": batch, "lr": self.settings.lr * cycle.lr_scale,
-                               "predicted_s": p.predicted_s, "comm_s": p.comm_s}
+                               "predicted_s": p.predicted_s, "comm_s": p.comm_s,
+                               "task": p.task, **stats}
                    for p in cycle.learners}
-        return RoundPlan(r, cycle, configs, dict(res.solution), self.method, solve_s)
+        return RoundPlan(r, cycle, configs, dict(res.solution), self.method, solve_s,
+                         last=bool(res.metrics.get("last_round", False)))
 
     def close(self, plan: RoundPlan, replies: Sequence[NodeReply], wall_s: float) -> None:
         """Judge the replies, aggregate, update the estimates, record the round."""
@@ -348,26 +394,47 @@ class LiveRun:
             model = got[k].model if k in got else None
             if row["status"] in ("ok", "late") and model is not None and p is not None \
                     and p.weight > 0:
-                usable.append((Reply(k, row["measured_s"]), model))
+                usable.append((Reply(k, row["measured_s"]), model, p))
         self.rows.extend(rows)
         cycle = plan.cycle or CyclePlan(tuple(learner_plans.values()), deadline_s=plan.clock_s)
-        if usable:
-            replies_ = [u[0] for u in usable]
-            stacked = [np.stack([m[i] for _, m in usable]) for i in range(len(self.model))]
-            agg = self.cycle.aggregate(cycle, replies_, stacked)
-            self.model = [np.asarray(a, dtype=np.float32) for a in agg.model]
-            clock = agg.duration_s
-        else:
-            clock = plan.clock_s
+        clock = self._aggregate(cycle, usable) if usable else plan.clock_s
+        if not usable:
             self.warn(f"round {r}: no usable reply; the global model is unchanged")
         self.clock_s += clock
-        loss, acc = evaluate(self.model, self.data.x_test, self.data.y_test)
-        self.rounds.append({"round": r, "loss": loss, "accuracy": acc,
+        record: dict[str, Any] = {}
+        if plan.cycle is not None:
+            reports = [LiveReport(k, float(row["compute_measured_s"]), p.weight,
+                                  dict(got[k].metrics), got[k].gradient)
+                       for row in rows for k in [row["learner"]]
+                       if row["status"] == "ok" and (p := learner_plans.get(k)) is not None]
+            fb = self.cycle.live_feedback(self.inst, plan.cycle, reports, wall_s)
+            self.inst = fb.instance
+            record = dict(fb.record)
+            self.finished = fb.stop or plan.last
+        self.rounds.append({"round": r, **self._evaluation(),
                             "wall_s": time.perf_counter() - self.started,
                             "round_wall_s": wall_s, "clock_s": self.clock_s,
                             "learners": len(usable), "missing": sorted(self.missing),
                             "method": plan.method, "solve_s": plan.solve_s,
-                            "allocation": plan.allocation})
+                            "allocation": plan.allocation,
+                            **({"control": record} if record else {})})
+
+    def _aggregate(self, cycle: CyclePlan,
+                   usable: Sequence[tuple[Reply, Params, LearnerPlan]]) -> float:
+        """Each task's new global model from its learners' replies (the problem's
+        ``aggregate``); returns the round's length on the problem's clock (the longest of the
+        tasks')."""
+        clock = 0.0
+        for task in sorted({p.task for _, _, p in usable}):
+            mine = [(reply, model) for reply, model, p in usable if p.task == task]
+            sub = CyclePlan(tuple(p for p in cycle.learners if p.task == task),
+                            cycle.duration_s, cycle.deadline_s, cycle.batch, cycle.lr_scale,
+                            cycle.restart)
+            stacked = [np.stack([m[i] for _, m in mine]) for i in range(len(mine[0][1]))]
+            agg = self.cycle.aggregate(sub, [rp for rp, _ in mine], stacked)
+            self.models[task] = [np.asarray(a, dtype=np.float32) for a in agg.model]
+            clock = max(clock, agg.duration_s)
+        return clock
 
     # -- helpers -------------------------------------------------------------------------------
     def warn(self, text: str) -> None:
@@ -403,6 +470,8 @@ class LiveRun:
                                "name": self._name(k), "node": node}
         clock = plan.clock_s if plan.cycle is not None else float(
             plan.configs[k].get("deadline_s", plan.clock_s))
+        if p is not None and p.deadline_s is not None:  # its own deadline (med: its task's)
+            clock = p.deadline_s
         row.update(predicted_s=None if p is None else p.predicted_s,
                    comm_emulated_s=None if p is None else p.comm_s,
                    compute_predicted_s=None if p is None else p.compute_s)
@@ -477,8 +546,7 @@ class LiveRun:
 
 
 def _renumber(p: LearnerPlan, learner: int) -> LearnerPlan:
-    return LearnerPlan(learner, p.samples, p.passes, p.weight, p.predicted_s, p.comm_s,
-                       p.time_cv, p.task, p.columns)
+    return dataclasses.replace(p, learner=learner)
 
 
 def _median_errors(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:

@@ -88,11 +88,14 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
         raise UsageError(f"live runs need a problem with a learning cycle; {spec.name!r} "
                          "has none")
     spec.method(settings.method)
-    K = int(inst.K)  # type: ignore[attr-defined]
+    K = spec.learning.live_learners(inst, settings.learners or opts.nodes)
     nodes = opts.nodes or K
     if not 1 <= nodes <= K:
         raise UsageError(f"--nodes must be between 1 and the instance's {K} learners, "
                          f"got {nodes}")
+    if opts.emulate and not spec.learning.emulated:
+        raise UsageError(f"--emulate: the emulator does not train {spec.name} (it runs live "
+                         "only)")
     if opts.engine not in ENGINES:
         raise UsageError(f"--engine must be one of {', '.join(ENGINES)}")
     if opts.speeds:

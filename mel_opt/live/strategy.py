@@ -60,8 +60,8 @@ def _metrics(msg: Message) -> dict[str, Any]:
     return dict(record) if record is not None else {}
 
 
-def _model(msg: Message) -> list[np.ndarray] | None:
-    arrays = msg.content.get("arrays") if msg.has_content() else None
+def _model(msg: Message, key: str = "arrays") -> list[np.ndarray] | None:
+    arrays = msg.content.get(key) if msg.has_content() else None
     if not isinstance(arrays, ArrayRecord) or len(arrays) == 0:
         return None
     return [np.asarray(a, dtype=np.float32) for a in arrays.to_numpy_ndarrays()]
@@ -102,7 +102,11 @@ class AllocationStrategy(Strategy):
                         grid: Grid) -> Iterable[Message]:
         plan = self.run.plan(server_round)
         self._plan = plan
-        return [Message(RecordDict({"arrays": arrays,
+        # every node gets the global model of its own task (``arrays``: of the first task)
+        models = {t: ArrayRecord(m) for t, m in enumerate(self.run.models)} \
+            if len(self.run.models) > 1 else None
+        return [Message(RecordDict({"arrays": arrays if models is None else
+                                    models[int(cfg.get("task", 0))],
                                     "config": config_record({**dict(config), **cfg})}),
                         dst_node_id=self.run.node_of(k), message_type=MessageType.TRAIN,
                         group_id=str(server_round))
@@ -121,7 +125,8 @@ class AllocationStrategy(Strategy):
                               f"{msg.error.reason}")
                 continue
             node_replies.append(NodeReply(learner, _metrics(msg), _model(msg),
-                                          self._elapsed.get(msg.metadata.reply_to_message_id)))
+                                          self._elapsed.get(msg.metadata.reply_to_message_id),
+                                          _model(msg, "gradient")))
         self.run.close(self._plan, node_replies, time.perf_counter() - self._round_start)
         last = self.run.rounds[-1]
         return (ArrayRecord(self.run.model),
@@ -170,6 +175,11 @@ class AllocationStrategy(Strategy):
                      f"{last['round_wall_s']:.3g} s")
             if self.on_round is not None:
                 self.on_round(self.run)
+            if self.run.finished:
+                self.log(f"round {r}: the run ends here ({self.run.spec.name}: the budget "
+                         "is spent)" if not self._plan.last else
+                         f"round {r}: the method marked this round the last one")
+                break
         return self.run
 
     def _wait_for_nodes(self, grid: Grid) -> list[int]:

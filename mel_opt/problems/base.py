@@ -245,7 +245,8 @@ class ProblemSpec:
         and the registry-wide tests solve.
     learning : LearningCycle, optional
         How one global cycle of training runs under an allocation of this problem
-        (:mod:`mel_opt.problems.learning`); problems that declare one can be trained
+        (:mod:`mel_opt.problems.learning`); problems that declare one run live
+        (``melopt live``), and those whose cycle is ``emulated`` also in the emulator
         (``melopt train``).
     """
 

@@ -27,8 +27,10 @@ import numpy as np
 __all__ = [
     "Aggregate",
     "CyclePlan",
+    "Feedback",
     "LearnerPlan",
     "LearningCycle",
+    "LiveReport",
     "Reply",
     "RunContext",
     "weighted_average",
@@ -66,6 +68,9 @@ class LearnerPlan:
     columns : Mapping
         The allocation's own numbers for this learner (``tau``, ``samples``, ``shards``,
         ``batch``...), reported beside each cycle.
+    deadline_s : float or None
+        Its own deadline where learners of one cycle have different ones (med: its task's
+        T_i); None: the cycle's.
     """
 
     learner: int
@@ -77,6 +82,7 @@ class LearnerPlan:
     time_cv: float | None = None
     task: int = 0
     columns: Mapping[str, Any] = field(default_factory=dict)
+    deadline_s: float | None = None
 
     @property
     def compute_s(self) -> float:
@@ -197,6 +203,50 @@ class Aggregate:
     late: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class LiveReport:
+    """One learner's measured answer to a live round (for :meth:`LearningCycle.live_feedback`).
+
+    Attributes
+    ----------
+    learner : int
+    compute_s : float
+        Measured wall time of its training [s].
+    weight : float
+        Its weight in the aggregate.
+    metrics : Mapping
+        Everything else it reported (numbers).
+    gradient : list of ndarray or None
+        Its gradient of the local loss at the round's global model (only where the cycle asks
+        for gradient statistics).
+    """
+
+    learner: int
+    compute_s: float
+    weight: float
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    gradient: Params | None = None
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What :meth:`LearningCycle.live_feedback` makes of a live round.
+
+    Attributes
+    ----------
+    instance : instance
+        The instance the next round solves.
+    stop : bool
+        The run ends after this round (adaptive-tau: the resource budget is spent).
+    record : Mapping
+        Numbers to keep in the round's record (the estimates the next allocation uses).
+    """
+
+    instance: Any
+    stop: bool = False
+    record: Mapping[str, Any] = field(default_factory=dict)
+
+
 def weighted_average(models: Params, weights: np.ndarray) -> Params:
     """sum_k w_k P_k / sum_k w_k over the leading (learner) axis of each array."""
     w = np.asarray(weights, dtype=float)
@@ -227,6 +277,14 @@ class LearningCycle(abc.ABC):
     #: False when the cycle's length is an outcome of the allocation, not a deadline the
     #: learners must meet (feel's round latency): live runs then judge no learner late.
     has_deadline: bool = True
+    #: False when only live runs train this cycle (the emulator trains one global model on
+    #: the problem's clock; med's tasks have a model each and adaptive-tau's control needs
+    #: the learners' gradient statistics).
+    emulated: bool = True
+    #: True when the live learners report gradient statistics of their local loss (the
+    #: loss and gradient at the global model, the loss and gradient at their previous local
+    #: model) for :meth:`live_feedback` (adaptive-tau's estimates of rho, beta and delta).
+    gradient_statistics: bool = False
 
     def check(self, inst: Any, scheme: str, solution: Mapping[str, Any] | None) -> None:  # noqa: B027
         """Refuse an allocation this cycle cannot train (UsageError); default: accept all."""
@@ -253,6 +311,13 @@ class LearningCycle(abc.ABC):
         """
         last = max((r.seconds for r in replies), default=0.0)
         duration = plan.duration_s if plan.duration_s is not None else last
+        own = {p.learner: p.deadline_s for p in plan.learners if p.deadline_s is not None}
+        if own:  # learners with deadlines of their own (med's tasks): each judged by its own
+            judged = [(r, D) for r in replies
+                      if (D := own.get(r.learner, plan.deadline_s)) is not None]
+            late = tuple(r.learner for r, D in judged if r.seconds > D)
+            past = [max(0.0, r.seconds - D) / D for r, D in judged]
+            return duration, 100.0 * max(past, default=0.0), late
         if plan.deadline_s is None:
             return duration, None, ()
         D = plan.deadline_s
@@ -292,6 +357,31 @@ class LearningCycle(abc.ABC):
         from mel_opt.errors import UsageError
 
         raise UsageError(f"live runs do not support the problem {inst.problem!r} yet")
+
+    def tasks(self, inst: Any) -> int:
+        """Models the server keeps, one per task (a plan's ``task`` indexes them); default 1."""
+        return 1
+
+    def live_learners(self, inst: Any, nodes: int | None) -> int:
+        """Learners of a live run with ``nodes`` processes asked for (None: not said); default
+        the instance's learners (``inst.K``)."""
+        return int(inst.K)
+
+    def live_shares(self, inst: Any, scheme: str, solution: Mapping[str, Any] | None,
+                    learners: int, dataset_size: int) -> np.ndarray:
+        """Relative amounts of data the ``learners`` learners of a live round train on (the
+        round's instance numbers them 0..learners-1); default :meth:`data_shares`."""
+        return self.data_shares(inst, scheme, solution, dataset_size)
+
+    def live_feedback(self, inst: Any, plan: CyclePlan, reports: Sequence[LiveReport],
+                      wall_s: float) -> Feedback:
+        """What a live round's measurements change in the instance solved next round.
+
+        ``reports`` are the learners that answered in time, ``wall_s`` the round's wall time.
+        Default: nothing changes (the per-learner speeds are fed back through
+        :meth:`live_instance` instead).
+        """
+        return Feedback(inst)
 
     def learner_config(self, inst: Any, learner: int, dataset_size: int) -> dict[str, Any]:
         """What a decentralised learner is told (numbers only); default: nothing."""

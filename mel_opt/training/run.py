@@ -28,10 +28,12 @@ from mel_opt.training.partition import Partition, make_pools, parse_partition, p
 
 
 def trainable_problems() -> list[str]:
-    """The problems that declare a learning cycle (``ProblemSpec.learning``)."""
+    """The problems whose learning cycle the emulator runs (``ProblemSpec.learning`` with
+    ``emulated``)."""
     from mel_opt.problems import all_problems
 
-    return [name for name, spec in all_problems().items() if spec.learning is not None]
+    return [name for name, spec in all_problems().items()
+            if spec.learning is not None and spec.learning.emulated]
 
 
 def training_only(problem: str) -> tuple[str, ...]:
@@ -125,9 +127,10 @@ class TrainRun:
 def learning_cycle(problem: str) -> LearningCycle:
     """The problem's learning cycle, or UsageError naming the problems that have one."""
     cycle = get_problem(problem).learning
-    if cycle is None:
+    if cycle is None or not cycle.emulated:
+        live = " (melopt live trains it on real learner processes)" if cycle else ""
         raise UsageError(f"training supports the problems {', '.join(trainable_problems())}; "
-                         f"this instance is {problem!r}")
+                         f"this instance is {problem!r}{live}")
     return cycle
 
 

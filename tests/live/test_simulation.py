@@ -132,8 +132,48 @@ def test_bad_requests_exit_2_before_anything_starts(tmp_path: Path, args: list[s
     assert not (tmp_path / "o" / "rounds.csv").exists()
 
 
-def test_a_problem_without_a_learning_cycle_is_refused(tmp_path: Path) -> None:
+def test_emulate_is_refused_for_a_cycle_only_live_runs_train(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     res = CliRunner().invoke(cli, ["live", str(root / "instances/med/mays2023_n4_m2.json"),
-                                   "-o", str(tmp_path / "o")])
-    assert res.exit_code == 2 and "learning cycle" in res.output
+                                   "--emulate", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "emulator does not train med" in res.output
+
+
+def test_med_trains_one_model_per_task(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    settings = load_settings(root / "instances/med/mays2023_n4_m2.json", rounds=2,
+                             model="softmax", grace_s=60.0)
+    out = tmp_path / "med"
+    summary = live(settings, LiveOptions(engine="simulation"), out)
+    rows = rows_from_csv(out / "rounds.csv")
+    assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
+    alloc = summary["rounds"][1]["allocation"]
+    for r in rows:  # each learner trained its task's shards, judged by the task's deadline
+        assert r["task"] == alloc["assignment"][r["learner"]]
+        assert r["shards"] == alloc["d"][r["task"]][r["learner"]] >= 1
+    last = summary["rounds"][-1]
+    assert [t["task"] for t in last["tasks"]] == [0, 1]
+    first = summary["rounds"][0]["tasks"]
+    assert all(t["accuracy"] > f["accuracy"] + 0.2 for t, f in zip(last["tasks"], first,
+                                                                    strict=True))
+    assert gone(ray_processes), ray_processes()
+
+
+def test_adaptive_tau_runs_the_control_rule_on_reported_statistics(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    settings = load_settings(root / "instances/adaptive-tau/svm_defaults.json", rounds=3,
+                             model="softmax", lr=0.05, grace_s=60.0, learners=2)
+    out = tmp_path / "tau"
+    summary = live(settings, LiveOptions(engine="simulation", nodes=2), out)
+    rounds = summary["rounds"][1:]
+    assert len(rounds) == 3 and all(r["learners"] == 2 for r in rounds)
+    control = [r["control"] for r in rounds]
+    # round 1 runs the file's estimates; from then on rho and beta are the learners' (they
+    # need a previous local model), delta the spread of their gradients, c and b measured
+    assert control[0]["rho"] == 1.0 and control[0]["beta"] == 1.0
+    assert all(c["rho"] != 1.0 and c["beta"] != 1.0 for c in control[1:])
+    assert all(c["delta"] > 0 and c["local_update_s"] > 0 for c in control)
+    assert control[-1]["used"] == pytest.approx(sum(r["round_wall_s"] for r in rounds))
+    assert [r["allocation"]["tau"] for r in rounds] == [c["tau"] for c in control]
+    assert summary["rounds"][-1]["accuracy"] > summary["rounds"][0]["accuracy"] + 0.3
+    assert gone(ray_processes), ray_processes()

@@ -29,7 +29,9 @@ TRAINABLE = [p for p, s in all_problems().items() if s.learning is not None]
 
 
 def test_the_papers_training_problems_declare_a_cycle() -> None:
-    assert set(TRAINABLE) == {"mel-async", "dab", "feel"} == set(trainable_problems())
+    assert set(TRAINABLE) == {"mel-async", "dab", "feel", "med", "adaptive-tau"}
+    # med (a model per task) and adaptive-tau (gradient statistics) train live only
+    assert set(trainable_problems()) == {"mel-async", "dab", "feel"}
 
 
 @pytest.mark.parametrize("problem", TRAINABLE)
@@ -41,15 +43,16 @@ def test_every_cycle_plans_the_default_allocation(problem: str) -> None:
     res = api.solve(inst, spec.default_method)
     assert res.ok
     N = 1000
-    shares = cycle.data_shares(inst, spec.default_method, res.solution, N)
-    assert shares.shape == (inst.K,) and np.all(shares > 0)
+    K = cycle.live_learners(inst, None)
+    shares = cycle.live_shares(inst, spec.default_method, res.solution, K, N)
+    assert shares.shape == (K,) and np.all(shares > 0)
     sizes = np.maximum(1, np.floor(N * shares / shares.sum())).astype(int)
     ctx = RunContext(spec.default_method, res.solution, 0, sizes)
     for c in (1, 2):
         plan = cycle.configure_cycle(inst, ctx, c)
         ids = plan.learner_ids
         assert ids.size and len(set(ids.tolist())) == ids.size
-        assert np.all((ids >= 0) & (ids < inst.K))
+        assert np.all((ids >= 0) & (ids < K))
         for p in plan.learners:
             assert p.samples >= 1 and p.passes >= 1 and p.weight > 0
             assert 0.0 <= p.comm_s <= p.predicted_s and np.isfinite(p.predicted_s)
@@ -69,6 +72,11 @@ def test_close_judges_the_deadline() -> None:
     cycle = _ToyCycle()
     assert cycle.close(plan, [Reply(0, 8.0), Reply(1, 12.5)]) == (12.5, 25.0, (1,))
     assert cycle.close(plan, [Reply(0, 8.0), Reply(1, 9.5)]) == (9.5, 0.0, ())
+    # learners with deadlines of their own (med's tasks) are each judged by their own
+    own = CyclePlan((LearnerPlan(0, 5, 1, 1.0, 4.0, deadline_s=5.0),
+                     LearnerPlan(1, 5, 1, 1.0, 9.0, deadline_s=10.0)), deadline_s=10.0)
+    assert cycle.close(own, [Reply(0, 6.0), Reply(1, 8.0)]) == (8.0, 20.0, (0,))
+    assert cycle.close(own, [Reply(0, 4.5), Reply(1, 11.0)]) == (11.0, 10.0, (1,))
     # a learner that did not answer is simply not aggregated: weights of those that did
     agg = cycle.aggregate(plan, [Reply(1, 9.0)], [np.array([[2.0, 4.0]])])
     assert agg.model[0] == pytest.approx([2.0, 4.0])

@@ -12,6 +12,7 @@ from mel_opt.problems.adaptive_tau import methods
 from mel_opt.problems.adaptive_tau.control import Scan, objective_values, scan
 from mel_opt.problems.adaptive_tau.generate import PRESETS, generate
 from mel_opt.problems.adaptive_tau.instance import AdaptiveTauInstance, parse
+from mel_opt.problems.adaptive_tau.learning import CYCLE
 from mel_opt.problems.adaptive_tau.verify import verify
 from mel_opt.problems.base import MethodSpec, ProblemSpec
 
@@ -34,6 +35,7 @@ PROBLEM = ProblemSpec(
     generate=generate,
     presets=PRESETS,
     example="svm_defaults.json",
+    learning=CYCLE,
 )
 
 __all__ = ["PROBLEM", "AdaptiveTauInstance", "Scan", "objective_values", "parse", "scan",

@@ -16,6 +16,7 @@ from mel_opt.problems.base import MethodSpec, ProblemSpec
 from mel_opt.problems.med import formulation, methods
 from mel_opt.problems.med.generate import PRESETS, generate
 from mel_opt.problems.med.instance import MedInstance, parse
+from mel_opt.problems.med.learning import CYCLE
 from mel_opt.problems.med.verify import verify
 
 
@@ -69,6 +70,7 @@ PROBLEM = ProblemSpec(
     evaluate=evaluate,
     build_model=build_model,
     example="mays2023_n4_m2.json",
+    learning=CYCLE,
 )
 
 __all__ = ["PROBLEM", "MedInstance", "parse", "verify"]
