@@ -24,6 +24,7 @@ class Line:
     xs: Sequence[float]
     ys: Sequence[float | None]
     paper: bool = False
+    dashed: bool = False  # ours, drawn dashed (a curve shown beside the judged ones)
 
 
 @dataclass
@@ -33,6 +34,9 @@ class Panel:
     ylabel: str
     lines: list[Line] = field(default_factory=list)
     band: tuple[float, float] | None = None  # a range the paper states, shaded
+    #: a range of ours per x (label, xs, lows, highs), shaded: e.g. a sensitivity band over
+    #: readings of what the paper leaves unstated
+    spread: tuple[str, Sequence[float], Sequence[float], Sequence[float]] | None = None
 
 
 def have_matplotlib() -> bool:
@@ -62,6 +66,9 @@ def draw(panels: Sequence[Panel], path: Path, title: str = "", ncols: int = 3) -
         ax: Any = axes[i // cols][i % cols]
         if panel.band is not None:
             ax.axhspan(*panel.band, color="grey", alpha=0.15, label="paper's stated range")
+        if panel.spread is not None:
+            label, sx, lo, hi = panel.spread
+            ax.fill_between(sx, lo, hi, color="tab:blue", alpha=0.12, label=label)
         for line in panel.lines:
             pts = [(x, y) for x, y in zip(line.xs, line.ys, strict=True)
                    if y is not None and math.isfinite(y)]
@@ -73,7 +80,8 @@ def draw(panels: Sequence[Panel], path: Path, title: str = "", ncols: int = 3) -
                 ax.plot(xs, ys, marker="x", ls=style, color="black", alpha=0.7,
                         label=line.label)
             else:
-                ax.plot(xs, ys, marker="o", ms=3, label=line.label)
+                ax.plot(xs, ys, marker="o", ms=3, label=line.label,
+                        ls="--" if line.dashed else "-", lw=1.0 if line.dashed else 1.5)
         ax.set_title(panel.title, fontsize=9)
         ax.set_xlabel(panel.xlabel)
         ax.set_ylabel(panel.ylabel)

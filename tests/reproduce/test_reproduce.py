@@ -91,15 +91,23 @@ def test_deadline_verdict_on_hand_made_rows() -> None:
     assert text.startswith("differs: ") and "8%" in text and "CSA 18% vs DAB 8%" in text
 
 
-def _staleness_rows(opt_max: float, opt_avg: float) -> list[dict]:
+def _staleness_rows(opt_max: float, opt_avg: float, t15: float = 1.0,
+                    zero_at: int | None = 10, eta_dip: float = 0.0) -> list[dict]:
+    """Rows of 000-fig2: the paper's route and SAI at ``opt_max`` / ``opt_avg`` (plus ``t15``
+    at T = 15 s), ETA growing with K (less ``eta_dip`` at K = 20), zero staleness at
+    ``zero_at``; exact beside at zero (never judged)."""
     rows = []
     for T in (7.5, 15.0):
+        extra = 0.0 if T == 7.5 else t15
         for K in (5, 10, 20):
-            eta = (None, 2.0 + K / 10) if K == 5 else (K / 5, 1.5 * K / 20)
-            for m, (mx, av) in (("exact", (opt_max, opt_avg)), ("kkt-sai", (opt_max, opt_avg)),
-                                ("eta", eta)):
-                rows.append({"T_s": T, "K": K, "method": m, "max_staleness": mx,
-                             "avg_staleness": av})
+            eta = {5: (1.0, 0.6), 10: (3.0, 1.0), 20: (4.0 - eta_dip, 1.5)}[K]
+            zero = 1 if K == zero_at else 0
+            for m, (mx, av) in ((paper000.ROUTE, (opt_max + extra, opt_avg)),
+                                ("kkt-sai", (opt_max + extra, opt_avg)), ("eta", eta),
+                                ("exact", (0.0, 0.0))):
+                rows.append({"reading": "main", "T_s": T, "K": K, "method": m,
+                             "max_staleness": mx, "avg_staleness": av,
+                             "zero_staleness": zero if m == paper000.ROUTE else 0})
     return rows
 
 
@@ -109,6 +117,46 @@ def test_staleness_verdict_on_hand_made_rows() -> None:
     failed = [c.text for c in claims if not c.ok]
     assert failed == ["optimised average staleness at T = 7.5 s is 0.4-0.6 as K grows",
                       "optimiser at K = 20, T = 7.5 s"]
+
+
+@pytest.mark.parametrize("kw, failing", [
+    ({"opt_max": 1.8}, ["optimised max staleness at T = 7.5 s stays around 1",
+                        "optimiser at K = 20, T = 7.5 s"]),
+    ({"t15": -0.5}, ["more updates per cycle (T = 15 s) give more staleness"]),
+    ({"zero_at": None}, ["for some K the optimiser finds zero staleness at both cycle times"]),
+    # the endpoints still rise (1 -> 2), the curve does not: 3 at K = 10, then 2
+    ({"eta_dip": 2.0}, ["ETA at K = 20, T = 7.5 s", "ETA's staleness grows with K at T = 7.5 s",
+                        "ETA's staleness grows with K at T = 15 s"]),
+])
+def test_every_staleness_claim_can_fail(kw: dict, failing: list[str]) -> None:
+    args = {"opt_max": 1.0, "opt_avg": 0.5, **kw}
+    claims = paper000.judge(_staleness_rows(**args))
+    assert [c.text for c in claims if not c.ok] == failing
+
+
+def test_staleness_judges_the_papers_route_not_exact() -> None:
+    rows = _staleness_rows(1.0, 0.5)
+    for r in rows:  # exact far off everything the paper says: no claim moves
+        if r["method"] == "exact":
+            r.update(max_staleness=9.0, avg_staleness=9.0)
+    assert verdict_of(paper000.judge(rows)) == REPRODUCED
+    for r in rows:  # SAI away from the paper's route on the average only
+        if r["method"] == "kkt-sai":
+            r["avg_staleness"] = 1.0
+    assert [c.text for c in paper000.judge(rows) if not c.ok] == [
+        "SAI gives average staleness similar to the optimiser"]
+
+
+def test_staleness_band_says_where_the_claim_holds() -> None:
+    rows = _staleness_rows(1.8, 0.5)
+    for r in rows:
+        r.update(max_samples_factor=1.25, bits_per_pixel=8)
+    rows += [{"reading": "band", "max_samples_factor": 1.3, "bits_per_pixel": b, "T_s": 7.5,
+              "K": K, "method": paper000.ROUTE, "max_staleness": 1.0, "avg_staleness": 0.5}
+             for b in (8, 32) for K in (5, 10, 20)]
+    first = paper000.judge(rows)[0]
+    assert not first.ok  # judged on the main reading
+    assert "holds for 1.3 d/K 8-bit, 1.3 d/K 32-bit; not for 1.25 d/K 8-bit (1.8)" in first.ours
 
 
 def test_med_gaps_worked_by_hand() -> None:

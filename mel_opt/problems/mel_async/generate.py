@@ -7,7 +7,8 @@ T = 7.5 s or 15 s. Not given (the paper defers to Table 1 of its reference [9]);
 
 - one floating-point operation counted as one cycle (C_m = 1,123,736 cycles per sample);
 - laptops 2.4-3.2 GHz, Raspberry Pis 1.2-1.5 GHz (Pi 3B+ / Pi 4 clocks), uniform;
-- samples sent as raw 8-bit pixels: 784 x 8 = 6,272 bits per sample;
+- samples sent as raw 8-bit pixels: 784 x 8 = 6,272 bits per sample (param
+  ``bits_per_pixel``: Eq. (1)'s P_d, for which the paper's example is "32-bit float");
 - 802.11n, 20 MHz at 2.4 GHz, 20 dBm transmit power, noise -174 dBm/Hz + 7 dB noise figure,
   indoor log-distance path loss 40 + 35 log10(r / 1 m) dB, nodes uniform over a 50 m disc
   (at least 2 m away), Shannon rate W log2(1 + SNR) as in Eq. (1);
@@ -107,8 +108,11 @@ def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Gene
                   T: float) -> dict[str, Any]:
     """Preset ``mohammad2020``: the physical set-up of the module docstring."""
     check_params(params, ("cycle_time_s", "mode", "min_samples", "max_samples",
-                          "min_samples_factor", "max_samples_factor"),
+                          "min_samples_factor", "max_samples_factor", "bits_per_pixel"),
                  "mel-async preset mohammad2020")
+    bits = param_value(params, "bits_per_pixel", 8, int)
+    if not 1 <= bits <= 64:
+        raise UsageError(f"--param bits_per_pixel must lie in 1..64, got {bits}")
     f_l = param_value(params, "min_samples_factor", MIN_SAMPLES_FACTOR)
     f_u = param_value(params, "max_samples_factor", MAX_SAMPLES_FACTOR)
     if not 0 < f_l <= 1 <= f_u:
@@ -134,8 +138,9 @@ def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Gene
             "Paper 000 Section V set-up: MNIST 60,000 x 784, DNN [784,300,124,60,10] "
             "(8,974,080-bit model, 1,123,736 operations per sample-update), half laptops, "
             "half Raspberry Pis, indoor 802.11 within 50 m. Our choices where the paper is "
-            "silent: laptops 2.4-3.2 GHz, Pis 1.2-1.5 GHz, one operation per cycle, 8-bit "
-            "pixels (6,272 bits/sample), 802.11n 20 MHz / 20 dBm / -174 dBm/Hz + 7 dB NF, "
+            f"silent: laptops 2.4-3.2 GHz, Pis 1.2-1.5 GHz, one operation per cycle, {bits}-bit "
+            f"pixels ({FEATURES * bits:,} bits/sample), 802.11n 20 MHz / 20 dBm / -174 dBm/Hz "
+            "+ 7 dB NF, "
             "path loss 40 + 35 log10(r) dB, Shannon rate, "
             f"d_l = {d_l}, d_u = {d_u}{bounds_txt}. "
             f"Generated with seed {seed}."
@@ -147,7 +152,7 @@ def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Gene
         "mode": mode,
         "model": {
             "cycles_per_sample": OPS_PER_SAMPLE,
-            "sample_bits": FEATURES * 8,
+            "sample_bits": FEATURES * bits,
             "model_bits": MODEL_BITS,
             "model_bits_per_sample": 0,
         },
