@@ -8,7 +8,18 @@ its results as trends and "up to" gaps in the text of Section 4.3.2; those are t
 tasks table also carries the thesis testbed's values behind Figs. 4.6-4.10 at m = 1, 3, 4
 (``paper_*`` columns, as logged by the thesis' experiments). Gaps of time and drop rate are
 relative (% of the worse scheme), gaps of satisfaction, fulfilment and occupancy are in
-percentage points. An "up to X%" claim holds when our largest gap is within a factor two of X.
+percentage points.
+
+Satisfaction is judged per learner (``learner_satisfaction_pct``: the share of learners that
+finished their training before the deadline), as the thesis argues it ("the fewer the shards
+allocated to each learner ... complete before the deadline") and logs it, per (learner, global
+update cycle); the task-level reading (every learner of a task finished) stays in the table.
+
+Rules: an "up to X" claim holds when our largest gap is within a third of X (44.5 % does not
+meet "up to 32 %"; 40 % does); a trend holds when
+every scheme's curve moves that way over the whole range: its last value beyond its first, and
+no step against the trend larger than the noise of the two points (twice the standard error
+of their difference over the trials).
 """
 
 from __future__ import annotations
@@ -36,13 +47,20 @@ SCHEMES = ("mmtt-ideal", "med", "mmtt-uncertain")
 # metric -> (column, label, scale to the table's unit, higher is better)
 METRICS = {
     "training_time_s": ("time_s", "training time (s)", 1.0, False),
-    "satisfaction": ("satisfaction_pct", "satisfaction (%)", 100.0, True),
+    "satisfaction": ("satisfaction_pct", "task satisfaction (%)", 100.0, True),
+    "learner_satisfaction": ("learner_satisfaction_pct", "learner satisfaction (%)", 100.0,
+                             True),
     "fulfilment": ("fulfilment_pct", "task fulfilment (%)", 100.0, True),
     "drop_rate": ("drop_pct", "data drop rate (%)", 100.0, False),
     "occupancy": ("occupancy_pct", "occupancy (%)", 100.0, True),
 }
 RELATIVE = {"time_s", "drop_pct"}  # gaps of these are relative, the others in points
 COLUMNS_OUT = tuple(c for c, *_ in METRICS.values())
+SE_COLUMNS = tuple(f"{c}_se" for c in COLUMNS_OUT)  # standard errors over the trials
+#: Relative tolerance of an "up to X" claim: our largest gap within X (1 +- UP_TO).
+UP_TO = 1.0 / 3.0
+#: The satisfaction the claims judge (see the module docstring).
+SATISFACTION = "learner_satisfaction_pct"
 # The thesis testbed's values behind Figs. 4.6-4.10 (10 learners, 40 trials), per number of
 # tasks and scheme: training time [s], satisfaction, fulfilment, occupancy [%].
 PAPER_TASKS: dict[int, dict[str, tuple[float, float, float, float]]] = {
@@ -67,7 +85,10 @@ def _compute(ctx: Context, axis: str, points: Sequence[int], experiment: str) ->
             row: Row = {axis: p, "scheme": s, "trials": trials}
             for key, (col, _, scale, _) in METRICS.items():
                 v = vals[s][key]
-                row[col] = float(np.nanmean(v)) * scale if np.isfinite(v).any() else None
+                ok = v[np.isfinite(v)]
+                row[col] = float(ok.mean()) * scale if ok.size else None
+                row[f"{col}_se"] = float(ok.std(ddof=1) / np.sqrt(ok.size)) * scale \
+                    if ok.size > 1 else None
             if axis == "tasks":
                 paper = PAPER_TASKS.get(p, {}).get(s)
                 row.update(zip(PAPER_COLUMNS, paper or (None,) * 4, strict=True))
@@ -93,6 +114,11 @@ class Table:
     def xs(self) -> list[int]:
         return sorted({int(r[self.axis]) for r in self.rows})
 
+    def se(self, x: int, scheme: str, col: str) -> float:
+        """Standard error of a value over the trials (0 when not recorded)."""
+        value = self.v(x, scheme, f"{col}_se")
+        return 0.0 if value is None else value
+
     def v(self, x: int, scheme: str, col: str) -> float | None:
         for r in self.rows:
             if r[self.axis] == x and r["scheme"] == scheme:
@@ -117,20 +143,36 @@ class Table:
 
 
 def trend(t: Table, col: str, rising: bool, paper: str) -> Claim:
-    """Every scheme's value at the last x is above (rising) or below its value at the first."""
-    x0, x1 = t.xs()[0], t.xs()[-1]
+    """Every scheme's curve moves that way over the whole range: its last value beyond its
+    first, and no step against the trend beyond the two points' noise (2 standard errors of
+    the difference); a percentage pinned at 0 % or 100 % throughout is saturated, not
+    contrary."""
+    xs = t.xs()
+    x0, x1 = xs[0], xs[-1]
+    sign = 1.0 if rising else -1.0
     parts, ok = [], True
     for s in SCHEMES:
-        a, b = t.v(x0, s, col), t.v(x1, s, col)
-        parts.append(f"{s} {fmt_num(a)} -> {fmt_num(b)}")
-        # a percentage pinned at 0% or 100% at both ends cannot move: saturated, not contrary
-        saturated = col != "time_s" and a is not None and a == b and a in (0.0, 100.0)
+        vals = [t.v(x, s, col) for x in xs]
+        a, b = vals[0], vals[-1]
+        against = []
+        for i in range(len(xs) - 1):
+            va, vb = vals[i], vals[i + 1]
+            if va is None or vb is None:
+                continue
+            noise = 2.0 * float(np.hypot(t.se(xs[i], s, col), t.se(xs[i + 1], s, col)))
+            if sign * (vb - va) < -noise:
+                against.append(f"{xs[i]}->{xs[i + 1]}")
+        parts.append(f"{s} {fmt_num(a)} -> {fmt_num(b)}" +
+                     (f" (against at {', '.join(against)})" if against else ""))
+        known = [v for v in vals if v is not None]
+        saturated = col != "time_s" and bool(known) and len(set(known)) == 1 and \
+            known[0] in (0.0, 100.0)
         ok = ok and a is not None and b is not None and (
-            (b > a if rising else b < a) or saturated)
+            (sign * (b - a) > 0 and not against) or saturated)
     word = "rises" if rising else "falls"
     return Claim(f"{col} {word} with {t.axis}", paper, "; ".join(parts), ok,
-                 f"every scheme: value at {t.axis} = {x1} {'>' if rising else '<'} at {x0} "
-                 "(or pinned at 0% / 100% at both)")
+                 f"every scheme: value at {t.axis} = {x1} {'>' if rising else '<'} at {x0}, "
+                 "no step against it beyond 2 standard errors (or pinned at 0% / 100%)")
 
 
 def up_to(t: Table, col: str, better: str, worse: str, paper: float, source: str) -> Claim:
@@ -141,8 +183,9 @@ def up_to(t: Table, col: str, better: str, worse: str, paper: float, source: str
     return Claim(f"{better} beats {worse} in {col} by up to {paper:g}{unit}",
                  f"up to {paper:g}{unit} ({source})",
                  f"up to {fmt_num(best[1])}{unit} at {t.axis} = {best[0]}" if best else "-",
-                 best is not None and within(best[1], paper / 2, paper * 2),
-                 f"largest gap in [{paper / 2:g}, {paper * 2:g}]{unit}")
+                 best is not None and within(best[1], paper * (1 - UP_TO), paper * (1 + UP_TO)),
+                 f"largest gap in [{paper * (1 - UP_TO):.3g}, {paper * (1 + UP_TO):.3g}]{unit} "
+                 f"(+-{100 * UP_TO:.0f} %)")
 
 
 def always(t: Table, col: str, better: str, worse: str, source: str) -> Claim:
@@ -173,10 +216,10 @@ def judge_learners(rows: Sequence[Row]) -> list[Claim]:
         trend(t, "time_s", False, f"decreases for all schemes ({src}, Fig. 4.1)"),
         up_to(t, "time_s", "med", "mmtt-uncertain", 11, f"{src}, Fig. 4.1"),
         up_to(t, "time_s", "mmtt-ideal", "med", 32, f"{src}, Fig. 4.1"),
-        trend(t, "satisfaction_pct", True, f"increases for all schemes ({src}, Fig. 4.2)"),
-        level(t, None, "mmtt-ideal", "satisfaction_pct", 95, 100,
+        trend(t, SATISFACTION, True, f"increases for all schemes ({src}, Fig. 4.2)"),
+        level(t, None, "mmtt-ideal", SATISFACTION, 95, 100,
               f"near perfect ({src}, Fig. 4.2)"),
-        up_to(t, "satisfaction_pct", "med", "mmtt-uncertain", 10, f"{src}, Fig. 4.2"),
+        up_to(t, SATISFACTION, "med", "mmtt-uncertain", 10, f"{src}, Fig. 4.2"),
         up_to(t, "fulfilment_pct", "mmtt-ideal", "med", 4, f"largest at n = 4 ({src}, Fig. 4.3)"),
         up_to(t, "fulfilment_pct", "med", "mmtt-uncertain", 4.3, f"{src}, Fig. 4.3"),
         always(t, "drop_pct", "med", "mmtt-uncertain", f"for all cluster sizes ({src}, Fig. 4.4)"),
@@ -195,12 +238,12 @@ def judge_tasks(rows: Sequence[Row]) -> list[Claim]:
         trend(t, "time_s", True, f"increases to a plateau ({src}, Fig. 4.6)"),
         level(t, last, "med", "time_s", 28, 63, f"plateau around 42 s ({src}, Fig. 4.6)"),
         up_to(t, "time_s", "mmtt-ideal", "med", 33, f"MED at most 33% slower ({src})"),
-        level(t, 3, "mmtt-ideal", "satisfaction_pct", 90, 99,
+        level(t, 3, "mmtt-ideal", SATISFACTION, 90, 99,
               "95.4% at 3 tasks (the testbed's value behind Fig. 4.7)"),
         up_to(t, "time_s", "med", "mmtt-uncertain", 16, f"{src}, Fig. 4.6"),
-        trend(t, "satisfaction_pct", False, f"declines for all schemes ({src}, Fig. 4.7)"),
-        always(t, "satisfaction_pct", "med", "mmtt-uncertain", f"consistently ({src})"),
-        up_to(t, "satisfaction_pct", "med", "mmtt-uncertain", 4, f"{src}, Fig. 4.7"),
+        trend(t, SATISFACTION, False, f"declines for all schemes ({src}, Fig. 4.7)"),
+        always(t, SATISFACTION, "med", "mmtt-uncertain", f"consistently ({src})"),
+        up_to(t, SATISFACTION, "med", "mmtt-uncertain", 4, f"{src}, Fig. 4.7"),
         trend(t, "fulfilment_pct", False, f"drops as tasks grow ({src}, Fig. 4.8)"),
         up_to(t, "fulfilment_pct", "med", "mmtt-uncertain", 3, f"{src}, Fig. 4.8"),
         trend(t, "drop_pct", True, f"increases for all schemes ({src}, Fig. 4.9)"),
@@ -236,7 +279,7 @@ register(Entry(
     shows=("n = 4..10 learners, 3 tasks, budget 300, Table 4.1 deadlines: MED, MMTT-Ideal "
            "and MMTT-Uncertain simulated over 5 cycles with fresh learners per trial "
            "(redrawn distributions and prices) and run-to-run noise."),
-    columns=("learners", "scheme", *COLUMNS_OUT, "trials"),
+    columns=("learners", "scheme", *COLUMNS_OUT, "trials", *SE_COLUMNS),
     compute=compute_learners, judge=judge_learners, plot=plot_learners))
 
 register(Entry(
@@ -245,5 +288,5 @@ register(Entry(
     shows=("10 learners, m = 1..4 tasks, budget 200 and Table 4.1 deadlines + 5 s (Section "
            "4.3.1.2): the three schemes simulated over 5 cycles with fresh learners per trial "
            "(redrawn distributions and prices) and run-to-run noise."),
-    columns=("tasks", "scheme", *COLUMNS_OUT, "trials", *PAPER_COLUMNS),
+    columns=("tasks", "scheme", *COLUMNS_OUT, "trials", *PAPER_COLUMNS, *SE_COLUMNS),
     compute=compute_tasks, judge=judge_tasks, plot=plot_tasks))
