@@ -4,8 +4,9 @@
   this machine with a numpy TwoNN (the thesis measured a Jetson Nano);
 - ``001-fig3.3``: SB download-time prediction error vs benchmark size over loopback HTTP;
 - ``001-fig3.6``: DAB against CSA over the deadline (Figs. 3.6-3.7), in the time model of
-  Eq. (3.4): completion time and truancy of DAB and of the CSA rule of the thesis' code (the
-  ``csa-thesis`` method, through :func:`mel_opt.api.solve` and the dab verifier).
+  Eq. (3.4) with each learner's run-to-run noise: completion time and truancy of DAB and of
+  the CSA rule of the thesis' code (the ``csa-thesis`` method, through
+  :func:`mel_opt.api.solve` and the dab verifier).
 
 The thesis text states the levels quoted in the claims; per-size values marked "read from
 Fig. 3.x" are the figures' levels.
@@ -17,6 +18,8 @@ import dataclasses
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from mel_opt.api import solve
 from mel_opt.problems.dab.generate import generate as dab_generate
@@ -32,6 +35,7 @@ from mel_opt.reproduce.catalogue import (
     within,
 )
 from mel_opt.reproduce.figures import Line, Panel, draw
+from mel_opt.stats import lognormal_factors
 from mel_opt.subset_benchmarking.error import (
     ErrorTrials,
     download_error_experiment,
@@ -158,76 +162,151 @@ def plot_download(rows: Sequence[Row], path: Path) -> None:
 
 # ---- Figs. 3.6-3.7: DAB vs CSA over the deadline ---------------------------------------------
 BASE_DEADLINE = 15.0  # the Chapter 3 set-up (random preset); CSA's data is sized for it
-DEADLINE_FACTORS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0)
+CYCLES = 5  # the thesis runs five global update cycles per deadline (Sec. 3.4)
+#: The thesis's deadlines for the whole task (5 cycles: 21-30 s per cycle) and CSA's time at
+#: the lowest: "CSA took 172 seconds on average" at 105 s. CSA fixes its data (and trains one
+#: pass), so its time does not move with the deadline: the thesis's sweep is 105/172 .. 150/172
+#: of CSA's time, and that ratio (not the absolute seconds of another testbed) maps it onto
+#: ours: deadline = ratio x CSA's own time per cycle, per seed.
+THESIS_DEADLINES = (105.0, 120.0, 135.0, 150.0)
+THESIS_CSA_TIME = 172.0
+THESIS_FACTORS = tuple(d / THESIS_CSA_TIME for d in THESIS_DEADLINES)
+CONTEXT_FACTORS = (1.0, 1.5)  # CSA's own time and beyond: context, for the figure only
 PAPER_LOW = {"dab": 7.0, "csa": 63.0}  # truancy at the lowest deadline, 105 s (text)
+PAPER_GAP = 56.0  # "56% further past the deadline" (text)
+PAPER_LONGER = 53.0  # "CSA takes at most 53% longer than DAB" (text)
+TOLERANCE = 1.0 / 3.0  # a stated number holds within a third of it
+
+
+def realised_time(eta_s: Sequence[float], time_cv: np.ndarray, z: np.ndarray) -> float:
+    """The task's time over the cycles: each cycle lasts until its slowest learner's update,
+    each learner's Eq. (3.4) time eta_k times its run-to-run factor (``z``: standard normal
+    draws, one row per cycle)."""
+    eta = np.asarray(eta_s, dtype=float)
+    used = eta > 0
+    times = eta[used] * lognormal_factors(np.asarray(time_cv)[used], z[:, used])
+    return float(times.max(axis=1).sum())
 
 
 def compute_deadline(ctx: Context) -> Computed:
     seeds = ctx.trials(full=10, quick=2)
-    factors = (0.5, 1.0, 2.0) if ctx.quick else DEADLINE_FACTORS
+    factors = ((THESIS_FACTORS[0], THESIS_FACTORS[-1], 1.5) if ctx.quick
+               else THESIS_FACTORS + CONTEXT_FACTORS)
     acc: dict[float, dict[str, list[float]]] = {f: {} for f in factors}
     for s in range(ctx.seed, ctx.seed + seeds):
-        base = parse_dab(dab_generate("random", learners=4, seed=s))
-        for f in factors:
-            inst = dataclasses.replace(base, deadline=BASE_DEADLINE * f)
-            dab = solve(inst, "dab")
-            csa = solve(inst, "csa-thesis")
+        # Sec. 3.4's deadline experiment: "one pass over their local datasets" per cycle
+        base = parse_dab(dab_generate("random", learners=4, seed=s,
+                                      params={"iterations": "1"}))
+        csa_cycle = float(solve(base, "csa-thesis").metrics["max_eta_s"])  # its time per cycle
+        for i, f in enumerate(factors):
+            inst = dataclasses.replace(base, deadline=csa_cycle * f)
+            z = np.random.default_rng([s, i]).standard_normal((CYCLES, inst.K))  # paired
+            task = CYCLES * inst.deadline
             cell = acc[f]
-            if dab.ok:
-                cell.setdefault("dab_truancy_pct", []).append(dab.metrics["truancy_pct"])
-                cell.setdefault("dab_shards", []).append(dab.metrics["shards_per_cycle"])
-            if csa.ok:  # verified; the deadline is a target it may miss (truancy_pct)
-                cell.setdefault("csa_truancy_pct", []).append(csa.metrics["truancy_pct"])
-                cell.setdefault("csa_late_pct", []).append(
-                    0.0 if csa.metrics["deadline_met"] else 100.0)
-                cell.setdefault("csa_shards", []).append(csa.metrics["shards_per_cycle"])
+            for name, method in (("dab", "dab"), ("csa", "csa-thesis")):
+                res = solve(inst, method)
+                if not res.ok:  # verified; CSA's deadline is a target it may miss
+                    continue
+                t = realised_time(res.metrics["eta_s"], inst.time_cv, z)
+                cell.setdefault(f"{name}_time_s", []).append(t)
+                cell.setdefault(f"{name}_truancy_pct", []).append(100 * (t - task) / task)
+                cell.setdefault(f"{name}_model_truancy_pct", []).append(
+                    res.metrics["truancy_pct"])
+                cell.setdefault(f"{name}_shards", []).append(res.metrics["shards_per_cycle"])
+            cell.setdefault("deadline_s", []).append(inst.deadline)
     rows = []
-    for i, f in enumerate(factors):
-        row: Row = {"deadline_s": BASE_DEADLINE * f, "seeds": seeds}
+    for f in factors:
+        thesis = f in THESIS_FACTORS
+        row: Row = {"deadline_ratio": round(f, 4), "seeds": seeds, "thesis_range": thesis,
+                    "thesis_deadline_s": round(f * THESIS_CSA_TIME, 3) if thesis else None}
         row.update({k: statistics.mean(v) for k, v in acc[f].items() if v})
-        row["paper_dab_truancy_pct"] = PAPER_LOW["dab"] if i == 0 else None
-        row["paper_csa_truancy_pct"] = PAPER_LOW["csa"] if i == 0 else None
+        low = f == factors[0]
+        row["paper_dab_truancy_pct"] = PAPER_LOW["dab"] if low else None
+        row["paper_csa_truancy_pct"] = PAPER_LOW["csa"] if low else None
         rows.append(row)
-    return rows, ["Chapter 3 set-up (preset random, 4 learners); CSA (method csa-thesis: the "
-                  "thesis code's rounded rule) places the data DAB places at "
-                  f"{BASE_DEADLINE:g} s whatever the deadline; csa_late_pct is the share of "
-                  "seeds whose CSA cycle ends after D; the thesis' testbed deadlines (105-150 s "
-                  "over 5 cycles) are mapped to the low end of our sweep"]
+    return rows, ["Chapter 3 set-up (preset random, 4 learners, time_cv 0.06) with one pass "
+                  "per cycle (mu = 1) as in the thesis's deadline experiment; CSA (method "
+                  "csa-thesis: the thesis code's rounded rule) splits the data DAB places at "
+                  f"{BASE_DEADLINE:g} s per cycle whatever the deadline",
+                  f"times are realised over {CYCLES} cycles with each learner's run-to-run "
+                  "noise (time_cv) on its Eq. (3.4) time, the same draws for DAB and CSA; "
+                  "*_model_truancy_pct is the noise-free time model (DAB's is <= 0 by "
+                  "construction)",
+                  "the thesis's deadlines 105-150 s are 0.61-0.87 of CSA's time (172 s); "
+                  "our deadlines are the same fractions (deadline_ratio) of CSA's own time per "
+                  "cycle on each seed (deadline_s: their mean; thesis_deadline_s names them); "
+                  "ratios 1 and 1.5 are context. CSA's 63 % at the lowest follows from that "
+                  "mapping when its time stays fixed, so the claims judge what can differ: "
+                  "whether CSA's time stays fixed, whether DAB follows the deadline, and DAB's "
+                  "truancy under noise"]
+
+
+def _within(value: float | None, paper: float) -> bool:
+    return within(value, paper * (1 - TOLERANCE), paper * (1 + TOLERANCE))
 
 
 def judge_deadline(rows: Sequence[Row]) -> list[Claim]:
-    dab = [r.get("dab_truancy_pct") for r in rows]
+    thesis = [r for r in rows if r.get("thesis_range")] or list(rows)
+    dab = [r.get("dab_truancy_pct") for r in thesis]
     worst = max((v for v in dab if v is not None), default=None)
-    first, last = rows[0], rows[-1]
+    first, last = thesis[0], thesis[-1]
     c0, d0 = first.get("csa_truancy_pct"), first.get("dab_truancy_pct")
+    gap = None if c0 is None or d0 is None else c0 - d0
+    longer = [100 * (r["csa_time_s"] / r["dab_time_s"] - 1) for r in thesis
+              if r.get("csa_time_s") and r.get("dab_time_s")]
+    span = float(last["deadline_ratio"]) / float(first["deadline_ratio"])
+    dab_t = [r.get("dab_time_s") for r in (first, last)]
+    csa_t = [r.get("csa_time_s") for r in thesis]
+    dab_ratio = dab_t[1] / dab_t[0] if None not in dab_t else None  # type: ignore[operator]
+    csa_known = [v for v in csa_t if v is not None]
+    csa_moves = (max(csa_known) / min(csa_known) - 1) * 100 if csa_known else None
+    lo = f"{first['deadline_s']:.3g} s"
     return [
         Claim("DAB's completion time follows the deadline", "at most 7% past it (text)",
-              f"largest mean truancy {fmt_num(worst)}%",
-              None not in dab and worst is not None and worst <= 7.0,
-              "every deadline: mean DAB truancy <= 7%"),
-        Claim("CSA fails to meet low deadlines", "63% past vs DAB 7% at the lowest (text)",
-              f"CSA {fmt_num(c0)}% vs DAB {fmt_num(d0)}% at {first['deadline_s']:g} s",
-              c0 is not None and d0 is not None and c0 - d0 >= 20.0,
-              "lowest deadline: CSA truancy - DAB truancy >= 20 points"),
-        Claim("CSA's truancy shrinks as the deadline grows", "CSA adapts only at high deadlines",
-              f"{fmt_num(c0)}% -> {fmt_num(last.get('csa_truancy_pct'))}%",
-              c0 is not None and last.get("csa_truancy_pct") is not None
-              and last["csa_truancy_pct"] < c0,
-              "CSA truancy at the largest deadline < at the lowest"),
+              f"largest mean truancy {fmt_num(worst)}% (run-to-run noise on the times)",
+              None not in dab and worst is not None and worst <= PAPER_LOW["dab"],
+              "every deadline of the thesis's range: mean DAB truancy <= 7%"),
+        Claim("DAB's time grows with the deadline", "closely follows the deadline (Fig. 3.6)",
+              f"x{fmt_num(dab_ratio)} from the lowest to the highest deadline (x{span:.3g})",
+              dab_ratio is not None and abs(dab_ratio / span - 1) <= 0.1,
+              "DAB's time ratio over the range within 10 % of the deadlines' ratio"),
+        Claim("CSA fails to adapt to the deadline", "CSA fixes the amount of data (text)",
+              f"CSA's time moves by {fmt_num(csa_moves)}% over the range",
+              csa_moves is not None and len(csa_known) == len(thesis) and csa_moves <= 10.0,
+              "CSA's time varies by at most 10 % while the deadline moves by "
+              f"{100 * (span - 1):.0f} %"),
+        Claim("CSA fails to meet low deadlines", "63% past vs DAB 7%: 56 points further "
+              "past at the lowest (text)",
+              f"CSA {fmt_num(c0)}% vs DAB {fmt_num(d0)}% at {lo}: {fmt_num(gap)} points",
+              _within(gap, PAPER_GAP),
+              f"lowest deadline (105/172 of CSA's time): CSA - DAB truancy within a third of "
+              f"{PAPER_GAP:g} points"),
+        Claim("CSA takes at most 53% longer than DAB", "at most 53% longer (text)",
+              f"at most {fmt_num(max(longer) if longer else None)}% longer",
+              bool(longer) and _within(max(longer), PAPER_LONGER),
+              f"largest CSA / DAB - 1 over the thesis's range within a third of "
+              f"{PAPER_LONGER:g}%"),
     ]
 
 
 def plot_deadline(rows: Sequence[Row], path: Path) -> None:
     xs = [r["deadline_s"] for r in rows]
-    trunc = Panel("Thesis Fig. 3.7: truancy", "deadline per cycle (s)", "truancy (% of D)")
+    trunc = Panel("Thesis Fig. 3.7: truancy (noise on the times)", "deadline per cycle (s)",
+                  "truancy (% of D)")
     trunc.lines += [Line("DAB", xs, [r.get("dab_truancy_pct") for r in rows]),
                     Line("CSA (csa-thesis)", xs, [r.get("csa_truancy_pct") for r in rows]),
+                    Line("DAB, time model without noise", xs,
+                         [r.get("dab_model_truancy_pct") for r in rows], dashed=True),
                     Line("thesis, lowest deadline (DAB, CSA)", [xs[0], xs[0]],
                          [PAPER_LOW["dab"], PAPER_LOW["csa"]], paper=True)]
+    times = Panel("Thesis Fig. 3.6: time for 5 cycles", "deadline per cycle (s)", "seconds")
+    times.lines += [Line("DAB", xs, [r.get("dab_time_s") for r in rows]),
+                    Line("CSA", xs, [r.get("csa_time_s") for r in rows]),
+                    Line("deadline x 5", xs, [CYCLES * x for x in xs], dashed=True)]
     shards = Panel("data placed per cycle", "deadline per cycle (s)", "shards")
     shards.lines += [Line("DAB", xs, [r.get("dab_shards") for r in rows]),
                      Line("CSA", xs, [r.get("csa_shards") for r in rows])]
-    draw([trunc, shards], path, "DAB vs CSA over the deadline", ncols=2)
+    draw([trunc, times, shards], path, "DAB vs CSA over the deadline", ncols=3)
 
 
 register(Entry(
@@ -252,9 +331,13 @@ register(Entry(
 register(Entry(
     id="001-fig3.6", paper="001 Mays (thesis)",
     title="Figs. 3.6-3.7: DAB vs CSA completion time and truancy over the deadline",
-    shows=("Eq. (3.4) completion times of DAB's allocation and of CSA's fixed data (method "
-           "csa-thesis, the thesis code's rounded CSA rule, solved and verified) as the "
-           "deadline varies; truancy = (time - D) / D."),
-    columns=("deadline_s", "dab_truancy_pct", "csa_truancy_pct", "csa_late_pct", "dab_shards",
-             "csa_shards", "seeds", "paper_dab_truancy_pct", "paper_csa_truancy_pct"),
+    shows=("Completion times over 5 cycles of DAB's allocation and of CSA's fixed data (method "
+           "csa-thesis, the thesis code's rounded CSA rule, solved and verified): Eq. (3.4) "
+           "times with each learner's run-to-run noise, over the thesis's deadline range as "
+           "fractions of CSA's time; truancy = (time - deadline) / deadline."),
+    columns=("deadline_ratio", "deadline_s", "thesis_deadline_s", "thesis_range",
+             "dab_truancy_pct",
+             "csa_truancy_pct", "dab_time_s", "csa_time_s", "dab_model_truancy_pct",
+             "csa_model_truancy_pct", "dab_shards", "csa_shards", "seeds",
+             "paper_dab_truancy_pct", "paper_csa_truancy_pct"),
     compute=compute_deadline, judge=judge_deadline, plot=plot_deadline))

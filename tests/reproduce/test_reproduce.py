@@ -60,7 +60,10 @@ def test_one_entry_end_to_end_quick(tmp_path) -> None:
                                          for c in doc["claims"]])
     with open(d / "table.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert [float(r["deadline_s"]) for r in rows] == [7.5, 15.0, 30.0]  # quick: 0.5, 1, 2 x 15 s
+    # quick: the thesis's lowest and highest deadline (105 and 150 of CSA's 172 s), and 1.5 x
+    assert [float(r["deadline_ratio"]) for r in rows] == [round(105 / 172, 4),
+                                                         round(150 / 172, 4), 1.5]
+    assert [r["thesis_deadline_s"] for r in rows] == ["105.0", "150.0", ""]
     assert rows[0]["paper_csa_truancy_pct"] == "63.0" and rows[1]["paper_csa_truancy_pct"] == ""
     assert (d / "claims.csv").exists()
     assert (d / "figure.png").exists() == have_matplotlib()
@@ -76,19 +79,25 @@ def test_verdict_text() -> None:
     assert verdict_of([]).startswith("differs: ")
 
 
-def _deadline_rows(dab: list[float], csa: list[float]) -> list[dict]:
-    return [{"deadline_s": d, "dab_truancy_pct": a, "csa_truancy_pct": c}
-            for d, a, c in zip((10.0, 20.0, 30.0), dab, csa, strict=True)]
+def _deadline_rows(dab: list[float], csa: list[float], dab_time: list[float],
+                   csa_time: list[float]) -> list[dict]:
+    ratios = (105 / 172, 120 / 172, 150 / 172)
+    return [{"deadline_ratio": f, "deadline_s": 20.0 * f, "thesis_range": True,
+             "dab_truancy_pct": a, "csa_truancy_pct": c, "dab_time_s": dt, "csa_time_s": ct}
+            for f, a, c, dt, ct in zip(ratios, dab, csa, dab_time, csa_time, strict=True)]
 
 
 def test_deadline_verdict_on_hand_made_rows() -> None:
-    good = thesis001_ch3.judge_deadline(_deadline_rows([-1.0, -0.5, 0.0], [63.0, 10.0, 1.0]))
+    # DAB 3-4 % late under noise, its time x1.43 like the deadlines; CSA's time fixed at 100 s
+    good = thesis001_ch3.judge_deadline(_deadline_rows(
+        [3.0, 4.0, 4.0], [64.0, 43.0, 15.0], [63.0, 73.0, 90.0], [100.0, 100.0, 100.0]))
     assert verdict_of(good) == REPRODUCED
-    # DAB 8% past the deadline (> 7%) and CSA only 10 points worse at the lowest deadline
-    bad = thesis001_ch3.judge_deadline(_deadline_rows([8.0, 0.0, 0.0], [18.0, 5.0, 1.0]))
-    assert [c.ok for c in bad] == [False, False, True]
+    # DAB 8 % late; its time flat (does not follow); CSA's time grows 30 % (it adapted)
+    bad = thesis001_ch3.judge_deadline(_deadline_rows(
+        [8.0, 4.0, 4.0], [20.0, 10.0, 5.0], [70.0, 70.0, 70.0], [70.0, 80.0, 91.0]))
+    assert [c.ok for c in bad] == [False, False, False, False, False]
     text = verdict_of(bad)
-    assert text.startswith("differs: ") and "8%" in text and "CSA 18% vs DAB 8%" in text
+    assert text.startswith("differs: ") and "8%" in text and "CSA 20% vs DAB 8%" in text
 
 
 def _staleness_rows(opt_max: float, opt_avg: float, t15: float = 1.0,
