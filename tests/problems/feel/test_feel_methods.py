@@ -25,7 +25,7 @@ FAST = ("closed-form", "online", "full-batch", "random-batch", "equal-slots")
 def test_problem_is_registered() -> None:
     assert get_problem("feel") is PROBLEM
     assert PROBLEM.default_method == "closed-form" and PROBLEM.sense == "max"
-    assert PROBLEM.presets == ("ren2021",)
+    assert PROBLEM.presets == ("ren2021", "ren2021-compressed")
 
 
 def test_ships_k6_and_k12_for_cpu_and_gpu() -> None:
