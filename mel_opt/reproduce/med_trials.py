@@ -19,7 +19,7 @@ from mel_opt.problems.med.simulate import METRICS, SCHEMES, simulate
 
 
 def fresh_trials(learners: int, tasks: int, experiment: str, trials: int, cycles: int = 5,
-                 seed: int = 0, time_cv: float | None = None
+                 seed: int = 0, time_cv: float | None = None, preset: str = "mays2023"
                  ) -> dict[str, dict[str, np.ndarray]]:
     """Per scheme and metric, the value of each trial (fresh learners per trial).
 
@@ -37,6 +37,9 @@ def fresh_trials(learners: int, tasks: int, experiment: str, trials: int, cycles
         Seeds the simulation (distributions, prices, states and noise of every trial).
     time_cv : float, optional
         Run-to-run CV of every learner's time (default: the generator's calibrated value).
+    preset : str
+        ``mays2023`` (the thesis's benchmark numbers) or ``mays2023-testbed`` (calibrated to
+        its testbed's logged times).
 
     Returns
     -------
@@ -48,7 +51,7 @@ def fresh_trials(learners: int, tasks: int, experiment: str, trials: int, cycles
     params = {"experiment": experiment}
     if time_cv is not None:
         params["time_cv"] = str(time_cv)
-    inst = parse(generate("mays2023", learners=learners, tasks=tasks, seed=seed, params=params))
+    inst = parse(generate(preset, learners=learners, tasks=tasks, seed=seed, params=params))
     res = simulate(inst, cycles=cycles, trials=trials, seed=seed, redraw=True)
     out = {s.name: {k: np.asarray(s.per_trial[k], dtype=float) for k in METRICS}
            for s in res.schemes}

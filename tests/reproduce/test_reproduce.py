@@ -245,6 +245,31 @@ def test_satisfaction_claims_read_the_per_learner_column() -> None:
     assert "satisfaction_pct rises with learners" not in by_text
 
 
+def _task_rows(reading: str, ideal_sat: float, with_time: bool = True) -> list[dict]:
+    rows = []
+    for m in (1, 3, 4):
+        for s, t in (("mmtt-ideal", 25.0 + 5 * m), ("med", 37.0 + 2 * m),
+                     ("mmtt-uncertain", 42.0 + 2 * m)):
+            rows.append({"reading": reading, "tasks": m, "scheme": s,
+                         "time_s": t if with_time else None,
+                         "learner_satisfaction_pct": ideal_sat if s == "mmtt-ideal" else 80.0})
+    return rows
+
+
+def test_testbed_reading_is_judged_apart_and_only_where_it_has_answers() -> None:
+    literal = _task_rows("literal", 100.0)
+    judged = thesis001_ch4.judge_tasks(literal + _task_rows("testbed", 97.0))
+    tagged = [c for c in judged if c.text.startswith("[testbed]")]
+    assert tagged and len(tagged) == len(thesis001_ch4.judge_tasks(literal)) + 1
+    imperfect = tagged[-1]
+    assert imperfect.text.startswith("[testbed] MMTT-Ideal is imperfect") and imperfect.ok
+    perfect = thesis001_ch4.judge_tasks(literal + _task_rows("testbed", 100.0))[-1]
+    assert perfect.text.startswith("[testbed] MMTT-Ideal is imperfect") and not perfect.ok
+    # a testbed reading without answers (infeasible deadlines) is not judged
+    none = thesis001_ch4.judge_tasks(literal + _task_rows("testbed", 97.0, with_time=False))
+    assert not [c for c in none if c.text.startswith("[testbed]")]
+
+
 @pytest.mark.skipif(not have_matplotlib(), reason="matplotlib not installed")
 def test_a_panel_without_finite_values_draws_without_a_legend_warning(tmp_path, recwarn):
     from mel_opt.reproduce.figures import Line, Panel, draw

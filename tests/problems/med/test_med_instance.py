@@ -121,3 +121,22 @@ def test_cli_rejects_bad_input_with_exit_code_2(tmp_path, good, edit, message):
         assert "Traceback" not in res.output
         assert len([ln for ln in res.stderr.splitlines() if ln.startswith("error:")]) == 1
         assert pytest.importorskip("re").search(message, res.stderr)
+
+
+def test_testbed_preset_is_mays2023_slowed_by_the_documented_calibration() -> None:
+    from mel_opt.problems.med.generate import BANDWIDTH, generate
+
+    plain = generate("mays2023", learners=5, tasks=2, seed=4, params={"experiment": "tasks"})
+    slow = generate("mays2023-testbed", learners=5, tasks=2, seed=4)
+    assert [t["deadline_s"] for t in slow["tasks"]] == [60.0, 45.0]  # the tasks experiment
+    for a, b in zip(plain["learners"], slow["learners"], strict=True):
+        assert a["state_probs"] == b["state_probs"] and a["price"] == b["price"]
+        # idle / downloading rates x 0.201; the training state's 1.90 shards/s x 0.201
+        np.testing.assert_allclose(b["train_rate"], [[5.6 * 0.201, 1.90 * 0.201, 5.6 * 0.201],
+                                                     [4.1 * 0.201, 1.90 * 0.201, 4.1 * 0.201]])
+        assert b["bandwidth_Bps"] == pytest.approx(
+            [0.201 * BANDWIDTH, 0.201 * BANDWIDTH, 0.201 * BANDWIDTH / 2], rel=1e-6)
+    assert slow["description"].startswith("Preset mays2023-testbed: rates and bandwidths")
+    learners = generate("mays2023-testbed", learners=5, tasks=2, seed=4,
+                        params={"experiment": "learners"})
+    assert [t["deadline_s"] for t in learners["tasks"]] == [55.0, 40.0]
