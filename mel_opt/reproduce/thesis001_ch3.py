@@ -53,13 +53,27 @@ PAPER_ETHERNET = {2: 15.9, 4: 13.6, 6: 12.9, 8: 11.7, 10: 10.4}
 PAPER_WIFI = {2: 32.0, 10: 8.0}
 
 
+#: Trials per size the thesis ran: Fig. 3.2 "repeated 30 times" (Sec. 3.4), Fig. 3.3 "averaged
+#: over 45 trials". The claims are judged on medians over the trials (a timing on a shared
+#: machine has outliers a mean follows), with the spread (quartiles) reported beside.
+THESIS_TRIALS = {"sb": 30, "download": 45}
+
+
 def _error_rows(res: ErrorTrials) -> list[Row]:
     rows = []
     for n, errs in res.sb.items():
+        q25, q75 = (float(v) for v in np.percentile(errs, [25, 75]))
         rows.append({"shards": n, "sb_error_pct": statistics.mean(errs),
                      "sb_sd": statistics.stdev(errs) if len(errs) > 1 else 0.0,
-                     "sb_median": statistics.median(errs), "trials": len(errs)})
+                     "sb_median": statistics.median(errs), "sb_p25": q25, "sb_p75": q75,
+                     "trials": len(errs)})
     return rows
+
+
+def _trial_note(trials: int, kind: str) -> list[str]:
+    want = THESIS_TRIALS[kind]
+    return [] if trials >= want else [
+        f"{trials} trials per size, fewer than the thesis's {want}: the verdict is indicative"]
 
 
 def compute_sb(ctx: Context) -> Computed:
@@ -67,12 +81,15 @@ def compute_sb(ctx: Context) -> Computed:
     res = sb_error_experiment(trials, SIZES, seed=ctx.seed)
     flops = statistics.mean(res.flops)
     rows = _error_rows(res)
+    flops_median = statistics.median(res.flops)
     for r in rows:
-        r.update(flops_error_pct=flops, sb_lower_by_pct=(1 - r["sb_error_pct"] / flops) * 100,
+        r.update(flops_error_pct=flops, flops_median=flops_median,
+                 sb_lower_by_pct=(1 - r["sb_median"] / flops_median) * 100,
                  paper_sb_pct=PAPER_SB.get(r["shards"]), paper_flops_pct=PAPER_FLOPS)
     return rows, [f"TwoNN trained with numpy on this machine (1 BLAS thread), {trials} trials; "
                   f"real run {statistics.mean(res.real_s):.3f} s, FLOPS baseline "
-                  f"{statistics.mean(res.gflops):.0f} GFLOP/s"]
+                  f"{statistics.mean(res.gflops):.0f} GFLOP/s; claims on medians over the "
+                  "trials (sb_p25 / sb_p75: the spread)", *_trial_note(trials, "sb")]
 
 
 def _at(rows: Sequence[Row], n: int, key: str) -> float | None:
@@ -86,29 +103,30 @@ def _falls(rows: Sequence[Row], key: str, paper: str) -> Claim:
     lo, hi = min(r["shards"] for r in rows), max(r["shards"] for r in rows)
     a, b = _at(rows, lo, key), _at(rows, hi, key)
     return Claim("the error falls as the benchmark grows", paper,
-                 f"{fmt_num(a)}% at {lo} -> {fmt_num(b)}% at {hi} shards",
+                 f"median {fmt_num(a)}% at {lo} -> {fmt_num(b)}% at {hi} shards",
                  a is not None and b is not None and b < a,
-                 f"mean error at {hi} shards < at {lo} shards")
+                 f"median error at {hi} shards < at {lo} shards")
 
 
 def judge_sb(rows: Sequence[Row]) -> list[Claim]:
-    below = [r for r in rows if r["sb_error_pct"] < r["flops_error_pct"]]
+    flops = rows[0].get("flops_median", rows[0]["flops_error_pct"])
+    below = [r for r in rows if r["sb_median"] < flops]
     best = max((r["sb_lower_by_pct"] for r in rows), default=None)
     last = max(r["shards"] for r in rows)
     return [
         Claim("SB predicts better than FLOPS at every size",
               f"SB 4.1-6.8% vs FLOPS {PAPER_FLOPS:g}% (read from Fig. 3.2)",
               f"SB below FLOPS at {len(below)} of {len(rows)} sizes "
-              f"(FLOPS {fmt_num(rows[0]['flops_error_pct'])}%)",
-              len(below) == len(rows), "every size: mean SB error < mean FLOPS error"),
+              f"(FLOPS median {fmt_num(flops)}%)",
+              len(below) == len(rows), "every size: median SB error < median FLOPS error"),
         Claim("SB error is up to 83% lower than FLOPS", f"up to {PAPER_SB_REDUCTION:g}% (text)",
               f"up to {fmt_num(best)}%", within(best, 70.0, 100.0),
-              "largest reduction (1 - SB / FLOPS) in [70, 100]%"),
-        _falls(rows, "sb_error_pct", "falls with size; no gain above 8 shards (text)"),
+              "largest reduction (1 - SB / FLOPS, medians) in [70, 100]%"),
+        _falls(rows, "sb_median", "falls with size; no gain above 8 shards (text)"),
         Claim(f"SB error at {last} shards is a few percent",
               f"{PAPER_SB.get(last, '-')}% (read from Fig. 3.2)",
-              f"{fmt_num(_at(rows, last, 'sb_error_pct'))}%",
-              within(_at(rows, last, "sb_error_pct"), 0.0, 10.0), "mean SB error in [0, 10]%"),
+              f"median {fmt_num(_at(rows, last, 'sb_median'))}%",
+              within(_at(rows, last, "sb_median"), 0.0, 10.0), "median SB error in [0, 10]%"),
     ]
 
 
@@ -139,19 +157,22 @@ def compute_download(ctx: Context) -> Computed:
         r.update(paper_ethernet_pct=PAPER_ETHERNET.get(r["shards"]),
                  paper_wifi_pct=PAPER_WIFI.get(r["shards"]))
     return rows, [f"loopback HTTP on this machine, {trials} trials: it exercises the "
-                  "measurement, it is not an Ethernet or WiFi link"]
+                  "measurement, it is not an Ethernet or WiFi link; claims on medians over the "
+                  "trials (sb_p25 / sb_p75: the spread)", _level_note(rows),
+                  *_trial_note(trials, "download")]
 
 
 def judge_download(rows: Sequence[Row]) -> list[Claim]:
+    """The trend only: the thesis's levels (16 % -> 10 % on Ethernet, 32 % -> 8 % on WiFi) are
+    properties of its links, which a loopback transfer does not have (see the notes)."""
+    return [_falls(rows, "sb_median", "Ethernet 16% -> 10%, WiFi 32% -> 8% (text)")]
+
+
+def _level_note(rows: Sequence[Row]) -> str:
     lo, hi = min(r["shards"] for r in rows), max(r["shards"] for r in rows)
-    a, b = _at(rows, lo, "sb_error_pct"), _at(rows, hi, "sb_error_pct")
-    return [
-        _falls(rows, "sb_error_pct", "Ethernet 16% -> 10%, WiFi 32% -> 8% (text)"),
-        Claim(f"error at {lo} shards in the thesis' range", "16% Ethernet, 32% WiFi (text)",
-              f"{fmt_num(a)}%", within(a, 8.0, 40.0), "mean error in [8, 40]%"),
-        Claim(f"error at {hi} shards in the thesis' range", "10% Ethernet, 8% WiFi (text)",
-              f"{fmt_num(b)}%", within(b, 4.0, 15.0), "mean error in [4, 15]%"),
-    ]
+    return (f"not judged: the thesis's error levels (16% at {lo} and 10% at {hi} shards on "
+            f"Ethernet, 32% and 8% on WiFi) belong to its links; loopback here gives medians "
+            f"{fmt_num(_at(rows, lo, 'sb_median'))}% and {fmt_num(_at(rows, hi, 'sb_median'))}%")
 
 
 def plot_download(rows: Sequence[Row], path: Path) -> None:
@@ -315,8 +336,9 @@ register(Entry(
     shows=("SB times fresh TwoNN copies on 2-10 shards and extrapolates to a 60-shard run; "
            "FLOPS predicts it from 100 products of 512 x 512 matrices; error against the "
            "measured run, per trial, on this machine."),
-    columns=("shards", "sb_error_pct", "sb_sd", "sb_median", "flops_error_pct",
-             "sb_lower_by_pct", "trials", "paper_sb_pct", "paper_flops_pct"),
+    columns=("shards", "sb_error_pct", "sb_sd", "sb_median", "sb_p25", "sb_p75",
+             "flops_error_pct", "flops_median", "sb_lower_by_pct", "trials", "paper_sb_pct",
+             "paper_flops_pct"),
     compute=compute_sb, judge=judge_sb, plot=plot_sb))
 
 register(Entry(
@@ -324,8 +346,8 @@ register(Entry(
     title="Fig. 3.3: SB download-time prediction error vs benchmark size",
     shows=("SB times the download of 2-10 shards from a local HTTP server and extrapolates "
            "to 60 shards; error against the measured 60-shard download."),
-    columns=("shards", "sb_error_pct", "sb_sd", "sb_median", "trials", "paper_ethernet_pct",
-             "paper_wifi_pct"),
+    columns=("shards", "sb_error_pct", "sb_sd", "sb_median", "sb_p25", "sb_p75", "trials",
+             "paper_ethernet_pct", "paper_wifi_pct"),
     compute=compute_download, judge=judge_download, plot=plot_download))
 
 register(Entry(

@@ -279,3 +279,21 @@ def test_a_panel_without_finite_values_draws_without_a_legend_warning(tmp_path, 
     draw([empty, full], tmp_path / "fig.png")
     assert (tmp_path / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [w for w in recwarn if "legend" in str(w.message)]
+
+
+def _sb_rows(medians: list[float], means: list[float]) -> list[dict]:
+    return [{"shards": n, "sb_median": md, "sb_error_pct": mn, "flops_error_pct": 50.0,
+             "flops_median": 50.0, "sb_lower_by_pct": (1 - md / 50.0) * 100}
+            for n, md, mn in zip((2, 6, 10), medians, means, strict=True)]
+
+
+def test_sb_claims_read_medians_not_means_pulled_by_outliers() -> None:
+    # one trial at 10 shards took a loaded machine's hit: the mean rises, the median falls
+    claims = thesis001_ch3.judge_sb(_sb_rows([5.0, 3.0, 2.0], [5.0, 3.0, 12.0]))
+    assert verdict_of(claims) == REPRODUCED
+    falls = thesis001_ch3.judge_sb(_sb_rows([2.0, 3.0, 5.0], [5.0, 3.0, 2.0]))
+    assert [c.ok for c in falls] == [True, True, False, True]
+    # the download entry judges the trend only; the links' levels are a note
+    assert [c.text for c in thesis001_ch3.judge_download(_sb_rows([7.0, 5.0, 4.0],
+                                                                  [7.0, 5.0, 4.0]))] == [
+        "the error falls as the benchmark grows"]
