@@ -416,7 +416,7 @@ class LiveRun:
                             "round_wall_s": wall_s, "clock_s": self.clock_s,
                             "learners": len(usable), "missing": sorted(self.missing),
                             "method": plan.method, "solve_s": plan.solve_s,
-                            "allocation": plan.allocation,
+                            "allocation": plan.allocation, "last": plan.last or self.finished,
                             **({"control": record} if record else {})})
 
     def _aggregate(self, cycle: CyclePlan,

@@ -1,0 +1,80 @@
+"""003-fig3: the adaptive-tau control loop run in process over paper 003's data cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mel_opt.reproduce import paper003
+from mel_opt.reproduce.catalogue import REPRODUCED, verdict_of
+
+pytest.importorskip("sklearn")
+
+
+@pytest.fixture(scope="module")
+def digits():  # type: ignore[no-untyped-def]
+    from mel_opt.training import load_dataset
+
+    return load_dataset("digits", max_train=600, max_test=300).astype(np.dtype("float32"))
+
+
+def test_the_data_cases_are_those_of_section_ii(digits) -> None:  # type: ignore[no-untyped-def]
+    y = digits.y_train
+    two = paper003.case_pools("case 2", y, 10, 0)
+    assert all(np.unique(y[p]).size <= 2 for p in two)  # two digits per node
+    assert all(p.size == y.size for p in paper003.case_pools("case 3", y, 10, 0))
+    four = paper003.case_pools("case 4", y, 10, 0)
+    assert all(np.all(y[p] < 5) for p in four[:3]) and all(np.all(y[p] >= 5) for p in four[3:])
+    assert not set(y[four[3]].tolist()) & set(y[four[4]].tolist()) - {7}  # split by label
+    assert sum(p.size for p in four) == y.size
+
+
+def test_replicated_data_has_no_gradient_deviation_so_tau_goes_to_its_cap(digits) -> None:  # type: ignore[no-untyped-def]
+    rows = paper003.run_case("case 3", digits, seed=0, rounds=4)
+    assert [r["round"] for r in rows] == [1, 2, 3, 4]
+    # every node computes its statistics on the same rows at the same global model
+    assert all(abs(r["delta"]) < 1e-9 for r in rows)
+    assert rows[0]["tau"] == 66  # round 1: the file's starting estimates (scan of G)
+    assert all(r["tau"] == 100 for r in rows[1:])  # h = 0: G falls with tau; capped
+    assert rows[-1]["accuracy"] > rows[0]["initial_accuracy"] + 0.3
+
+
+def test_non_iid_data_aggregates_more_often(digits) -> None:  # type: ignore[no-untyped-def]
+    iid = paper003.run_case("case 1", digits, seed=0, rounds=4)
+    non = paper003.run_case("case 2", digits, seed=0, rounds=4)
+    assert min(r["delta"] for r in non) > 3 * max(r["delta"] for r in iid)
+    assert max(r["tau"] for r in non[1:]) < min(r["tau"] for r in iid[1:])
+
+
+def _rows(tau: dict[str, float], delta: dict[str, float], gain: float = 0.5) -> list[dict]:
+    rows = []
+    for case in paper003.CASES:
+        for r in (1, 2, 3, 4):
+            rows.append({"case": case, "seed": 0, "round": r, "tau": tau[case],
+                         "delta": delta[case], "last": r == 4, "accuracy": 0.1 + gain,
+                         "initial_accuracy": 0.1})
+    return rows
+
+
+GOOD_TAU = {"case 1": 100, "case 2": 14, "case 3": 100, "case 4": 25, "case 2 + delay": 45}
+GOOD_DELTA = {"case 1": 0.2, "case 2": 2.1, "case 3": 0.0, "case 4": 1.3, "case 2 + delay": 2.1}
+
+
+@pytest.mark.parametrize("change, failing", [
+    ({}, []),
+    ({"case 2": 100}, [1, 3]),  # non-IID not more frequent, and the delay shows nothing
+    ({"case 3": 90}, [2]),
+    ({"case 2 + delay": 10}, [3]),
+])
+def test_each_claim_can_fail(change: dict, failing: list[int]) -> None:
+    claims = paper003.judge(_rows({**GOOD_TAU, **change}, GOOD_DELTA))
+    assert [i for i, c in enumerate(claims) if not c.ok] == failing
+    if not failing:
+        assert verdict_of(claims) == REPRODUCED
+
+
+def test_deviation_and_learning_claims_can_fail() -> None:
+    flat = paper003.judge(_rows(GOOD_TAU, {**GOOD_DELTA, "case 2": 0.1}))
+    assert [c.ok for c in flat][0] is False
+    still = paper003.judge(_rows(GOOD_TAU, GOOD_DELTA, gain=0.1))
+    assert [c.ok for c in still][-1] is False
