@@ -28,7 +28,8 @@ def show(entry: Entry, outcome: Outcome) -> None:
     for col in ("claim", "paper", "ours", "holds"):
         t.add_column(col, overflow="fold")
     for c in outcome.claims:
-        t.add_row(c.text, c.paper, c.ours, "[green]yes[/]" if c.ok else "[red]no[/]")
+        t.add_row(c.text, c.paper, c.ours, {"yes": "[green]yes[/]", "no": "[red]no[/]"}.get(
+            c.holds, "[yellow]not evaluable[/]"))
     console.print(t)
     console.print(f"verdict: {outcome.verdict}", markup=False, highlight=False)
 
@@ -48,7 +49,7 @@ def main() -> None:
     for col in ("id", "verdict", "claims held", "time (s)"):
         summary.add_column(col, overflow="fold")
     for e, o in done:
-        summary.add_row(e.id, o.verdict.split(":")[0], f"{sum(c.ok for c in o.claims)}"
+        summary.add_row(e.id, o.verdict.split(":")[0], f"{sum(c.ok and c.evaluable for c in o.claims)}"
                         f"/{len(o.claims)}", f"{o.seconds:.1f}")
     console.print(summary)
     console.print(f"whole catalogue ({len(done)} entries, {'quick' if args.quick else 'full'}): "

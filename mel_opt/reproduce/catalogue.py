@@ -35,6 +35,7 @@ from mel_opt.errors import UsageError
 Row = dict[str, Any]
 REPRODUCED = "reproduced"
 DIFFERS = "differs: "
+NOT_EVALUABLE = "not evaluable: "
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,24 @@ class Context:
         Seeds or trials per point when given (overrides the entry's default).
     seed : int
         First seed.
+    dataset : str or None
+        Data set of the training entries (``digits``, ``fashion-mnist``, ``mnist``,
+        ``idx:DIR``); None: Fashion-MNIST where installed, else the digits.
     """
 
     quick: bool = False
     seeds: int | None = None
     seed: int = 0
+    dataset: str | None = None
+
+    def training_data(self) -> str:
+        """The data set of the training entries: ``dataset`` when given, else Fashion-MNIST
+        at full size where it is installed, else the digits."""
+        if self.dataset:
+            return self.dataset
+        from mel_opt.training.data import KNOWN_IDX_DIRS
+
+        return "fashion-mnist" if Path(KNOWN_IDX_DIRS["fashion-mnist"]).is_dir() else "digits"
 
     def trials(self, full: int, quick: int) -> int:
         """Trials per point: ``--seeds`` if given, else the entry's full or quick default."""
@@ -78,6 +92,9 @@ class Claim:
         Whether the rule holds.
     rule : str
         The rule, explicit (e.g. "every K: mean max staleness <= 1.5").
+    unevaluable : str
+        Why the claim cannot be judged on our data (e.g. no scheme reaches the target); empty
+        when it can. An unevaluable claim neither holds nor fails.
     """
 
     text: str
@@ -85,20 +102,42 @@ class Claim:
     ours: str
     ok: bool
     rule: str = ""
+    unevaluable: str = ""
+
+    @property
+    def evaluable(self) -> bool:
+        return not self.unevaluable
+
+    @property
+    def holds(self) -> str:
+        """``yes``, ``no`` or ``not evaluable`` (the tables' column)."""
+        return "not evaluable" if self.unevaluable else ("yes" if self.ok else "no")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "paper": self.paper, "ours": self.ours, "ok": self.ok,
-                "rule": self.rule}
+        return {"text": self.text, "paper": self.paper, "ours": self.ours,
+                "ok": self.ok and self.evaluable, "rule": self.rule,
+                "evaluable": self.evaluable, "unevaluable": self.unevaluable}
 
 
 def verdict_of(claims: Sequence[Claim]) -> str:
-    """``"reproduced"`` if every claim holds, else ``"differs: "`` and each failed claim."""
+    """``"reproduced"`` if every evaluable claim holds, else ``"differs: "`` and each failed
+    claim; ``"not evaluable: "`` and the reasons when no claim can be judged. Claims that
+    cannot be judged are listed after a reproduced verdict ("reproduced; not evaluable:
+    ...")."""
     if not claims:
         return DIFFERS + "no claim could be tested"
-    failed = [c for c in claims if not c.ok]
-    if not failed:
-        return REPRODUCED
-    return DIFFERS + "; ".join(f"{c.text} (paper {c.paper}, ours {c.ours})" for c in failed)
+    judged = [c for c in claims if c.evaluable]
+    if not judged:
+        return NOT_EVALUABLE + "; ".join(f"{c.text} ({c.unevaluable})" for c in claims)
+    failed = [c for c in judged if not c.ok]
+    if failed:
+        return DIFFERS + "; ".join(f"{c.text} (paper {c.paper}, ours {c.ours})"
+                                   for c in failed)
+    skipped = [c for c in claims if not c.evaluable]
+    if skipped:
+        return REPRODUCED + "; not evaluable: " + "; ".join(
+            f"{c.text} ({c.unevaluable})" for c in skipped)
+    return REPRODUCED
 
 
 @dataclass

@@ -37,9 +37,12 @@ def _run(name: str, ctx: Context, full: int, quick: int) -> Computed:
     from mel_opt.training import experiments as E
 
     seeds = ctx.trials(full=full, quick=quick)
-    out = getattr(E, name)(None, seeds=seeds, quick=ctx.quick)
-    return out.rows, [f"{seeds} seed(s) per scheme; digits data (scikit-learn, 8 x 8), "
-                      f"experiment {out.wall_s:.1f} s wall"]
+    dataset = ctx.training_data()
+    out = getattr(E, name)(None, seeds=seeds, quick=ctx.quick, dataset=dataset)
+    what = ("digits (scikit-learn, 8 x 8; Fashion-MNIST is not installed)"
+            if dataset == "digits" else dataset)
+    return out.rows, [f"{seeds} seed(s) per scheme; data: {what}; experiment "
+                      f"{out.wall_s:.1f} s wall"]
 
 
 def _lt(a: float | None, b: float | None) -> bool:
@@ -56,24 +59,35 @@ def judge_000(rows: Sequence[Row]) -> list[Claim]:
     20; 8 vs 10 / 10 and 7 vs 8 / 11 at 97%)."""
     claims = []
     for target in sorted({r["target"] for r in rows}):
+        mine = [r for r in rows if r["target"] == target]
+        paper_t = mine[0].get("paper_target") or target
+        ceiling = mine[0].get("ceiling")
         parts, ok = [], True
-        for K in sorted({r["K"] for r in rows}):
-            c = {r["scheme"]: r["cycles"] for r in rows if r["K"] == K and r["target"] == target}
+        for K in sorted({r["K"] for r in mine}):
+            c = {r["scheme"]: r["cycles"] for r in mine if r["K"] == K}
             ok &= _lt(c.get("exact"), c.get("sync")) and _lt(c.get("exact"), c.get("eta"))
             parts.append(f"K={K}: exact {fmt_num(c.get('exact'))}, sync "
                          f"{fmt_num(c.get('sync'))}, eta {fmt_num(c.get('eta'))}")
+        where = (f"{target:.1%} (the data set's ceiling {ceiling:.1%} minus "
+                 f"{100 * (ceiling - target):.0f} points; the paper's {paper_t:.0%} on MNIST)"
+                 if ceiling else f"{target:.0%}")
+        reached = [r for r in mine if r.get("cycles") is not None]
         claims.append(Claim(
-            f"optimised allocation reaches {target:.0%} in fewest cycles",
+            f"optimised allocation reaches {where} in fewest cycles",
             "fewer cycles than sync and ETA for every K (Fig. 3, Sec. V-C)",
             "; ".join(parts) + " ('-': never within the cycles)", ok,
-            "every K: mean cycles of exact < sync and < eta (never reached = infinitely many)"))
+            "every K: mean cycles of exact < sync and < eta (never reached = infinitely many)",
+            "" if reached else f"no scheme reaches {target:.1%} within the cycles"))
     return claims
 
 
 def plot_000(rows: Sequence[Row], path: Path) -> None:
     panels = []
     for target in sorted({r["target"] for r in rows}):
-        panel = Panel(f"cycles to {target:.0%}", "K (learners)", "global cycles")
+        paper_t = next((r.get("paper_target") for r in rows if r["target"] == target), None)
+        panel = Panel(f"cycles to {target:.1%}" + (f" (paper: {paper_t:.0%} on MNIST)"
+                                                   if paper_t else ""),
+                      "K (learners)", "global cycles")
         for s in ("exact", "kkt-sai", "eta", "sync"):
             pts = sorted((r["K"], r["cycles"]) for r in rows
                          if r["scheme"] == s and r["target"] == target)
@@ -87,9 +101,14 @@ def plot_000(rows: Sequence[Row], path: Path) -> None:
 
 
 # ---- paper 004, Table II --------------------------------------------------------------------
+TABLE2 = ("individual", "model-based", "gradient-based", "closed-form")
+
+
 def judge_table2(rows: Sequence[Row]) -> list[Claim]:
     """Table II: the closed form trains faster than individual learning (1.03-1.26x), the two
-    FEEL baselines slower (0.29-0.69x), and its accuracy is at least individual learning's."""
+    FEEL baselines slower (0.29-0.69x), and its accuracy is at least individual learning's.
+    A speedup is judged only in the cases where both schemes reach the target with every
+    seed (a case where individual learning never does is not evaluable, and says so)."""
     cases = sorted({(r["K"], r["partition"]) for r in rows})
 
     def get(K: int, part: str, s: str, key: str) -> Any:
@@ -99,21 +118,46 @@ def judge_table2(rows: Sequence[Row]) -> list[Claim]:
     def label(K: int, part: str) -> str:
         return f"K={K} {part}"
 
-    cf = [(c, get(*c, "closed-form", "speedup")) for c in cases]
-    base = [(c, s, get(*c, s, "speedup")) for c in cases for s in ("model-based",
-                                                                   "gradient-based")]
+    tgt = "a common target"
+
+    def speedups(schemes: Sequence[str]) -> tuple[list[tuple[str, float]], list[str]]:
+        judged, skipped = [], []
+        for c in cases:
+            at = get(*c, "individual", "target")
+            for s in schemes:
+                v = get(*c, s, "speedup")
+                if at is None or v is None:
+                    low = min((get(*c, x, "accuracy") or 0.0) for x in TABLE2)
+                    skipped.append(f"{label(*c)}: no level down to the ceiling - 10 points is "
+                                   f"reached by every scheme (lowest final accuracy "
+                                   f"{fmt_num(low)})")
+                else:
+                    judged.append((f"{label(*c)} {s} at {at:.1%}", v))
+        return judged, sorted(set(skipped))
+
+    cf, cf_skip = speedups(("closed-form",))
+    base, base_skip = speedups(("model-based", "gradient-based"))
     acc = [(c, get(*c, "closed-form", "accuracy"), get(*c, "individual", "accuracy"))
            for c in cases]
+
+    def why(skipped: list[str]) -> str:
+        return "; ".join(skipped)
+
     return [
-        Claim("closed-form trains faster than individual learning", "speedup 1.03-1.26x",
-              ", ".join(f"{label(*c)}: {fmt_num(v)}x" for c, v in cf),
-              all(v is not None and v > 1.0 for _, v in cf),
-              "every case: seconds-to-target speedup of closed-form > 1 (reached by all seeds)"),
-        Claim("model- and gradient-based FEEL train slower than individual learning",
+        Claim(f"closed-form reaches {tgt} faster than individual learning",
+              "speedup 1.03-1.26x",
+              ", ".join(f"{n}: {fmt_num(v)}x" for n, v in cf) +
+              (f" (not evaluable: {why(cf_skip)})" if cf_skip and cf else ""),
+              bool(cf) and all(v > 1.0 for _, v in cf),
+              f"every case where both reach {tgt} with every seed: speedup > 1",
+              "" if cf else why(cf_skip)),
+        Claim(f"model- and gradient-based FEEL reach {tgt} slower than individual learning",
               "speedups 0.29-0.69x",
-              ", ".join(f"{label(*c)} {s}: {fmt_num(v)}x" for c, s, v in base),
-              all(v is not None and v < 1.0 for _, _, v in base),
-              "every case and baseline: speedup < 1 (reached by all seeds)"),
+              ", ".join(f"{n}: {fmt_num(v)}x" for n, v in base) +
+              (f" (not evaluable: {why(base_skip)})" if base_skip and base else ""),
+              bool(base) and all(v < 1.0 for _, v in base),
+              f"every case and baseline where both reach {tgt} with every seed: speedup < 1",
+              "" if base else why(base_skip)),
         Claim("closed-form is at least as accurate as individual learning",
               "0.9143-0.9234 vs 0.8916-0.9068",
               ", ".join(f"{label(*c)}: {fmt_num(a)} vs {fmt_num(b)}" for c, a, b in acc),
@@ -144,22 +188,29 @@ def plot_table2(rows: Sequence[Row], path: Path) -> None:
 
 # ---- paper 004, Figs. 4-5 -------------------------------------------------------------------
 def judge_gpu(rows: Sequence[Row]) -> list[Claim]:
-    """Figs. 4-5: the proposed batches converge fastest and most accurately."""
+    """Figs. 4-5: the proposed batches converge fastest and most accurately, judged with the
+    gradient compressed as the paper's footnote 1 assumes (on Table I as written the full
+    batch is the optimum itself, so the two tie; those rows stay in the table)."""
+    judged = [r for r in rows if r.get("preset", "ren2021-compressed") == "ren2021-compressed"]
     claims = []
-    for part in sorted({r["partition"] for r in rows}):
-        mine = {r["scheme"]: r for r in rows if r["partition"] == part}
+    target = next((r.get("target") for r in judged if r.get("target") is not None), 0.9)
+    for part in sorted({r["partition"] for r in judged}):
+        mine = {r["scheme"]: r for r in judged if r["partition"] == part}
         secs = {s: r["seconds_to_target"] for s, r in mine.items()}
         cf = secs.get("closed-form")
         others = {s: v for s, v in secs.items() if s != "closed-form"}
         claims.append(Claim(
-            f"{part}: closed-form reaches 90% first", "fastest convergence (Figs. 4-5)",
+            f"{part}, compressed gradients: closed-form reaches {target:.1%} first",
+            "fastest convergence (Figs. 4-5)",
             ", ".join(f"{s} {fmt_num(v, 4)} s" for s, v in secs.items()),
             all(_lt(cf, v) for v in others.values()),
-            "mean seconds to 90% of closed-form < every other scheme's (ties fail)"))
+            f"mean seconds to {target:.1%} of closed-form < every other scheme's (ties fail)",
+            "" if any(v is not None for v in secs.values())
+            else f"no scheme reaches {target:.1%}"))
         acc = {s: r["accuracy_at_horizon"] for s, r in mine.items()}
         best = max(v for s, v in acc.items() if s != "closed-form")
         claims.append(Claim(
-            f"{part}: closed-form is the most accurate at a common time",
+            f"{part}, compressed gradients: closed-form is the most accurate at a common time",
             "highest accuracy (Figs. 4-5)",
             ", ".join(f"{s} {fmt_num(v)}" for s, v in acc.items()),
             acc.get("closed-form", -math.inf) >= best - SLACK,
@@ -169,48 +220,80 @@ def judge_gpu(rows: Sequence[Row]) -> list[Claim]:
 
 def plot_gpu(rows: Sequence[Row], path: Path) -> None:
     parts = sorted({r["partition"] for r in rows})
+    presets = sorted({r.get("preset", "ren2021") for r in rows})
     xs = list(range(len(parts)))
+    target = next((r.get("target") for r in rows if r.get("target") is not None), 0.9)
     panels = []
-    for key, title in (("seconds_to_target", "virtual seconds to 90%"),
-                       ("accuracy_at_horizon", "accuracy at a common time")):
-        panel = Panel(f"{title} (" + ", ".join(f"{i}={p}" for i, p in enumerate(parts)) + ")",
-                      "partition", key)
-        for s in ("closed-form", "online", "full-batch", "random-batch"):
-            ys = [next((r[key] for r in rows if r["partition"] == p and r["scheme"] == s),
-                       None) for p in parts]
-            panel.lines.append(Line(s, xs, ys))
-        panels.append(panel)
-    draw(panels, path, "Paper 004 Figs. 4-5 (digits, GPU devices)", ncols=2)
+    for preset in presets:
+        mine = [r for r in rows if r.get("preset", "ren2021") == preset]
+        for key, title in (("seconds_to_target", f"virtual seconds to {target:.1%}"),
+                           ("accuracy_at_horizon", "accuracy at a common time")):
+            panel = Panel(f"{preset}: {title} (" + ", ".join(f"{i}={p}" for i, p
+                                                             in enumerate(parts)) + ")",
+                          "partition", key)
+            for s in ("closed-form", "online", "full-batch", "random-batch"):
+                ys = [next((r[key] for r in mine if r["partition"] == p and r["scheme"] == s),
+                           None) for p in parts]
+                panel.lines.append(Line(s, xs, ys))
+            panels.append(panel)
+    draw(panels, path, "Paper 004 Figs. 4-5 (GPU devices)", ncols=2)
 
 
 # ---- thesis Ch. 3, Figs. 3.6-3.8 ------------------------------------------------------------
 def judge_dab(rows: Sequence[Row]) -> list[Claim]:
-    """Section 3.4.2: DAB follows the deadline (7% late at 105 s), the thesis' CSA overruns
-    short deadlines (63%), and DAB gives up a little accuracy there (0.91 vs 0.95)."""
-    def col(s: str, key: str) -> list[tuple[float, Any]]:
-        return sorted((r["deadline_s"], r.get(key)) for r in rows
-                      if r["scheme"] == s and r["status"] == "trained")
+    """Section 3.4.2 over the thesis's deadlines (21-30 s per cycle): DAB follows the deadline
+    (7% late at the lowest), the thesis' CSA overruns it (63%, its data fixed), DAB gives up a
+    little accuracy there (0.91 vs 0.95; loss 1.53 vs 1.50) and none at the highest (0.95
+    both)."""
+    thesis = [r for r in rows if r.get("thesis_range", True)]
+
+    def col(s: str, key: str) -> dict[float, Any]:
+        return {r["deadline_s"]: r.get(key) for r in thesis
+                if r["scheme"] == s and r["status"] == "trained"}
 
     dab, csa = col("dab", "truancy_pct"), col("csa-thesis", "truancy_pct")
-    low = min((d for d, _ in dab), default=math.nan)
-    d_low, c_low = dict(dab).get(low), dict(csa).get(low)
-    a_dab, a_csa = dict(col("dab", "accuracy")).get(low), dict(col("csa-thesis",
-                                                                   "accuracy")).get(low)
-    worst = max((t for _, t in dab), default=None)
+    low = min(dab, default=math.nan)
+    high = max(dab, default=math.nan)
+    d_low, c_low = dab.get(low), csa.get(low)
+    acc_d, acc_c = col("dab", "accuracy"), col("csa-thesis", "accuracy")
+    loss_d, loss_c = col("dab", "loss"), col("csa-thesis", "loss")
+    worst = max((t for t in dab.values() if t is not None), default=None)
+
+    def gap(a: Any, b: Any) -> float | None:
+        return None if a is None or b is None else float(a) - float(b)
+
+    low_gap, high_gap = gap(acc_c.get(low), acc_d.get(low)), gap(acc_c.get(high),
+                                                                   acc_d.get(high))
+    rel_loss = None if loss_d.get(low) is None or not loss_c.get(low) else \
+        100 * (loss_d[low] / loss_c[low] - 1)
     return [
         Claim("DAB's cycle ends close to the deadline", "7% past D at 105 s (Fig. 3.7)",
               f"worst mean truancy {fmt_num(worst)}% over D = "
-              + ", ".join(f"{d:g}" for d, _ in dab) + " s",
-              worst is not None and worst <= 15.0, "every deadline: DAB mean truancy <= 15%"),
-        Claim("the thesis' CSA overruns the shortest deadline", "63% past D at 105 s (Fig. 3.7)",
+              + ", ".join(f"{d:g}" for d in sorted(dab)) + " s per cycle",
+              worst is not None and worst <= 10.0, "every deadline: DAB mean truancy <= 10%"),
+        Claim("the thesis' CSA overruns the lowest deadline", "63% past D at 105 s (Fig. 3.7)",
               f"D = {fmt_num(low)} s: CSA {fmt_num(c_low)}%, DAB {fmt_num(d_low)}%",
-              c_low is not None and d_low is not None and c_low >= 30.0 and c_low > d_low,
-              "shortest deadline: csa-thesis truancy >= 30% and > DAB's"),
-        Claim("DAB is a little less accurate than CSA at the shortest deadline",
+              c_low is not None and d_low is not None and 42.0 <= c_low <= 84.0
+              and c_low > d_low, "lowest deadline: csa-thesis truancy within a third of 63% "
+              "and above DAB's"),
+        Claim("DAB is a little less accurate than CSA at the lowest deadline",
               "0.91 vs 0.95 at 105 s (Fig. 3.8a)",
-              f"D = {fmt_num(low)} s: DAB {fmt_num(a_dab)}, CSA {fmt_num(a_csa)}",
-              a_dab is not None and a_csa is not None and a_csa - 0.10 <= a_dab <= a_csa,
-              "shortest deadline: CSA - 0.10 <= DAB accuracy <= CSA"),
+              f"D = {fmt_num(low)} s: DAB {fmt_num(acc_d.get(low))}, CSA "
+              f"{fmt_num(acc_c.get(low))}",
+              low_gap is not None and 0.0 <= low_gap <= 0.10,
+              "lowest deadline: 0 <= CSA - DAB accuracy <= 0.10"),
+        Claim("DAB's loss is close to CSA's at the lowest deadline",
+              "1.53 vs 1.50 at 105 s (Fig. 3.8b)",
+              f"D = {fmt_num(low)} s: DAB {fmt_num(loss_d.get(low))}, CSA "
+              f"{fmt_num(loss_c.get(low))} ({fmt_num(rel_loss)}%)",
+              rel_loss is not None and 0.0 <= rel_loss <= 10.0,
+              "lowest deadline: DAB's final loss at most 10% above CSA's"),
+        Claim("DAB and CSA are equally accurate at the highest deadline",
+              "0.95 both at 150 s (Fig. 3.8a)",
+              f"D = {fmt_num(high)} s: DAB {fmt_num(acc_d.get(high))}, CSA "
+              f"{fmt_num(acc_c.get(high))}",
+              high_gap is not None and abs(high_gap) <= 0.02,
+              "highest deadline: |CSA - DAB accuracy| <= 0.02"),
     ]
 
 
@@ -226,7 +309,7 @@ def plot_dab(rows: Sequence[Row], path: Path) -> None:
         paper = [(r["deadline_s"], r.get(f"paper_{key}")) for r in rows
                  if r.get(f"paper_{key}") is not None]
         if paper:
-            panel.lines.append(Line("thesis at its shortest D (105 s)", [p[0] for p in paper],
+            panel.lines.append(Line("thesis (105 and 150 s for 5 cycles)", [p[0] for p in paper],
                                     [p[1] for p in paper], paper=True))
         panels.append(panel)
     draw(panels, path, "Thesis Figs. 3.6-3.8: DAB vs CSA over the deadline (digits)")
@@ -238,42 +321,49 @@ def _compute(name: str, full: int, quick: int) -> Callable[[Context], Computed]:
 
 register(Entry(
     id="000-fig3", paper="000 Mohammad & Sorour",
-    title="Fig. 3: cycles to 95% / 97% validation accuracy, K = 10, 15, 20, T = 15 s",
-    shows=("Preset mohammad2020 (seed 2020) solved by exact, kkt-sai, eta and sync; the "
-           "paper's [F, 300, 124, 60, 10] network trained for 20 cycles under each allocation "
-           "(quick: K = 10, 3 cycles, softmax)."),
-    columns=("K", "target", "scheme", "max_staleness", "cycles", "cycles_lo", "cycles_hi",
-             "reached", "final_accuracy", "paper_cycles"),
+    title="Fig. 3: cycles to the paper's 95% / 97% (ceiling - 3 / - 1 points), K = 10, 15, 20",
+    shows=("Preset mohammad2020 (seed 2020, T = 15 s) solved by exact, kkt-sai, eta and sync; "
+           "the paper's [F, 300, 124, 60, 10] network trained for 20 cycles under each "
+           "allocation; targets the data set's centralised ceiling minus 3 and minus 1 points, "
+           "as 95% and 97% are on MNIST (quick: K = 10, 3 cycles, softmax)."),
+    columns=("dataset", "ceiling", "K", "target", "paper_target", "scheme", "max_staleness",
+             "cycles", "cycles_lo", "cycles_hi", "reached", "final_accuracy", "paper_cycles"),
     compute=_compute("paper000_fig3", 5, 1), judge=judge_000, plot=plot_000, needs=NEEDS))
 
 register(Entry(
     id="004-table2", paper="004 Ren, Yu & Ding",
     title="Table II: accuracy and speedup vs individual learning, K = 6 and 12, CPU",
     shows=("Preset ren2021 (CPU, seed 1); TwoNN, 1,500 gradient rounds or 300 local epochs; "
-           "speedup = seconds to 90% of individual learning over the scheme's (quick: K = 6 "
-           "IID, softmax, 30 rounds / 5 epochs)."),
-    columns=("K", "partition", "scheme", "accuracy", "paper_accuracy", "seconds_to_target",
-             "reached", "speedup", "paper_speedup"),
+           "speedup = seconds to the target of individual learning over the scheme's, the "
+           "target the data set's centralised ceiling minus 3 points (the paper's 90% on "
+           "CIFAR-10) (quick: K = 6 IID, softmax, 30 rounds / 5 epochs)."),
+    columns=("dataset", "ceiling", "target", "K", "partition", "scheme", "accuracy",
+             "paper_accuracy", "seconds_to_target", "reached", "speedup", "paper_speedup"),
     compute=_compute("paper004_table2", 3, 1), judge=judge_table2, plot=plot_table2,
     needs=NEEDS))
 
 register(Entry(
     id="004-fig4-5-training", paper="004 Ren, Yu & Ding",
     title="Figs. 4-5: proposed batches vs online, full-batch, random on K = 6 GPU devices",
-    shows=("Preset ren2021 (GPU, seed 1); TwoNN for 600 rounds, IID and non-IID; seconds to "
-           "90% and accuracy at a common virtual time (quick: IID, 20 rounds, softmax)."),
-    columns=("partition", "scheme", "batch", "seconds_to_target", "reached",
-             "accuracy_at_horizon", "horizon_s"),
+    shows=("Presets ren2021 (Table I as written) and ren2021-compressed (gradients compressed "
+           "300x, judged), GPU, seed 1; TwoNN for 600 rounds, IID and non-IID; seconds to the "
+           "data set's ceiling minus 3 points and accuracy at a common virtual time (quick: "
+           "IID, 20 rounds, softmax)."),
+    columns=("preset", "dataset", "ceiling", "target", "partition", "scheme", "batch",
+             "seconds_to_target", "reached", "accuracy_at_horizon", "horizon_s"),
     compute=_compute("paper004_gpu", 3, 1), judge=judge_gpu, plot=plot_gpu, needs=NEEDS))
 
 register(Entry(
     id="001-fig3.6-3.8-training", paper="001 Mays (thesis)",
     title="Figs. 3.6-3.8: cycle time, truancy, accuracy of DAB and CSA over the deadline",
     shows=("Four Jetson-Nano learners (run-to-run time_cv 0.06), one pass, 5 cycles of TwoNN; "
-           "CSA splits the data DAB places at 55 s (csa-thesis: the thesis' rule; csa: the "
-           "exact optimum, infeasible where the data cannot fit); D = 5-105 s (quick: 15 and "
-           "105 s, 2 cycles, softmax)."),
-    columns=("deadline_s", "scheme", "status", "shards", "cycle_time_s", "truancy_pct",
+           "CSA splits the data DAB places at 34.4 s per cycle (the thesis's CSA took 172 s "
+           "for 5 cycles; csa-thesis: the thesis' rule; csa: the exact optimum, infeasible "
+           "where the data cannot fit); D = 21-30 s per cycle as the thesis (105-150 s for "
+           "the task), 15, 34.4 and 45 s for context (quick: 21 and 30 s, 2 cycles, "
+           "softmax)."),
+    columns=("deadline_s", "thesis_range", "scheme", "status", "shards", "cycle_time_s",
+             "truancy_pct",
              "accuracy", "loss", "paper_time_s", "paper_truancy_pct", "paper_accuracy",
              "paper_loss"),
     compute=_compute("thesis_dab", 5, 1), judge=judge_dab, plot=plot_dab, needs=NEEDS))

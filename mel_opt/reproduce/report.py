@@ -24,8 +24,9 @@ def write_entry(entry: Entry, outcome: Outcome, out_dir: Path) -> Path:
     d = out_dir / entry.id
     atomic_write(d / "table.csv", csv_text(outcome.columns, outcome.rows), durable=False)
     claims = [c.to_dict() for c in outcome.claims]
-    atomic_write(d / "claims.csv", csv_text(("text", "paper", "ours", "ok", "rule"), claims),
-                      durable=False)
+    atomic_write(d / "claims.csv", csv_text(("text", "paper", "ours", "ok", "rule",
+                                              "evaluable", "unevaluable"), claims),
+                 durable=False)
     if entry.plot is not None:
         if have_matplotlib():
             fig = d / "figure.png"
@@ -85,7 +86,7 @@ def render_report(done: Sequence[tuple[Entry, Outcome]], ctx: Context) -> str:
                   f"**Verdict:** {o.verdict}", ""]
         lines += _md_table(("claim", "paper", "ours", "holds", "rule"),
                            [{"claim": c.text, "paper": c.paper, "ours": c.ours,
-                             "holds": "yes" if c.ok else "no", "rule": c.rule}
+                             "holds": c.holds, "rule": c.rule or c.unevaluable}
                             for c in o.claims])
         for fig in o.figures:
             lines += ["", f"![{e.id}]({e.id}/{fig.name})"]

@@ -247,7 +247,8 @@ def _complete(rows: Sequence[Row]) -> bool:
 
 
 def _tagged(claims: list[Claim], tag: str) -> list[Claim]:
-    return [Claim(f"[{tag}] {c.text}", c.paper, c.ours, c.ok, c.rule) for c in claims]
+    return [Claim(f"[{tag}] {c.text}", c.paper, c.ours, c.ok, c.rule, c.unevaluable)
+            for c in claims]
 
 
 def judge_learners(rows: Sequence[Row]) -> list[Claim]:

@@ -83,6 +83,38 @@ def _sub(out_dir: str | Path | None, name: str) -> Path | None:
     return None if out_dir is None else Path(out_dir) / name
 
 
+#: Samples x passes the centralised reference trains at most (it stops after 3 passes on a large
+#: data set, 30 on the digits).
+CEILING_WORK = 600_000
+
+
+def centralised_ceiling(ds: Dataset, model: str, lr: float = 0.1, batch_size: int = 32,
+                        seed: int = 0, max_epochs: int = 30) -> float:
+    """The data set's centralised ceiling for ``model``: the best validation accuracy of one
+    model trained on the whole training set by the emulator's minibatch SGD (the learning rate
+    and minibatch of the experiments), over at most ``max_epochs`` passes (fewer on a large
+    set: :data:`CEILING_WORK` samples in all, at least 3 passes).
+
+    The papers state their targets on their own data (95 % / 97 % on MNIST, 90 % on CIFAR-10);
+    the catalogue sets ours relative to this ceiling instead.
+    """
+    from mel_opt.training.local import evaluate, local_sgd, make_schedule
+    from mel_opt.training.mlp import init_params, layers_for
+
+    x, y = ds.x_train, ds.y_train
+    rng = np.random.default_rng([seed, 17])
+    params = [a[None] for a in init_params(layers_for(model, ds.features, ds.classes), seed,
+                                           x.dtype)]
+    epochs = max(3, min(max_epochs, CEILING_WORK // max(y.size, 1)))
+    rows = [np.arange(y.size)]
+    best = 0.0
+    for _ in range(epochs):
+        sched = make_schedule(rows, np.array([1]), batch_size, rng, x.dtype)
+        params = local_sgd(params, x, y, sched, lr)
+        best = max(best, evaluate([a[0] for a in params], ds.x_test, ds.y_test)[1])
+    return best
+
+
 def flat(prefix: str, iv: dict[str, Any]) -> dict[str, Any]:
     """An interval of the summary as three flat columns: mean, lower and upper bound."""
     return {prefix: iv["mean"], f"{prefix}_lo": iv["lo"], f"{prefix}_hi": iv["hi"]}
@@ -97,6 +129,10 @@ PAPER000: dict[tuple[int, float], dict[str, int | None]] = {
     (20, 0.97): {"exact": 7, "sync": 8, "eta": 11},
 }
 PAPER000_SCHEMES = ("exact", "kkt-sai", "eta", "sync")
+
+
+PAPER000_TARGETS = (0.95, 0.97)  # on MNIST, about its ceiling minus 3 and minus 1 points
+TARGET_BELOW = (0.03, 0.01)  # ours: the data set's ceiling minus these
 
 
 def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = False,
@@ -115,22 +151,27 @@ def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool
     out = ExperimentOutcome("paper000_fig3")
     ds = _data(dataset, data)
     Ks = (10,) if quick else (10, 15, 20)
+    net = "softmax" if quick else model
+    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
+    targets = tuple(round(ceiling - b, 4) for b in TARGET_BELOW)
     settings = TrainSettings(schemes=PAPER000_SCHEMES, cycles=3 if quick else 20, seeds=seeds,
-                             dataset=dataset, model="softmax" if quick else model,
-                             targets=(0.95, 0.97), lr=0.1, batch_size=32)
+                             dataset=dataset, model=net, targets=targets, lr=0.1,
+                             batch_size=32)
     for K in Ks:
         inst = _instance("mel-async", "mohammad2020", K, 2020)
         run = train(inst, settings, data=ds)
         summary = _save(run, _sub(out_dir, f"paper000_K{K}"), out)
         stale = {s: api.solve(inst, s).metrics.get("max_staleness") for s in PAPER000_SCHEMES}
-        for target in (0.95, 0.97):
-            paper = PAPER000.get((K, target), {})
+        for target, paper_target in zip(targets, PAPER000_TARGETS, strict=True):
+            paper = PAPER000.get((K, paper_target), {})
             for s in PAPER000_SCHEMES:
                 e = summary["schemes"][s]
                 t = e["targets"][f"{target:g}"]
                 said = paper.get("exact" if s == "kkt-sai" else s, "n/a")
                 out.rows.append({
-                    "K": K, "target": target, "scheme": s, "max_staleness": stale[s],
+                    "K": K, "target": target, "paper_target": paper_target,
+                    "ceiling": ceiling, "dataset": ds.name, "scheme": s,
+                    "max_staleness": stale[s],
                     **flat("cycles", t["cycles"]), "reached": t["reached"],
                     **flat("final_accuracy", e["final_accuracy"]),
                     "paper_cycles": None if said == "n/a" else (
@@ -173,36 +214,56 @@ def _feel_runs(inst: Any, schemes: tuple[str, ...], settings: TrainSettings, ds:
     return merged
 
 
+PAPER004_TARGET = 0.9  # on CIFAR-10, about its ceiling minus 3 points
+#: Table II's speedup is a ratio of times to one accuracy every scheme reaches: ours is the
+#: highest of the ceiling minus these that every scheme reaches with every seed, per case.
+TABLE2_BELOW = (0.03, 0.05, 0.07, 0.10)
+
+
 def paper004_table2(out_dir: str | Path | None = None, seeds: int = 3, quick: bool = False,
-                    model: str = "twonn", dataset: str = "digits", target: float = 0.9,
+                    model: str = "twonn", dataset: str = "digits",
+                    target: float | None = None,
                     data: Dataset | None = None) -> ExperimentOutcome:
     """Paper 004, Table II: test accuracy and training speedup against individual learning.
 
     CPU devices of the feel generator's ``ren2021`` preset (seed 1), K = 6 and 12, IID and
     non-IID. Speedup: seconds to ``target`` accuracy of individual learning over the scheme's
-    (None unless both reached it with every seed). Gradient schemes run 1,500 rounds, the
-    epoch schemes 300 local epochs (``quick``: K = 6 IID, 30 and 5, softmax).
+    (None unless both reached it with every seed). ``target`` defaults, per case, to the
+    highest of the data set's centralised ceiling minus 3, 5, 7 or 10 points that every scheme
+    reaches with every seed (the paper's 90 % is CIFAR-10's ceiling minus about 3; None when
+    no such level is reached by all). Gradient schemes run 1,500 rounds, the epoch schemes 300
+    local epochs (``quick``: K = 6 IID, 30 and 5, softmax).
     """
     start = time.perf_counter()
     out = ExperimentOutcome("paper004_table2")
     ds = _data(dataset, data)
+    net = "softmax" if quick else model
+    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
+    levels = (target,) if target is not None else tuple(
+        round(ceiling - b, 4) for b in TABLE2_BELOW)
     cases = [(6, "iid")] if quick else [(K, p) for K in (6, 12) for p in ("iid", "non-iid")]
     for K, part in cases:
         inst = _instance("feel", "ren2021", K, 1, {"processor": "cpu"})
         settings = TrainSettings(schemes=TABLE2_SCHEMES, seeds=seeds, dataset=dataset,
-                                 partition=part, model="softmax" if quick else model,
-                                 targets=(target,), reference="individual")
+                                 partition=part, model=net,
+                                 targets=levels, reference="individual")
         run = _feel_runs(inst, TABLE2_SCHEMES, settings, ds, 30 if quick else 1500,
                          5 if quick else 300)
         summary = _save(run, _sub(out_dir, f"paper004_K{K}_{part}"), out)
         full = f"{seeds}/{seeds}"
-        ref = summary["schemes"]["individual"]["targets"][f"{target:g}"]
+        common = next((lv for lv in levels if all(
+            summary["schemes"][s]["targets"][f"{lv:g}"]["reached"] == full
+            for s in TABLE2_SCHEMES)), None)
+        shown = levels[0] if common is None else common
+        ref = summary["schemes"]["individual"]["targets"][f"{shown:g}"]
         for s in TABLE2_SCHEMES:
             e = summary["schemes"][s]
-            t = e["targets"][f"{target:g}"]
+            t = e["targets"][f"{shown:g}"]
             acc, sp = PAPER004[(K, part)][s]
             both = t["reached"] == full and ref["reached"] == full
-            out.rows.append({"K": K, "partition": part, "scheme": s,
+            out.rows.append({"K": K, "partition": part, "scheme": s, "dataset": ds.name,
+                             "ceiling": ceiling, "target": common,
+                             "reached_all": t["reached"] == full,
                              **flat("accuracy", e["final_accuracy"]), "paper_accuracy": acc,
                              **flat("seconds_to_target", t["seconds"]),
                              "reached": t["reached"],
@@ -214,35 +275,53 @@ def paper004_table2(out_dir: str | Path | None = None, seeds: int = 3, quick: bo
 GPU_SCHEMES = ("closed-form", "online", "full-batch", "random-batch")
 
 
+GPU_PRESETS = ("ren2021", "ren2021-compressed")
+
+
 def paper004_gpu(out_dir: str | Path | None = None, seeds: int = 3, quick: bool = False,
-                 model: str = "twonn", dataset: str = "digits", target: float = 0.9,
+                 model: str = "twonn", dataset: str = "digits", target: float | None = None,
                  data: Dataset | None = None) -> ExperimentOutcome:
     """Paper 004, Figs. 4-5: the proposed allocation against online, full-batch and random
-    batch sizes on K = 6 GPU devices (``ren2021`` preset, seed 1), IID and non-IID, 600 rounds
-    (``quick``: IID, 20 rounds, softmax). Rows per (partition, scheme): the batches, seconds to
-    ``target``, and the accuracy at the shortest scheme's final time (a common horizon).
+    batch sizes on K = 6 GPU devices (seed 1), IID and non-IID, 600 rounds, on Table I as
+    written (preset ``ren2021``) and with the gradient compressed 300x as the paper's footnote
+    1 assumes (``ren2021-compressed``) (``quick``: IID, 20 rounds, softmax). ``target``
+    defaults to the data set's centralised ceiling minus 3 points. Rows per (preset,
+    partition, scheme): the batches, seconds to ``target``, and the accuracy at the shortest
+    scheme's final time (a common horizon).
     """
     start = time.perf_counter()
     out = ExperimentOutcome("paper004_gpu")
     ds = _data(dataset, data)
-    inst = _instance("feel", "ren2021", 6, 1, {"processor": "gpu"})
+    net = "softmax" if quick else model
+    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
+    if target is None:
+        target = round(ceiling - 0.03, 4)
+    for preset in GPU_PRESETS:
+        inst = _instance("feel", preset, 6, 1, {"processor": "gpu"})
+        _gpu_runs(inst, preset, ds, seeds, quick, net, dataset, target, ceiling, out_dir, out)
+    out.wall_s = time.perf_counter() - start
+    return out
+
+
+def _gpu_runs(inst: Any, preset: str, ds: Dataset, seeds: int, quick: bool, net: str,
+              dataset: str, target: float, ceiling: float, out_dir: str | Path | None,
+              out: ExperimentOutcome) -> None:
     for part in ("iid",) if quick else ("iid", "non-iid"):
         settings = TrainSettings(schemes=GPU_SCHEMES, cycles=20 if quick else 600, seeds=seeds,
-                                 dataset=dataset, partition=part,
-                                 model="softmax" if quick else model, targets=(target,))
+                                 dataset=dataset, partition=part, model=net, targets=(target,))
         run = train(inst, settings, data=ds)
-        summary = _save(run, _sub(out_dir, f"paper004_gpu_{part}"), out)
+        summary = _save(run, _sub(out_dir, f"paper004_gpu_{preset}_{part}"), out)
         horizon = min(summary["schemes"][s]["final_time_s"]["mean"] for s in GPU_SCHEMES)
         acc_at = _accuracy_at(run, horizon)
         for s in GPU_SCHEMES:
             t = summary["schemes"][s]["targets"][f"{target:g}"]
             batch = run.allocations[s].get("batch") if s != "random-batch" else "redrawn"
-            out.rows.append({"partition": part, "scheme": s, "batch": str(batch),
+            out.rows.append({"preset": preset, "dataset": ds.name, "ceiling": ceiling,
+                             "target": target, "partition": part, "scheme": s,
+                             "batch": str(batch),
                              **flat("seconds_to_target", t["seconds"]),
                              "reached": t["reached"], "accuracy_at_horizon": acc_at[s],
                              "horizon_s": horizon})
-    out.wall_s = time.perf_counter() - start
-    return out
 
 
 def _accuracy_at(run: TrainRun, horizon: float) -> dict[str, float]:
@@ -256,9 +335,17 @@ def _accuracy_at(run: TrainRun, horizon: float) -> dict[str, float]:
     return {s: float(np.mean(v)) for s, v in out.items()}
 
 
-# Thesis Section 3.4.2 (deadline study, four Jetson Nanos): at D = 105 s.
-THESIS_DAB = {"dab": {"time_s": 112.0, "truancy": 7.0, "accuracy": 0.91, "loss": 1.53},
-              "csa": {"time_s": 172.0, "truancy": 63.0, "accuracy": 0.95, "loss": 1.50}}
+# Thesis Section 3.4.2 (deadline study, four Jetson Nanos, five cycles): the deadlines run
+# "from 21 to 30 seconds" per cycle, 105-150 s for the task; at 105 s DAB took 112 s and CSA
+# 172 s (per cycle: 22.4 and 34.4 s), accuracy 0.91 / 0.95 and loss 1.53 / 1.50; at 150 s both
+# 0.95 accurate, loss 1.50. Per cycle here.
+THESIS_DAB = {"dab": {"time_s": 112.0 / 5, "truancy": 7.0, "accuracy": 0.91, "loss": 1.53},
+              "csa": {"time_s": 172.0 / 5, "truancy": 63.0, "accuracy": 0.95, "loss": 1.50}}
+THESIS_DEADLINES = (21.0, 24.0, 27.0, 30.0)  # per cycle
+#: CSA fixes its data: the thesis's CSA took 172 s for five cycles whatever the deadline, so
+#: its data is the amount the learners train in 34.4 s per cycle; ours is what DAB places at
+#: that deadline (the same Jetson rates).
+CSA_SIZED_S = 172.0 / 5
 # The shipped testbed instance's Jetson Nano: idle training rate and LAN bandwidth.
 JETSON_RATE = 5.6  # shards/s
 JETSON_BANDWIDTH = 11_529_411.8  # bytes/s
@@ -292,22 +379,25 @@ DAB_SCHEMES = ("dab", "csa", "csa-thesis")
 def thesis_dab(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = False,
                model: str = "twonn", dataset: str = "digits",
                data: Dataset | None = None) -> ExperimentOutcome:
-    """Thesis Ch. 3, Figs. 3.6-3.8: DAB against CSA over deadlines 5, 15, ..., 105 s.
+    """Thesis Ch. 3, Figs. 3.6-3.8: DAB against CSA over the thesis's deadlines 21-30 s per
+    cycle (and 15, 34.4 and 45 s for context).
 
     Four identical Jetson-Nano learners (:func:`jetson_cluster`, run-to-run noise from their
     ``time_cv``), one pass, five global cycles. CSA splits a fixed amount of data: the shards
     DAB itself places at the middle deadline (55 s). ``csa-thesis`` is the thesis' CSA rule
     (shares of the fixed data, passes fitted to D, at least one: it overruns short deadlines);
     ``csa`` is mel_opt's exact CSA optimum, which refuses deadlines the data cannot meet
-    (infeasible there, not trained). Rows per (deadline, scheme): cycle time, truancy, final
-    accuracy and loss, shards per cycle, and the thesis' numbers at D = 105 s.
-    ``quick``: deadlines 15 and 105, 2 cycles, softmax.
+    (infeasible there, not trained). CSA's fixed data is what DAB places at
+    :data:`CSA_SIZED_S` per cycle. Rows per (deadline, scheme): cycle time, truancy, final
+    accuracy and loss, shards per cycle, and the thesis' numbers at 21 and 30 s per cycle.
+    ``quick``: deadlines 21 and 30, 2 cycles, softmax.
     """
     start = time.perf_counter()
     out = ExperimentOutcome("thesis_dab")
     ds = _data(dataset, data)
-    deadlines = (15.0, 105.0) if quick else tuple(float(d) for d in range(5, 106, 10))
-    fixed = int(sum(api.solve(jetson_cluster(55.0, None), "dab").solution["shards"]))
+    deadlines = (21.0, 30.0) if quick else tuple(sorted(
+        (15.0, *THESIS_DEADLINES, CSA_SIZED_S, 45.0)))
+    fixed = int(sum(api.solve(jetson_cluster(CSA_SIZED_S, None), "dab").solution["shards"]))
     runs = {}
     for D in deadlines:
         inst = jetson_cluster(D, fixed)
@@ -323,8 +413,11 @@ def thesis_dab(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = 
                 continue
             e = summary["schemes"][s]
             thesis = {"dab": "dab", "csa-thesis": "csa"}.get(s)  # the thesis' two schemes
-            paper = THESIS_DAB[thesis] if thesis and D == 105.0 else {}
-            out.rows.append({"deadline_s": D, "scheme": s, "status": "trained",
+            paper = THESIS_DAB[thesis] if thesis and D == THESIS_DEADLINES[0] else (
+                {"accuracy": 0.95, "loss": 1.50} if thesis and D == THESIS_DEADLINES[-1]
+                else {})
+            out.rows.append({"deadline_s": D, "thesis_range": D in THESIS_DEADLINES,
+                             "scheme": s, "status": "trained",
                              "shards": int(sum(run.allocations[s]["shards"])),
                              "cycle_time_s": e["final_time_s"]["mean"] / settings.cycles,
                              **flat("truancy_pct", e["truancy_percent"]),

@@ -24,7 +24,7 @@ from mel_opt.reproduce.figures import have_matplotlib
 
 EXPECTED = {"000-fig2", "001-fig3.2", "001-fig3.3", "001-fig3.6", "001-fig4.1", "001-fig4.6",
             "004-fig4-5"}
-VERDICT = re.compile(r"^(reproduced|differs: .+)$")
+VERDICT = re.compile(r"^(reproduced(; not evaluable: .+)?|differs: .+|not evaluable: .+)$")
 
 
 def test_registry_lists_every_entry_with_unique_ids() -> None:
@@ -56,7 +56,8 @@ def test_one_entry_end_to_end_quick(tmp_path) -> None:
     d = out / "001-fig3.6"
     doc = json.loads((d / "outcome.json").read_text())
     assert doc["id"] == "001-fig3.6" and VERDICT.match(doc["verdict"])
-    assert doc["verdict"] == verdict_of([Claim(c["text"], c["paper"], c["ours"], c["ok"])
+    assert doc["verdict"] == verdict_of([Claim(c["text"], c["paper"], c["ours"], c["ok"],
+                                               c["rule"], c["unevaluable"])
                                          for c in doc["claims"]])
     with open(d / "table.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -69,6 +70,16 @@ def test_one_entry_end_to_end_quick(tmp_path) -> None:
     assert (d / "figure.png").exists() == have_matplotlib()
     report = (out / "report.md").read_text()
     assert "## 001-fig3.6" in report and doc["verdict"] in report
+
+
+def test_unevaluable_claims_neither_hold_nor_fail() -> None:
+    ok = Claim("a", "1", "1", True)
+    bad = Claim("b", "2", "3", False)
+    never = Claim("c", "95%", "-", False, unevaluable="no scheme reaches 95%")
+    assert never.holds == "not evaluable" and not never.to_dict()["ok"]
+    assert verdict_of([ok, never]) == "reproduced; not evaluable: c (no scheme reaches 95%)"
+    assert verdict_of([ok, bad, never]).startswith("differs: b (paper 2, ours 3)")
+    assert verdict_of([never]) == "not evaluable: c (no scheme reaches 95%)"
 
 
 def test_verdict_text() -> None:
