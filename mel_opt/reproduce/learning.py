@@ -9,6 +9,7 @@ digits).
 - ``004-table2``: paper 004, Table II: accuracy and speedup against individual learning.
 - ``004-fig4-5-training``: paper 004, Figs. 4-5: the proposed batches on GPU devices.
 - ``001-fig3.6-3.8-training``: thesis Ch. 3, Figs. 3.6-3.8: DAB against CSA over deadlines.
+- ``001-fig3.4-3.5``: thesis Ch. 3, Figs. 3.4-3.5: DAB against CSA over the global update index.
 """
 
 from __future__ import annotations
@@ -315,6 +316,77 @@ def plot_dab(rows: Sequence[Row], path: Path) -> None:
     draw(panels, path, "Thesis Figs. 3.6-3.8: DAB vs CSA over the deadline (digits)")
 
 
+# ---- thesis Ch. 3, Figs. 3.4-3.5 ------------------------------------------------------------
+THIRD = 1.0 / 3.0  # a stated number holds within a third of it
+
+
+def _gaps(rows: Sequence[Row], cluster: str, key: str) -> list[tuple[int, float]]:
+    """Per update, how much DAB beats CSA in ``key`` in % of CSA's value (positive: DAB
+    better; for the loss, lower is better)."""
+    out = []
+    by = {(r["scheme"], r["update"]): r[key] for r in rows if r["cluster"] == cluster}
+    for u in sorted({r["update"] for r in rows if r["cluster"] == cluster}):
+        d, c = by.get(("dab", u)), by.get(("csa-thesis", u))
+        if d is None or c is None or not c:
+            continue
+        gain = (c - d) / c if key == "loss" else (d - c) / c
+        out.append((u, 100.0 * gain))
+    return out
+
+
+def _near(value: float | None, paper: float) -> bool:
+    return value is not None and paper * (1 - THIRD) <= value <= paper * (1 + THIRD)
+
+
+def judge_dab_curves(rows: Sequence[Row]) -> list[Claim]:
+    """Section 3.4.2, Figs. 3.4-3.5: on two devices DAB stays close to CSA (a gap growing to
+    6 % in loss and 2 % in accuracy); on four it is better early (up to 12 % / 26 %) and worse
+    late (5 % / 8 %). Early: the first third of the updates; late: the last third."""
+    claims = []
+    for key, paper_gap in (("loss", 6.0), ("accuracy", 2.0)):
+        g = _gaps(rows, "two devices", key)
+        worst = max((abs(v) for _, v in g), default=None)
+        claims.append(Claim(
+            f"two devices: DAB's {key} stays close to CSA's",
+            f"a gap of up to {paper_gap:g}% (Fig. 3.{4 if key == 'loss' else 5}a)",
+            f"largest gap {fmt_num(worst)}%",
+            worst is not None and worst <= paper_gap * (1 + THIRD),
+            f"every update: |DAB - CSA| / CSA <= {paper_gap * (1 + THIRD):.3g}%"))
+    for key, early, late in (("loss", 12.0, 5.0), ("accuracy", 26.0, 8.0)):
+        g = _gaps(rows, "four devices", key)
+        n = len(g)
+        first = [v for _, v in g[: max(1, n // 3)]]
+        last = [-v for _, v in g[n - max(1, n // 3):]]
+        best_early = max(first, default=None)
+        worst_late = max(last, default=None)
+        fig = 4 if key == "loss" else 5
+        claims.append(Claim(
+            f"four devices: DAB's {key} is better than CSA's in the early updates",
+            f"by up to {early:g}% (Fig. 3.{fig}b)",
+            f"by up to {fmt_num(best_early)}% in updates 1-{max(1, n // 3)}",
+            _near(best_early, early), f"largest early gain within a third of {early:g}%"))
+        claims.append(Claim(
+            f"four devices: DAB's {key} is worse than CSA's in the late updates",
+            f"by up to {late:g}% (Fig. 3.{fig}b)",
+            f"by up to {fmt_num(worst_late)}% in the last {max(1, n // 3)} updates",
+            _near(worst_late, late), f"largest late loss within a third of {late:g}%"))
+    return claims
+
+
+def plot_dab_curves(rows: Sequence[Row], path: Path) -> None:
+    panels = []
+    for key in ("loss", "accuracy"):
+        for cluster in ("two devices", "four devices"):
+            panel = Panel(f"{cluster}: {key}", "global update index", key)
+            for s in ("dab", "csa-thesis"):
+                pts = sorted((r["update"], r[key]) for r in rows
+                             if r["cluster"] == cluster and r["scheme"] == s)
+                panel.lines.append(Line(s, [p[0] for p in pts], [p[1] for p in pts]))
+            panels.append(panel)
+    draw(panels, path, "Thesis Figs. 3.4-3.5: DAB vs CSA over the global update index",
+         ncols=2)
+
+
 def _compute(name: str, full: int, quick: int) -> Callable[[Context], Computed]:
     return lambda ctx: _run(name, ctx, full, quick)
 
@@ -367,3 +439,16 @@ register(Entry(
              "accuracy", "loss", "paper_time_s", "paper_truancy_pct", "paper_accuracy",
              "paper_loss"),
     compute=_compute("thesis_dab", 5, 1), judge=judge_dab, plot=plot_dab, needs=NEEDS))
+
+register(Entry(
+    id="001-fig3.4-3.5", paper="001 Mays (thesis)",
+    title="Figs. 3.4-3.5: loss and accuracy of DAB and CSA over the global update index, two "
+          "and four devices",
+    shows=("Clusters {Pi1, Jetson Nano} and {Pi1, Pi2, Pi3, Jetson Nano} (Jetson 5.6 shards/s; "
+           "a Pi an eighth of that at 1.4 GHz, scaled by its clock; Pis on WiFi at a quarter "
+           "of the Jetson's bandwidth: our reading of Table 3.1), TwoNN, mu = 5, D = 15 s, 15 "
+           "updates; CSA (the thesis' rule) splits the data DAB places on the two-device "
+           "cluster (quick: 4 updates, softmax)."),
+    columns=("cluster", "scheme", "update", "shards", "loss", "accuracy"),
+    compute=_compute("thesis_dab_curves", 5, 1), judge=judge_dab_curves,
+    plot=plot_dab_curves, needs=NEEDS))

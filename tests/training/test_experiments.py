@@ -121,3 +121,30 @@ def test_table2_speedup_is_judged_only_where_every_scheme_reaches_a_common_targe
     none = judge_table2(rows(None, dict.fromkeys(good)))
     assert [c.evaluable for c in none] == [False, False, True]
     assert "no level down to the ceiling - 10 points" in none[0].unevaluable
+
+
+def _curve_rows(two: tuple[float, float], four_early: float, four_late: float) -> list[dict]:
+    """15 updates; DAB's loss and accuracy against CSA's 1.0 / 0.9: on two devices off by
+    ``two`` (fractions), on four better by ``four_early`` early and worse by ``four_late``
+    late (fractions)."""
+    rows = []
+    for u in range(1, 16):
+        rows += [{"cluster": c, "scheme": "csa-thesis", "update": u, "loss": 1.0,
+                  "accuracy": 0.9} for c in ("two devices", "four devices")]
+        rows.append({"cluster": "two devices", "scheme": "dab", "update": u,
+                     "loss": 1.0 + two[0], "accuracy": 0.9 * (1 - two[1])})
+        f = four_early if u <= 5 else (-four_late if u > 10 else 0.0)
+        rows.append({"cluster": "four devices", "scheme": "dab", "update": u,
+                     "loss": 1.0 - f, "accuracy": 0.9 * (1 + 2 * f)})
+    return rows
+
+
+def test_dab_curve_claims_on_hand_made_rows() -> None:
+    from mel_opt.reproduce.learning import judge_dab_curves
+
+    # the thesis's numbers: two devices within 5 % / 1 %, four 12 % better early (accuracy
+    # 24 %), 5 % worse late (accuracy 10 %)
+    good = judge_dab_curves(_curve_rows((0.05, 0.01), 0.12, 0.05))
+    assert [c.ok for c in good] == [True] * 6
+    bad = judge_dab_curves(_curve_rows((0.20, 0.01), 0.0, 0.05))
+    assert [c.ok for c in bad] == [False, True, False, True, False, True]
