@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.mark.parametrize("name", ["paper000_fig3", "paper004_table2", "paper004_gpu",
-                                  "thesis_dab"])
+                                  "thesis_dab", "thesis_dab_curves", "paper004_fig3"])
 def test_quick_experiment_runs_and_writes(name: str, tmp_path: Path) -> None:
     data = load_dataset("digits", max_train=300, max_test=150)
     out = getattr(E, name)(tmp_path, seeds=1, quick=True, data=data)
@@ -148,3 +148,17 @@ def test_dab_curve_claims_on_hand_made_rows() -> None:
     assert [c.ok for c in good] == [True] * 6
     bad = judge_dab_curves(_curve_rows((0.20, 0.01), 0.0, 0.05))
     assert [c.ok for c in bad] == [False, True, False, True, False, True]
+
+
+def test_fig3_claims_on_hand_made_rows() -> None:
+    from mel_opt.reproduce.learning import judge_fig3
+
+    def rows(acc: dict[float, float], reached: str = "2/2") -> list[dict]:
+        return [{"model": m, "lr": lr, "target": 0.92, "accuracy": a, "reached": reached}
+                for m in ("densenet121", "resnet18") for lr, a in acc.items()]
+
+    assert [c.ok for c in judge_fig3(rows({0.05: 0.95, 0.1: 0.955, 0.2: 0.96}))] == [True, True]
+    spread = judge_fig3(rows({0.05: 0.90, 0.1: 0.955, 0.2: 0.96}))
+    assert [c.ok for c in spread] == [True, False]
+    missed = judge_fig3(rows({0.05: 0.95, 0.1: 0.955}, reached="1/2"))
+    assert not missed[0].ok and "not reached by densenet121 lr 0.05 (1/2)" in missed[0].ours
