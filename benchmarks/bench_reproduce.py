@@ -49,8 +49,9 @@ def main() -> None:
     for col in ("id", "verdict", "claims held", "time (s)"):
         summary.add_column(col, overflow="fold")
     for e, o in done:
-        summary.add_row(e.id, o.verdict.split(":")[0], f"{sum(c.ok and c.evaluable for c in o.claims)}"
-                        f"/{len(o.claims)}", f"{o.seconds:.1f}")
+        held = sum(c.ok and c.evaluable for c in o.claims)
+        summary.add_row(e.id, o.verdict.split(":")[0], f"{held}/{len(o.claims)}",
+                        f"{o.seconds:.1f}")
     console.print(summary)
     console.print(f"whole catalogue ({len(done)} entries, {'quick' if args.quick else 'full'}): "
                   f"{total:.1f} s wall", highlight=False)

@@ -119,6 +119,19 @@ def centralised_ceiling(ds: Dataset, model: str, lr: float = 0.1, batch_size: in
     return best
 
 
+def learning_curve(run: TrainRun, extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows ``part = "curve"``: mean validation accuracy and loss of each scheme after every
+    cycle, over the seeds (the figures draw our curves whether or not a target is reached)."""
+    rows = []
+    for s in run.schemes:
+        for c in sorted({r["cycle"] for r in run.rows if r["scheme"] == s}):
+            mine = [r for r in run.rows if r["scheme"] == s and r["cycle"] == c]
+            rows.append({"part": "curve", **extra, "scheme": s, "cycle": c,
+                         "final_accuracy": float(np.mean([r["accuracy"] for r in mine])),
+                         "loss": float(np.mean([r["loss"] for r in mine]))})
+    return rows
+
+
 def flat(prefix: str, iv: dict[str, Any]) -> dict[str, Any]:
     """An interval of the summary as three flat columns: mean, lower and upper bound."""
     return {prefix: iv["mean"], f"{prefix}_lo": iv["lo"], f"{prefix}_hi": iv["hi"]}
@@ -166,6 +179,7 @@ def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool
         run = train(inst, settings, data=ds)
         summary = _save(run, _sub(out_dir, f"paper000_K{K}"), out)
         stale = {s: api.solve(inst, s).metrics.get("max_staleness") for s in PAPER000_SCHEMES}
+        out.rows += learning_curve(run, {"K": K, "dataset": ds.name, "ceiling": ceiling})
         for target, paper_target in zip(targets, PAPER000_TARGETS, strict=True):
             paper = PAPER000.get((K, paper_target), {})
             for s in PAPER000_SCHEMES:
@@ -173,7 +187,7 @@ def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool
                 t = e["targets"][f"{target:g}"]
                 said = paper.get("exact" if s == "kkt-sai" else s, "n/a")
                 out.rows.append({
-                    "K": K, "target": target, "paper_target": paper_target,
+                    "part": "to target", "K": K, "target": target, "paper_target": paper_target,
                     "ceiling": ceiling, "dataset": ds.name, "scheme": s,
                     "max_staleness": stale[s],
                     **flat("cycles", t["cycles"]), "reached": t["reached"],

@@ -59,9 +59,13 @@ def test_a_learning_entry_end_to_end_quick(tmp_path: Path) -> None:
     claims = [Claim(c["text"], c["paper"], c["ours"], c["ok"], c["rule"], c["unevaluable"])
               for c in doc["claims"]]
     assert doc["verdict"] == verdict_of(claims) and len(claims) == 2  # 95% and 97%
-    rows = doc["rows"]
+    curves = [r for r in doc["rows"] if r["part"] == "curve"]
+    rows = [r for r in doc["rows"] if r["part"] == "to target"]
+    assert len(rows) + len(curves) == len(doc["rows"])
     assert {r["scheme"] for r in rows} == {"exact", "kkt-sai", "eta", "sync"}
     assert {r["K"] for r in rows} == {10}
+    # our learning curves are always in the table (and the figure): cycles 0..3 per scheme
+    assert sorted(r["cycle"] for r in curves if r["scheme"] == "exact") == [0, 1, 2, 3]
     # the targets sit 3 and 1 points below the data set's measured centralised ceiling
     ceiling = rows[0]["ceiling"]
     assert 0.5 < ceiling <= 1.0 and rows[0]["dataset"] == "digits"
