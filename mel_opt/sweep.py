@@ -73,7 +73,8 @@ def make_grid(
             + [f"{k}{v}" for k, v in point.items()] + [f"s{seed}"]
         ).strip("_").replace(".", "p")
         doc["name"] = f"{problem}_{tag}"
-        doc["sweep"] = {"learners": n, "tasks": m, **point, "seed": seed, "preset": preset}
+        meta = doc.setdefault("meta", {})  # free-form metadata: mel_opt reads only its own key
+        meta["sweep"] = {"learners": n, "tasks": m, **point, "seed": seed, "preset": preset}
         parse_instance(doc, tag)
         path = inst_dir / f"{tag}.json"
         atomic_write(path, json.dumps(doc, indent=1) + "\n")
@@ -87,7 +88,7 @@ def collect(report: BatchReport) -> list[dict[str, Any]]:
     for r in report.rows:
         try:
             record = json.loads(Path(r["result_file"]).read_text())
-            point = json.loads(Path(r["file"]).read_text()).get("sweep", {})
+            point = json.loads(Path(r["file"]).read_text()).get("meta", {}).get("sweep", {})
         except (OSError, ValueError):
             continue
         row = {k: v for k, v in point.items() if v is not None}
@@ -168,7 +169,7 @@ def _evaluate_grid(spec: Any, problem: str, out: Path, preset: str | None,
     rows: list[dict[str, Any]] = []
     for f in files:
         inst = load_instance(f)
-        point = json.loads(f.read_text()).get("sweep", {})
+        point = json.loads(f.read_text()).get("meta", {}).get("sweep", {})
         seed = int(point.get("seed", 0))
         for r in spec.evaluate(inst, seed, dict(options)):
             rows.append({**{k: v for k, v in point.items() if v is not None},

@@ -10,7 +10,8 @@ Cross-field checks (sizes, orderings, derived coefficients) are left to each pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import methodcaller
 from typing import Any
@@ -57,6 +58,35 @@ def _applies(f: Field, root: Mapping[str, Any]) -> bool:
     return f.when is None or root.get(f.when.key) == f.when.value
 
 
+#: Top-level keys every instance file may carry beside its problem's fields: ``meta`` is the
+#: one place for free-form metadata (any JSON object; mel_opt ignores it).
+TOP_LEVEL_KEYS = ("$schema", "problem", "schema_version", "name", "description", "meta")
+#: At most this many unknown fields are reported per object (a file with a wrong shape
+#: would otherwise list every key of every item).
+MAX_UNKNOWN = 20
+
+
+def unknown_keys(v: Validator, keys: Iterable[str], path: str, table: Sequence[Field],
+                 root: Mapping[str, Any], extra: Iterable[str] = ()) -> None:
+    """One issue per key of an object that its table does not know ("unknown field", with the
+    closest known name when one is close), or that applies only under another condition."""
+    fields = {f.key: f for f in table}
+    allowed = set(extra) | {k for k, f in fields.items() if _applies(f, root)}
+    reported = 0
+    for key in keys:
+        if key in allowed or reported >= MAX_UNKNOWN:
+            continue
+        reported += 1
+        f = fields.get(key)
+        if f is not None and f.when is not None:
+            v.error(join(path, key), f"applies only when {f.when.key} is {f.when.value!r}")
+            continue
+        close = difflib.get_close_matches(str(key), sorted(allowed), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        v.error(join(path, key), f"unknown field {str(key)!r}{hint} (free-form notes belong "
+                                 f"in 'meta' or 'description')")
+
+
 def read_table(v: Validator, obj: Mapping[str, Any], table: Sequence[Field], path: str = "$",
                root: dict[str, Any] | None = None) -> dict[str, Any]:
     """Validate ``obj`` against ``table``; the values by JSON name (``None`` where refused).
@@ -66,6 +96,16 @@ def read_table(v: Validator, obj: Mapping[str, Any], table: Sequence[Field], pat
     """
     values: dict[str, Any] = {}
     top = values if root is None else root
+    if root is None:  # the document itself: its problem's fields and the common keys
+        for f in table:  # the conditions read first, as the loop below does
+            if f.when is None and f.key in obj and f.kind not in ("list", "object"):
+                top.setdefault(f.key, obj[f.key])
+        unknown_keys(v, list(obj), path, table, top, TOP_LEVEL_KEYS)
+        top.clear()
+        if "meta" in obj and not isinstance(obj["meta"], dict):
+            v.error(join(path, "meta"), "must be an object (free-form metadata)")
+    else:
+        unknown_keys(v, list(obj), path, table, top)
     for f in table:
         if not _applies(f, top):
             values[f.key] = None
@@ -132,6 +172,7 @@ def _read_rows(v: Validator, items: list[Any], p: str, f: Field, root: dict[str,
                 objs.append(None)
     if f.names:
         rows.names = _names(v, objs, p, f)
+    _unknown_in_items(v, objs, p, f, root)
     is_obj = np.array([o is not None for o in objs], dtype=bool) if objs is not items else (
         np.ones(rows.n, dtype=bool))
     form_of = _forms(v, objs, p, f.forms, is_obj)
@@ -146,6 +187,27 @@ def _read_rows(v: Validator, items: list[Any], p: str, f: Field, root: dict[str,
     # Columns are checked field by field; report item by item, as a reader of the file goes.
     v.issues[first:] = sorted(v.issues[first:], key=lambda issue: _item_index(issue.path, p))
     return rows
+
+
+def _unknown_in_items(v: Validator, objs: list[dict[str, Any] | None], p: str, f: Field,
+                      root: dict[str, Any]) -> None:
+    """Unknown keys of the items of a list of objects: the keys of all items are gathered at
+    C speed first, and only items holding an unknown one are looked at."""
+    table = f.fields + tuple(g for form in f.forms for g in form.fields)
+    extra = ("name",) if f.names else ()
+    present = set().union(*(o for o in objs if o is not None))
+    known = {g.key for g in table if _applies(g, root)} | set(extra)
+    if present <= known:
+        return
+    bad = present - known
+    reported = 0
+    for i, o in enumerate(objs):
+        if o is None or bad.isdisjoint(o):
+            continue
+        unknown_keys(v, [k for k in o if k in bad], join(p, i), table, root, extra)
+        reported += 1
+        if reported >= 5:  # the first few items show the mistake; the rest repeat it
+            break
 
 
 def _item_index(path: str, prefix: str) -> int:

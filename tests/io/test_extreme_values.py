@@ -112,12 +112,28 @@ def test_huge_integer_literal_is_read_without_conversion(tmp_path, digits) -> No
     assert res.exit_code == 2 and f"integer of {digits} digits" in res.output
 
 
-def test_huge_integer_in_an_unknown_field_is_ignored(tmp_path) -> None:
+def test_huge_integer_in_free_form_meta_is_ignored(tmp_path) -> None:
     doc = base("dab")
-    text = json.dumps(doc)[:-1] + ', "provenance": ' + "7" * 6000 + "}"
+    text = json.dumps(doc)[:-1] + ', "meta": {"provenance": ' + "7" * 6000 + "}}"
     f = tmp_path / "ok.json"
     f.write_text(text)
     assert api.load_instance(f).K == len(doc["learners"])
+
+
+def test_unknown_fields_are_errors_naming_the_closest_known_one(tmp_path) -> None:
+    doc = base("dab")
+    doc["deadlin_s"] = 3.0  # a typo at the top
+    doc["learners"][0]["train_rte"] = 1.0  # and inside an item
+    doc["meta"] = {"anything": [1, "two"]}  # free-form metadata is fine
+    try:
+        api.parse_instance(doc)
+    except InstanceError as exc:
+        text = str(exc)
+    else:
+        raise AssertionError("a misspelt field was accepted")
+    assert "deadlin_s: unknown field 'deadlin_s'; did you mean 'deadline_s'?" in text
+    assert "learners[0].train_rte: unknown field 'train_rte'; did you mean 'train_rate'?" in text
+    assert "meta:" not in text and "(2 problems)" in text
 
 
 # -- every numeric field of every problem, at extreme magnitudes -------------------------------

@@ -108,9 +108,34 @@ def test_schema_pins_problem_and_version_and_lists_cross_rules(problem: str) -> 
     assert schema["properties"]["problem"] == {
         "const": problem, "description": "the problem this file is an instance of"}
     assert schema["properties"]["schema_version"]["const"] == 1
-    assert "additionalProperties" not in schema  # unknown fields are allowed (the contract)
+    assert schema["additionalProperties"] is False  # unknown fields are errors (the contract)
+    assert schema["properties"]["meta"]["type"] == "object"  # free-form metadata goes here
     for path, rule in cross_field_rules(problem):
         assert f"{path}: {rule}" in schema["description"]
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_schema_and_reader_agree_on_unknown_fields(problem: str) -> None:
+    from mel_opt.examples import problem_example
+
+    doc = json.loads(problem_example(problem).resource.read_text())
+    top = {**doc, "colour": "red"}
+    assert schema_errors(top, problem) and _refused(top)
+    lists = [k for k, v in doc.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
+    for key in lists:
+        nested = copy.deepcopy(doc)
+        nested[key][0]["colour"] = "red"
+        assert schema_errors(nested, problem) and _refused(nested), key
+    meta = {**doc, "meta": {"anything": [1, {"x": None}]}}
+    assert schema_errors(meta, problem) == [] and not _refused(meta)
+
+
+def _refused(doc: dict) -> bool:
+    try:
+        parse_instance(doc)
+    except InstanceError:
+        return True
+    return False
 
 
 # -- valid files -----------------------------------------------------------------------------

@@ -68,6 +68,9 @@ FIELDS: tuple[Field, ...] = (
           fields=(
               number("uplink_bps", 1, 1e13, unit="bit/s", doc="R_k^U, uplink rate"),
               number("downlink_bps", 1, 1e13, unit="bit/s", doc="R_k^D, downlink rate"),
+              number("distance_m", 0, 1e9, unit="m", sign="non-negative", required=False,
+                     default=None, doc="distance to the base station (informational: the "
+                     "rates above are what the model uses; the generator derives them from it)"),
               number("cpu_hz", 1e3, 1e13, unit="Hz", when=_CPU, doc="f_k^C, CPU clock"),
               number("t_low_s", 1e-9, 1e6, unit="s", when=_GPU,
                      doc="t_k^l, latency of a data-bound batch (Eq. 27)"),

@@ -48,7 +48,7 @@ def test_bad_input_is_rejected_with_its_path(patch: dict, match: str) -> None:
 
 
 def test_defaults_and_read_only() -> None:
-    inst = parse_instance({**good(), "note": "unknown fields are ignored"})
+    inst = parse_instance({**good(), "meta": {"note": "free-form metadata is ignored"}})
     assert (inst.tau_max, inst.use_min_loss, inst.search_factor, inst.search_max) == (
         100, True, 10, 100)
     assert inst.resource_names == ("time",) and inst.used.tolist() == [0.0]

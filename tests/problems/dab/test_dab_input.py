@@ -60,8 +60,10 @@ def test_every_problem_is_reported_at_once() -> None:
     assert paths == {"deadline_s", "iterations", "shard_bytes"}
 
 
-def test_unknown_fields_are_ignored_and_arrays_read_only() -> None:
-    inst = parse_instance({**good(), "provenance": "tests", "extra": [1, 2]})
+def test_meta_is_free_and_arrays_read_only() -> None:
+    with pytest.raises(InstanceError, match="provenance: unknown field"):
+        parse_instance({**good(), "provenance": "tests"})
+    inst = parse_instance({**good(), "meta": {"provenance": "tests", "extra": [1, 2]}})
     assert inst.total_shards == 92 and inst.max_shards is None and inst.min_shards == 1
     with pytest.raises(ValueError):
         inst.train_rate[0] = 1.0

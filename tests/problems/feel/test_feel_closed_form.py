@@ -158,6 +158,15 @@ def test_k2_free_batch_matches_hand_formula_and_brute_force() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def _to_gpu(doc: dict) -> None:
+    """A CPU document made a GPU one: the CPU-only fields go (they apply to CPUs alone)."""
+    doc["processor"] = "gpu"
+    for key in ("cycles_per_sample", "update_cycles"):
+        doc.pop(key, None)
+    for dev in doc["devices"]:
+        dev.pop("cpu_hz", None)
+
+
 def small_instance(seed: int, K: int, bmax: int, gpu: bool = False, fixed: bool = False):
     """Random devices whose compute and upload times are of the same order (interior optima
     with some batches at their bounds); GPU thresholds fall inside 0..B_max."""
@@ -165,7 +174,7 @@ def small_instance(seed: int, K: int, bmax: int, gpu: bool = False, fixed: bool 
     doc = cpu_doc(rng.uniform(1e8, 1e9, K), rng.uniform(2e5, 2e6, K), rng.uniform(5e5, 5e6, K),
                   update=1e8, max_batch=bmax)
     if gpu:
-        doc["processor"] = "gpu"
+        _to_gpu(doc)
         for dev in doc["devices"]:
             dev.update({"t_low_s": float(rng.uniform(0.1, 1.0)),
                         "slope_s_per_sample": float(rng.uniform(0.1, 0.5)),
@@ -388,7 +397,7 @@ def wide_doc(rng: np.random.Generator) -> dict:
                   bits=10 ** rng.uniform(3, 9), max_batch=bmax, xi=10 ** rng.uniform(-3, 1))
     doc["frame_s"] = {"uplink": 10 ** rng.uniform(-4, -1), "downlink": 10 ** rng.uniform(-4, -1)}
     if gpu:
-        doc["processor"] = "gpu"
+        _to_gpu(doc)
         for dev in doc["devices"]:
             dev.update({"t_low_s": 10 ** rng.uniform(-3, 1),
                         "slope_s_per_sample": 10 ** rng.uniform(-4, 0),

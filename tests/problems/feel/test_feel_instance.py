@@ -81,10 +81,13 @@ def test_valid_cpu_instance_is_frozen_and_read_only() -> None:
         inst.max_batch = 3  # type: ignore[misc]
 
 
-def test_unknown_fields_are_ignored() -> None:
+def test_informational_fields_and_meta_are_accepted_unknown_ones_are_not() -> None:
     doc = with_(CPU_DOC, "devices[0].distance_m", 42.0)
-    doc["generator_notes"] = {"anything": [1, 2]}
+    doc["meta"] = {"anything": [1, 2]}
     assert parse_instance(doc).K == 2
+    doc["generator_notes"] = {"anything": [1, 2]}
+    with pytest.raises(InstanceError, match="generator_notes: unknown field"):
+        parse_instance(doc)
 
 
 def test_gpu_coefficients_follow_eq_27() -> None:

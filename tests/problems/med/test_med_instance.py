@@ -39,11 +39,12 @@ def test_generated_instance_parses_with_thesis_numbers(good):
     assert not inst.probs.flags.writeable and not inst.train_rate.flags.writeable
 
 
-def test_unknown_fields_are_ignored(good):
+def test_unknown_fields_are_errors_meta_is_free(good):
     doc = copy.deepcopy(good)
-    doc["provenance"] = {"by": "a tool"}
-    doc["learners"][0]["colour"] = "red"
+    doc["meta"] = {"by": "a tool"}
     assert parse_instance(doc).n_learners == 4
+    doc["learners"][0]["colour"] = "red"
+    _bad(doc, r"learners\[0\]\.colour: unknown field 'colour'")
 
 
 def test_probabilities_must_sum_to_one(good):

@@ -115,10 +115,12 @@ def test_mixed_forms_rejected():
         mel_opt.parse_instance(doc)
 
 
-def test_unknown_fields_ignored():
-    doc = {**GOOD, "description": "x", "provenance": {"tool": "y"}}
-    doc["learners"][0] = {**doc["learners"][0], "location": [1, 2]}
+def test_unknown_fields_are_errors_meta_is_free():
+    doc = {**GOOD, "description": "x", "meta": {"tool": "y"}}
     assert mel_opt.parse_instance(doc).K == 4
+    doc["learners"] = [{**GOOD["learners"][0], "location": [1, 2]}, *GOOD["learners"][1:]]
+    with pytest.raises(InstanceError, match=r"learners\[0\]\.location: unknown field"):
+        mel_opt.parse_instance(doc)
 
 
 # -- the CLI: one line on stderr, exit 2 for bad input, 1 for infeasible ------------------------
