@@ -1,4 +1,5 @@
-# mel_opt: `make run` solves the shipped instances, `make test` runs the linters and the suite,
+# mel_opt: `make run` installs mel_opt with the train and plot extras (what the README's tour
+# needs) and solves the shipped instances, `make test` runs the linters and the suite,
 # `make dist` builds the wheel and the sdist into dist/.
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +12,7 @@ MELOPT := $(VENV)/bin/melopt
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
-	$(PIP) install -e .
+	$(PIP) install -e '.[train,plot]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mel_opt.errors import MelOptError, UsageError
+from mel_opt.errors import MelOptError, UsageError, needs_extra
 from mel_opt.io.atomic import atomic_write, target_of_temp
 from mel_opt.io.csvsafe import csv_text
 from mel_opt.io.lock import output_lock
@@ -305,7 +305,7 @@ def _pool(executor: str, jobs: int, address: str | None) -> Any:
             import ray
             from ray.util.multiprocessing import Pool as RayPool
         except ImportError:
-            raise UsageError("the ray executor needs Ray: pip install 'mel_opt[ray]'") from None
+            raise UsageError(needs_extra("the ray executor", "ray")) from None
         if not ray.is_initialized():
             if address:
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)

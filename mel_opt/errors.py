@@ -70,3 +70,14 @@ class SolverError(MelOptError):
     """A solver backend failed in a way that leaves no usable answer."""
 
     exit_code = 1
+
+
+def install_hint(*extras: str) -> str:
+    """The command that installs mel_opt's ``extras``, from a clone and from a wheel or index."""
+    names = ",".join(extras)
+    return f"pip install -e '.[{names}]' in a clone, or pip install 'mel_opt[{names}]'"
+
+
+def needs_extra(what: str, extra: str) -> str:
+    """One message for a missing optional dependency: what needs which extra, and the command."""
+    return f"{what} needs the {extra} extra: {install_hint(extra)}"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mel_opt.errors import UsageError
+from mel_opt.errors import UsageError, needs_extra
 from mel_opt.io.atomic import atomic_path
 from mel_opt.stats import mean_interval
 
@@ -35,7 +35,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("plotting needs matplotlib: pip install 'mel_opt[plot]'") from None
+        raise UsageError(needs_extra("plotting (matplotlib)", "plot")) from None
     return plt
 
 

@@ -15,7 +15,9 @@ from mel_opt.problems import get_problem
 
 @cli.command("generate")
 @click.argument("problem")
-@click.option("--preset", default=None, help="Named set-up from a paper (see `melopt methods`).")
+@click.option("--preset", default=None,
+              help="Named set-up from a paper (default: the first, marked *); `melopt methods "
+                   "PROBLEM` lists each problem's presets with one line each.")
 @click.option("--learners", "--devices", "learners", type=click.IntRange(min=1), default=None,
               help="Number of learners / devices.")
 @click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (med).")

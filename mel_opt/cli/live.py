@@ -8,15 +8,14 @@ import click
 from rich.table import Table
 
 from mel_opt.cli.app import cli, err, guarded, out
-from mel_opt.errors import UsageError
+from mel_opt.errors import UsageError, needs_extra
 
 
 def _need_flower() -> None:
     import importlib.util
 
     if importlib.util.find_spec("flwr") is None:
-        raise UsageError("live runs need Flower: pip install -e '.[flower]' in a clone, or "
-                         "pip install 'mel_opt[flower]'")
+        raise UsageError(needs_extra("live runs (Flower)", "flower"))
 
 
 def rounds_table(summary: dict[str, Any]) -> Table:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -15,6 +16,7 @@ from mel_opt.reproduce.catalogue import (
     Entry,
     Outcome,
     all_entries,
+    install_hint,
     missing_needs,
     select,
 )
@@ -54,7 +56,8 @@ def _summary(done: list[tuple[Entry, Outcome]], skipped: list[tuple[Entry, list[
         judged = sum(c.evaluable for c in o.claims)
         t.add_row(e.id, _verdict_cell(o.verdict), f"{held}/{judged}", f"{o.seconds:.1f}")
     for e, missing in skipped:
-        t.add_row(e.id, f"[dim]skipped: needs {', '.join(missing)}[/]", "-", "-")
+        t.add_row(e.id, f"[dim]skipped: needs the {', '.join(missing)} extra ("
+                        f"{escape(install_hint(missing))})[/]", "-", "-")
     return t
 
 
@@ -102,6 +105,7 @@ def reproduce_cmd(ids: tuple[str, ...], out_dir: str, list_only: bool, quick: bo
             def on_done(entry: Entry, outcome: Outcome) -> None:
                 progress.update(task, advance=1, description=f"done {entry.id}")
 
-            done = run_entries(runnable, Path(out_dir), ctx, on_done=on_done)
+            done = run_entries(runnable, Path(out_dir), ctx, on_done=on_done,
+                               skipped=[(e, m) for e, m in skipped])
         out.print(_summary(done, skipped, sum(o.seconds for _, o in done)))
         out.print(f"report: {Path(out_dir) / 'report.md'}", markup=False)

@@ -198,8 +198,21 @@ def methods_cmd(problem: str | None, show_options: bool) -> None:
                               ", ".join(m.backends) or "-",
                               ", ".join(o.name for o in m.options) or "-", m.summary)
         out.print(table)
+        out.print(presets_table(specs))
         if problem or show_options:
             out.print(options_table(specs))
+
+
+def presets_table(specs: list[Any]) -> Table:
+    """The generator presets of ``specs``: what ``melopt generate PROBLEM --preset`` takes."""
+    table = Table(title="generator presets (melopt generate PROBLEM --preset NAME)")
+    for col in ("problem", "preset", "what it draws"):
+        table.add_column(col)
+    for spec in specs:
+        for i, name in enumerate(spec.presets):
+            mark = " *" if i == 0 else ""
+            table.add_row(spec.name, name + mark, spec.preset_docs.get(name, "-"))
+    return table
 
 
 def options_table(specs: list[Any]) -> Table:

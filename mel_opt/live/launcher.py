@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from mel_opt.errors import MelOptError, UsageError
+from mel_opt.errors import MelOptError, UsageError, needs_extra
 from mel_opt.io import atomic_write
 from mel_opt.live.supernode import DEFAULT_POLL, POLL_ENV
 from mel_opt.live.throttle import (
@@ -88,8 +88,8 @@ def executable(name: str) -> str:
     """The console script ``name`` of this virtual environment (beside ``sys.executable``)."""
     path = Path(sys.executable).parent / name
     if not path.exists():
-        raise FederationError(f"{name} not found beside {sys.executable}: live runs on Flower "
-                              "need the flower extra (pip install 'mel_opt[flower]')")
+        raise FederationError(f"{name} not found beside {sys.executable}: "
+                              + needs_extra("live runs on Flower", "flower"))
     return str(path)
 
 

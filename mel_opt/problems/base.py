@@ -233,6 +233,8 @@ class ProblemSpec:
     generate : callable(preset, size, seed, **kw) -> dict, optional
         Instance generator for ``melopt generate``.
     presets : tuple of str
+    preset_docs : Mapping of str to str
+        One line per preset (what set-up it draws), listed by ``melopt methods``.
     build_model : callable(instance, method) -> pyomo model, optional
         The Pyomo formulation behind a method, for ``melopt export``.
     evaluate : callable(instance, seed, options) -> list of dict, optional
@@ -260,6 +262,7 @@ class ProblemSpec:
     key_metrics: tuple[str, ...] = ()
     generate: Callable[..., dict[str, Any]] | None = None
     presets: tuple[str, ...] = ()
+    preset_docs: Mapping[str, str] = field(default_factory=dict)
     build_model: Callable[[Any, str], Any] | None = None
     evaluate: Callable[[Any, int, Mapping[str, Any]], list[dict[str, Any]]] | None = None
     example: str = ""

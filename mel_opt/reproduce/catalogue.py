@@ -214,7 +214,8 @@ class Entry:
     plot : callable or None
         ``plot(rows, path)`` draws the figure (matplotlib imported inside).
     needs : tuple of str
-        Optional extras the entry needs beyond the base install ("training", "plot").
+        Optional extras the entry needs beyond the base install, by their pip extra names
+        (``train``, ``plot``).
     """
 
     id: str
@@ -287,11 +288,18 @@ def select(ids: Iterable[str]) -> list[Entry]:
     return [e for i, e in entries.items() if i in wanted]
 
 
+def install_hint(extras: Sequence[str]) -> str:
+    """The command that installs ``extras`` (in a clone, and from a wheel or the index)."""
+    from mel_opt.errors import install_hint as hint
+
+    return hint(*extras)
+
+
 def missing_needs(entry: Entry) -> list[str]:
     """The extras of ``entry.needs`` that are not installed ("plot" only costs the figure)."""
     import importlib.util
 
-    probes = {"plot": "matplotlib", "training": "sklearn"}  # training: the digits data
+    probes = {"plot": "matplotlib", "train": "sklearn"}  # train: the digits data
     missing = []
     for need in entry.needs:
         module = probes.get(need, need)

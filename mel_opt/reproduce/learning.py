@@ -31,7 +31,7 @@ from mel_opt.reproduce.catalogue import (
 )
 from mel_opt.reproduce.figures import Line, Panel, draw
 
-NEEDS = ("training", "plot")
+NEEDS = ("train", "plot")
 SLACK = 0.005  # accuracy differences below half a point are read as "no worse"
 
 

@@ -213,4 +213,4 @@ register(Entry(
            "1-4 of Section II and case 2 with 1 s of added delay per aggregation."),
     columns=("case", "seed", "round", "tau", "last", "delta", "beta", "rho", "local_update_s",
              "aggregation_s", "used_s", "accuracy", "loss", "initial_accuracy"),
-    compute=compute, judge=judge, plot=plot, needs=("training",)))
+    compute=compute, judge=judge, plot=plot, needs=("train",)))

@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mel_opt.errors import needs_extra
 from mel_opt.io.atomic import atomic_write
 from mel_opt.io.csvsafe import csv_text
-from mel_opt.reproduce.catalogue import Context, Entry, Outcome, fmt_num
+from mel_opt.reproduce.catalogue import Context, Entry, Outcome, fmt_num, install_hint
 from mel_opt.reproduce.figures import have_matplotlib
 
 
@@ -33,8 +34,8 @@ def write_entry(entry: Entry, outcome: Outcome, out_dir: Path) -> Path:
             entry.plot(outcome.rows, fig)
             outcome.figures.append(fig)
         else:
-            outcome.notes.append("figure skipped: matplotlib is not installed "
-                                 "(pip install 'mel_opt[plot]')")
+            outcome.notes.append("figure skipped: " + needs_extra("a figure (matplotlib)",
+                                                                  "plot"))
     doc = {"id": entry.id, "paper": entry.paper, "title": entry.title, "shows": entry.shows,
            "needs": list(entry.needs), **outcome.to_dict()}
     atomic_write(d / "outcome.json", json.dumps(doc, indent=1) + "\n", durable=False)
@@ -42,9 +43,11 @@ def write_entry(entry: Entry, outcome: Outcome, out_dir: Path) -> Path:
 
 
 def run_entries(entries: Sequence[Entry], out_dir: str | Path, ctx: Context,
-                on_done: Callable[[Entry, Outcome], None] | None = None
+                on_done: Callable[[Entry, Outcome], None] | None = None,
+                skipped: Sequence[tuple[Entry, list[str]]] = ()
                 ) -> list[tuple[Entry, Outcome]]:
-    """Run each entry, write its files and finally ``report.md``; returns the outcomes."""
+    """Run each entry, write its files and finally ``report.md`` (which also lists the
+    ``skipped`` entries with the extras they need); returns the outcomes."""
     out = Path(out_dir)
     done: list[tuple[Entry, Outcome]] = []
     for entry in entries:
@@ -53,7 +56,7 @@ def run_entries(entries: Sequence[Entry], out_dir: str | Path, ctx: Context,
         done.append((entry, outcome))
         if on_done is not None:
             on_done(entry, outcome)
-    atomic_write(out / "report.md", render_report(done, ctx))
+    atomic_write(out / "report.md", render_report(done, ctx, skipped))
     return done
 
 
@@ -71,8 +74,10 @@ def _md_table(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> list[st
     return lines
 
 
-def render_report(done: Sequence[tuple[Entry, Outcome]], ctx: Context) -> str:
-    """The Markdown report: a summary of verdicts, then each entry in full."""
+def render_report(done: Sequence[tuple[Entry, Outcome]], ctx: Context,
+                  skipped: Sequence[tuple[Entry, list[str]]] = ()) -> str:
+    """The Markdown report: a summary of verdicts (skipped entries with the command that
+    installs what they need), then each entry in full."""
     mode = "quick" if ctx.quick else "full"
     lines = ["# mel_opt reproduce: the papers' figures and tables regenerated", "",
              f"Mode: {mode}; first seed {ctx.seed}"
@@ -81,6 +86,9 @@ def render_report(done: Sequence[tuple[Entry, Outcome]], ctx: Context) -> str:
     for e, o in done:
         lines.append(f"| [{e.id}](#{e.id}) | {e.paper} | {e.title} | "
                      f"{_md_cell(o.verdict)} | {o.seconds:.1f} |")
+    for e, missing in skipped:
+        lines.append(f"| {e.id} | {e.paper} | {e.title} | skipped: needs the "
+                     f"{', '.join(missing)} extra (`{install_hint(missing)}`) | - |")
     for e, o in done:
         lines += ["", f"## {e.id}", "", f"**{e.paper}: {e.title}.** {e.shows}", "",
                   f"**Verdict:** {o.verdict}", ""]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mel_opt.errors import UsageError
+from mel_opt.errors import UsageError, needs_extra
 
 KNOWN_IDX_DIRS = {
     "fashion-mnist": "/usr/share/datasets/fashion-mnist",
@@ -146,8 +146,7 @@ def load_digits_dataset() -> Dataset:
         try:
             from sklearn.datasets import load_digits
         except ImportError:
-            raise UsageError("the digits data set needs scikit-learn: pip install "
-                             "'mel_opt[train]'") from None
+            raise UsageError(needs_extra("the digits data set (scikit-learn)", "train")) from None
         bunch = load_digits()
         data, target = np.asarray(bunch.data), np.asarray(bunch.target)
     else:

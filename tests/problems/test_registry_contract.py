@@ -125,3 +125,19 @@ def test_a_deadline_already_passed_gives_time_limit(problem: str, method: str) -
     assert res.status is Status.TIME_LIMIT and res.exit_code == 1
     assert res.solution == {} and res.verification is None
     assert "before the method started" in res.message
+
+
+@pytest.mark.parametrize("problem", list(all_problems()))
+def test_every_preset_has_a_line_and_methods_lists_it(problem: str) -> None:
+    from click.testing import CliRunner
+
+    from mel_opt.cli import cli
+
+    spec = all_problems()[problem]
+    assert spec.presets and set(spec.preset_docs) == set(spec.presets)
+    res = CliRunner().invoke(cli, ["methods", problem], terminal_width=200)
+    assert res.exit_code == 0
+    for name, line in spec.preset_docs.items():
+        assert name in res.output and line[:40] in res.output
+    help_text = CliRunner().invoke(cli, ["generate", "--help"], terminal_width=200).output
+    assert "melopt methods" in help_text and "PROBLEM" in help_text

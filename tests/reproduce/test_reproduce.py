@@ -308,3 +308,26 @@ def test_sb_claims_read_medians_not_means_pulled_by_outliers() -> None:
     assert [c.text for c in thesis001_ch3.judge_download(_sb_rows([7.0, 5.0, 4.0],
                                                                   [7.0, 5.0, 4.0]))] == [
         "the error falls as the benchmark grows"]
+
+
+def test_skipped_entries_name_the_extra_and_the_command(tmp_path, monkeypatch) -> None:
+    import mel_opt.cli.reproduce as cli_reproduce
+
+    def fake_missing(entry: Entry) -> list[str]:
+        return ["train"] if "train" in entry.needs else []
+
+    monkeypatch.setattr(cli_reproduce, "missing_needs", fake_missing)
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(cli, ["reproduce", "004-fig4-5", "000-fig3", "-o", str(out)],
+                             terminal_width=250)
+    assert res.exit_code == 0, res.output
+    assert "skipped: needs the train extra (pip install -e '.[train]' in a clone" in res.output
+    report = (out / "report.md").read_text()
+    assert "| 000-fig3 |" in report and "pip install 'mel_opt[train]'" in report
+    assert "## 004-fig4-5" in report  # the entry that ran is in full
+
+
+def test_list_names_the_extras_by_their_pip_names() -> None:
+    res = CliRunner().invoke(cli, ["reproduce", "--list"], terminal_width=250)
+    assert "train, plot" in res.output
+    assert "needs" in res.output and "training, plot" not in res.output

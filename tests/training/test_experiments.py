@@ -50,7 +50,7 @@ def test_dab_experiment_trains_the_thesis_csa_rule() -> None:
 
 def test_a_learning_entry_end_to_end_quick(tmp_path: Path) -> None:
     entry = all_entries()["000-fig3"]
-    assert entry.needs == ("training", "plot")
+    assert entry.needs == ("train", "plot")
     out = tmp_path / "rep"
     res = CliRunner().invoke(cli, ["reproduce", "000-fig3", "--quick", "-o", str(out)])
     assert res.exit_code == 0, res.output

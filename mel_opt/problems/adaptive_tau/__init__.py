@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mel_opt.problems.adaptive_tau import methods
 from mel_opt.problems.adaptive_tau.control import Scan, objective_values, scan
-from mel_opt.problems.adaptive_tau.generate import PRESETS, generate
+from mel_opt.problems.adaptive_tau.generate import PRESET_DOCS, PRESETS, generate
 from mel_opt.problems.adaptive_tau.instance import AdaptiveTauInstance, parse
 from mel_opt.problems.adaptive_tau.learning import CYCLE
 from mel_opt.problems.adaptive_tau.verify import verify
@@ -34,6 +34,7 @@ PROBLEM = ProblemSpec(
     key_metrics=("G", "effective_iterations", "rounds_in_budget", "budget_left_fraction"),
     generate=generate,
     presets=PRESETS,
+    preset_docs=PRESET_DOCS,
     example="svm_defaults.json",
     learning=CYCLE,
 )

@@ -28,6 +28,12 @@ from mel_opt.errors import UsageError
 from mel_opt.problems.base import param_value
 
 PRESETS = ("svm", "cnn", "end-of-budget", "two-resources")
+PRESET_DOCS = {
+    "svm": "the authors' SVM config (phi 0.025, eta 0.01, tau_max 100, 15 s), times drawn",
+    "cnn": "the same with the authors' CNN control parameter phi = 0.00005",
+    "end-of-budget": "svm with 14.5 of 15 s used: the end-of-budget rule shortens tau",
+    "two-resources": "svm plus an energy-like second resource with its own budget and costs",
+}
 
 _TOP_FLOAT = {"beta", "delta", "rho", "step_size", "phi"}
 _TOP_INT = {"tau_current", "tau_max", "search_factor"}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from mel_opt.problems.base import MethodSpec, ProblemSpec
 from mel_opt.problems.dab import methods
-from mel_opt.problems.dab.generate import PRESETS, generate
+from mel_opt.problems.dab.generate import PRESET_DOCS, PRESETS, generate
 from mel_opt.problems.dab.instance import DabInstance, parse
 from mel_opt.problems.dab.latency import eta, shard_bound
 from mel_opt.problems.dab.learning import CYCLE
@@ -44,6 +44,7 @@ PROBLEM = ProblemSpec(
                  "max_staleness"),
     generate=generate,
     presets=PRESETS,
+    preset_docs=PRESET_DOCS,
     example="worked_example.json",
     learning=CYCLE,
 )

@@ -36,6 +36,10 @@ from mel_opt.problems.dab.latency import shard_bound
 from mel_opt.problems.med.instance import DEFAULT_TIME_CV
 
 PRESETS = ("random", "worked-example")
+PRESET_DOCS = {
+    "random": "thesis Ch. 3 set-up (D = 15 s, mu = 5, MNIST shards, TwoNN), K random learners",
+    "worked-example": "the single learner of the thesis author's worked example (a_k = 92)",
+}
 
 SHARD_BYTES = 500 * 784 * 4  # one 500-sample MNIST shard as float32
 TWONN_BYTES = 4 * (784 * 50 + 50 + 50 * 20 + 20 + 20 * 10 + 10)  # 40,480 parameters

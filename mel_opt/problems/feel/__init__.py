@@ -14,7 +14,7 @@ from __future__ import annotations
 from mel_opt.problems.base import MethodSpec, ProblemSpec
 from mel_opt.problems.feel import methods
 from mel_opt.problems.feel.formulation import build_model
-from mel_opt.problems.feel.generate import PRESETS, generate
+from mel_opt.problems.feel.generate import PRESET_DOCS, PRESETS, generate
 from mel_opt.problems.feel.instance import FeelInstance, parse
 from mel_opt.problems.feel.learning import CYCLE
 from mel_opt.problems.feel.verify import verify
@@ -48,6 +48,7 @@ PROBLEM = ProblemSpec(
                  "downlink_latency_s", "global_batch"),
     generate=generate,
     presets=PRESETS,
+    preset_docs=PRESET_DOCS,
     build_model=build_model,
     example="ren2021_cpu_densenet121_k6.json",
     learning=CYCLE,

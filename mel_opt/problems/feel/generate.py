@@ -55,6 +55,10 @@ from mel_opt.errors import UsageError
 from mel_opt.problems.base import check_params, param_value
 
 PRESETS = ("ren2021", "ren2021-compressed")
+PRESET_DOCS = {
+    "ren2021": "paper 004 Table I: 200 m cell, 10 MHz, CPU or GPU devices, 32-bit gradients",
+    "ren2021-compressed": "Table I with the gradient compressed 300x (deep gradient compression)",
+}
 #: Gradient compression ratio of preset ``ren2021-compressed``. The paper's footnote 1 and
 #: Section VI-C rest on deep gradient compression ("the communication overhead for gradient
 #: transmission is much smaller than that for parameter transmission"), whose references

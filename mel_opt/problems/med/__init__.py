@@ -14,7 +14,7 @@ from typing import Any
 
 from mel_opt.problems.base import MethodSpec, ProblemSpec
 from mel_opt.problems.med import formulation, methods
-from mel_opt.problems.med.generate import PRESETS, generate
+from mel_opt.problems.med.generate import PRESET_DOCS, PRESETS, generate
 from mel_opt.problems.med.instance import MedInstance, parse
 from mel_opt.problems.med.learning import CYCLE
 from mel_opt.problems.med.verify import verify
@@ -67,6 +67,7 @@ PROBLEM = ProblemSpec(
     key_metrics=("task_delay", "cost", "budget_used", "learners_per_task"),
     generate=generate,
     presets=PRESETS,
+    preset_docs=PRESET_DOCS,
     evaluate=evaluate,
     build_model=build_model,
     example="mays2023_n4_m2.json",

@@ -74,6 +74,11 @@ from mel_opt.problems.base import check_params, param_value
 from mel_opt.problems.med.instance import DEFAULT_TIME_CV
 
 PRESETS = ("mays2023", "mays2023-testbed", "hetero")
+PRESET_DOCS = {
+    "mays2023": "thesis Sec. 4.3.1: task table, Jetson Nano rates, three states (benchmarks)",
+    "mays2023-testbed": "mays2023 slowed to the times the thesis's testbed logged (calibrated)",
+    "hetero": "random heterogeneous learners and tasks where budget and deadlines bind",
+}
 
 STATES = ("idle", "training", "downloading")
 SHARD_BYTES = 500 * 784 * 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 from mel_opt.problems.base import MethodSpec, ProblemSpec
 from mel_opt.problems.mel_async import methods
 from mel_opt.problems.mel_async.formulation import build_model
-from mel_opt.problems.mel_async.generate import PRESETS, generate
+from mel_opt.problems.mel_async.generate import PRESET_DOCS, PRESETS, generate
 from mel_opt.problems.mel_async.instance import MelAsyncInstance, parse
 from mel_opt.problems.mel_async.learning import CYCLE
 from mel_opt.problems.mel_async.verify import verify
@@ -37,6 +37,7 @@ PROBLEM = ProblemSpec(
     key_metrics=("max_staleness", "avg_staleness", "min_tau", "max_tau", "learners_not_busy"),
     generate=generate,
     presets=PRESETS,
+    preset_docs=PRESET_DOCS,
     build_model=build_model,
     example="k5_T15.json",
     learning=CYCLE,

@@ -34,6 +34,10 @@ from mel_opt.errors import UsageError
 from mel_opt.problems.base import check_params, param_value
 
 PRESETS = ("mohammad2020", "random")
+PRESET_DOCS = {
+    "mohammad2020": "paper 000 Sec. V: MNIST, the DNN, half laptops, half Pis, 802.11, T = 15 s",
+    "random": "coefficient form with random C2, C1, C0 per learner (scaling studies)",
+}
 
 MODEL_BITS = 8_974_080  # Section V-A
 OPS_PER_SAMPLE = 1_123_736  # Section V-A
