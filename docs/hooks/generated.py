@@ -137,8 +137,10 @@ def presets_list(problem: str) -> str:
     spec = _spec(problem)
     if not spec.presets:
         return "*This problem has no generator presets.*"
-    return "Presets of `melopt generate " + problem + "`: " + ", ".join(
-        f"`{p}`" + (" (default)" if i == 0 else "") for i, p in enumerate(spec.presets)) + "."
+    rows = ["Presets of `melopt generate " + problem + "` (the first is the default):", "",
+            "| preset | what it draws |", "|---|---|"]
+    rows += [f"| `{p}` | {_cell(spec.preset_docs.get(p, ''))} |" for p in spec.presets]
+    return "\n".join(rows)
 
 
 def metrics_table(problem: str) -> str:
@@ -159,8 +161,14 @@ def metrics_table(problem: str) -> str:
     return "\n".join(rows)
 
 
+def cli_reference(_: str) -> str:
+    from mel_opt.cli.reference import cli_markdown
+
+    return cli_markdown()
+
+
 _MAKERS = {"fields": fields_table, "methods": methods_table, "presets": presets_list,
-           "metrics": metrics_table}
+           "metrics": metrics_table, "cli": cli_reference}
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:

@@ -51,7 +51,8 @@ def _measure_bandwidth(url: str | None, bandwidth: float | None, shards: int,
               help="Benchmark size n: 500-sample shards trained (and downloaded with {i}).")
 @click.option("--passes", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Passes over the shards.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Minibatch of the timed training passes.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.1,
               show_default=True, help="SGD learning rate.")
 @click.option("--flops/--no-flops", default=True, show_default=True,
@@ -66,7 +67,8 @@ def _measure_bandwidth(url: str | None, bandwidth: float | None, shards: int,
               help="Bytes per shard, to express the bandwidth in shards/s.")
 @click.option("--predict", type=click.FloatRange(min=0, min_open=True), default=None,
               metavar="M", help="Also predict the time to train M shards (SB and FLOPS).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the benchmark's data and initial model.")
 @click.option("--threads", type=click.IntRange(min=0, max=256), default=1, show_default=True,
               help="BLAS threads while measuring (0: the library's default).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -153,7 +155,8 @@ def _benchmark_rows(result: dict[str, Any], batch_size: int, lr: float,
               help="Training deadline D sent by the orchestrator, seconds.")
 @click.option("--iterations", type=click.IntRange(min=1), required=True,
               help="mu: passes over the allocated shards per global cycle.")
-@click.option("--model", type=click.Choice(sorted(MODELS)), default="twonn", show_default=True)
+@click.option("--model", type=click.Choice(sorted(MODELS)), default="twonn", show_default=True,
+              help="Network whose training this learner benchmarks.")
 @click.option("--model-bytes", type=click.FloatRange(min=0, min_open=True), default=None,
               help=f"Omega_m, bytes (default: the model's parameters, {_TWONN_BYTES} for twonn).")
 @click.option("--shard-bytes", type=click.FloatRange(min=0, min_open=True),
@@ -167,10 +170,11 @@ def _benchmark_rows(result: dict[str, Any], batch_size: int, lr: float,
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
               show_default=True,
               help="Deadline of each --download transfer (connection and all bytes), seconds.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the benchmark's data and initial model.")
 @click.option("--threads", type=click.IntRange(min=0, max=256), default=1, show_default=True,
               help="BLAS threads while measuring (0: the library's default).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def dab_learner_cmd(deadline: float, iterations: int, model: str, model_bytes: float | None,
                     shard_bytes: float, shards: int, url: str | None, bandwidth: float | None,
                     timeout: float, seed: int, threads: int, as_json: bool) -> None:

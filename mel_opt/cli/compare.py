@@ -16,9 +16,12 @@ from mel_opt.problems import get_problem
 @cli.command("compare")
 @click.argument("path", type=click.Path())
 @click.option("--methods", default=None, help="Comma-separated methods (default: all).")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of "
+              "a table.")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds each solve may take (default: no limit).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of randomised methods and generators.")
 @OPTION
 def compare_cmd(path: str, methods: str | None, as_json: bool, time_limit: float | None,
                 seed: int, options: tuple[str, ...]) -> None:

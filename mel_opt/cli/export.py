@@ -16,10 +16,12 @@ from mel_opt.export import FORMATS, export
 
 @cli.command("export")
 @click.argument("path", type=click.Path())
-@click.option("--format", "fmt_", type=click.Choice(sorted(FORMATS)), required=True)
+@click.option("--format", "fmt_", type=click.Choice(sorted(FORMATS)), required=True,
+              help="lp, mps, nl (AMPL) or gms (GAMS).")
 @click.option("-m", "--method", default=None,
               help="Method whose formulation to export (default: the problem's default).")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="File to write (atomically).")
 def export_cmd(path: str, fmt_: str, method: str | None, output: str) -> None:
     """Write the Pyomo model of an instance as LP, MPS, NL (AMPL) or GMS (GAMS)."""
     with guarded():

@@ -21,7 +21,8 @@ from mel_opt.problems import get_problem
 @click.option("--learners", "--devices", "learners", type=click.IntRange(min=1), default=None,
               help="Number of learners / devices.")
 @click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (med).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of everything the preset draws.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Preset parameter override (repeatable), e.g. cycle_time_s=7.5.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,

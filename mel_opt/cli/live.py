@@ -43,7 +43,8 @@ def rounds_table(summary: dict[str, Any]) -> Table:
                    "existing deployment (--superlink).")
 @click.option("-m", "--method", default=None,
               help="Method that allocates every round (default: the problem's).")
-@click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Global rounds after the probe (adaptive-tau may end earlier: budget).")
 @click.option("--nodes", type=click.IntRange(min=1), default=None,
               help="Learner processes (default: the instance's learners; adaptive-tau, whose "
                    "file has none: 5, as paper 003's demo).")

@@ -75,7 +75,8 @@ def _tables(res: SimulationResult) -> list[Table]:
               help="Comma-separated schemes; the first is the reference of paired differences.")
 @click.option("--cycles", type=click.IntRange(min=1), default=5, show_default=True,
               help="Global update cycles per trial.")
-@click.option("--trials", type=click.IntRange(min=1), default=40, show_default=True)
+@click.option("--trials", type=click.IntRange(min=1), default=40, show_default=True,
+              help="Independent trials (the thesis ran 40).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seeds every state draw (the same draws for every scheme).")
 @click.option("--method", type=click.Choice(["exact", "highs"]), default="exact",

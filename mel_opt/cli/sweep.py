@@ -26,13 +26,15 @@ def _param_grid(params: tuple[str, ...]) -> dict[str, list[str]]:
 
 @cli.command("sweep")
 @click.argument("problem")
-@click.option("--preset", default=None)
+@click.option("--preset", default=None,
+              help="Generator preset (default: the problem's first; `melopt methods PROBLEM`).")
 @click.option("--learners", "--devices", "learners", default=None,
               help="Values of the number of learners: 5:20, 5:20:5 or 5,10,20.")
 @click.option("--tasks", default=None, help="Values of the number of tasks (med).")
 @click.option("--param", "params", multiple=True, metavar="KEY=V1,V2",
               help="Generator parameter and its values (repeatable; forms a grid).")
-@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Instances drawn per grid point (seeds 0..N-1).")
 @click.option("--methods", default=None, help="Comma-separated methods (default: all).")
 @click.option("--metric", "metrics", multiple=True, help="Metric(s) to plot (repeatable).")
 @click.option("--x", "x_axis", default=None, help="Plot axis (default: the varied size).")
@@ -40,8 +42,10 @@ def _param_grid(params: tuple[str, ...]) -> dict[str, list[str]]:
               help="Column giving one panel per value (default: the first --param).")
 @click.option("--plot", "plot_file", default=None, type=click.Path(dir_okay=False),
               help="Plot file (.png/.svg/.pdf); default OUT/<metric>.png when --metric is given.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Solves in parallel (worker processes).")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds each solve may take (default: no limit).")
 @click.option("--evaluate", is_flag=True,
               help="Run the problem's Monte-Carlo evaluation (med: the simulator) instead of "
                    "the solvers; writes evaluation.csv, bands over trials.")
@@ -53,7 +57,8 @@ def _param_grid(params: tuple[str, ...]) -> dict[str, list[str]]:
               help="Continue in a non-empty OUTPUT: keep finished results of unchanged points.")
 @click.option("--force", is_flag=True,
               help="Use a non-empty OUTPUT anyway and solve every point again.")
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder for the instances, results, table.csv and the figure.")
 def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str | None,
               params: tuple[str, ...], seeds: int, methods: str | None, metrics: tuple[str, ...],
               x_axis: str | None, facet: str | None, plot_file: str | None, jobs: int,
@@ -111,8 +116,9 @@ def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str
 @click.option("--y", "ys", required=True, multiple=True, help="Metric column(s) (repeatable).")
 @click.option("--by", default="method", show_default=True, help="Column naming the series.")
 @click.option("--facet", default=None, help="Column giving one panel per value.")
-@click.option("--title", default="")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
+@click.option("--title", default="", help="Figure title (default: none).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="PNG file to write.")
 def plot_cmd(table: str, x_axis: str, ys: tuple[str, ...], by: str, facet: str | None,
              title: str, output: str) -> None:
     """Plot metric(s) of a sweep.csv against a column, mean and 95% band over seeds."""
