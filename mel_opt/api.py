@@ -152,6 +152,8 @@ def solve(
                     message = f"method returned an answer that fails verification: {rejection}"
         for key, value in out.extras.items():
             metrics.setdefault(key, value)
+        if Status.of(termination, point).has_solution:
+            metrics["proven"] = _proven(spec, Status.of(termination, point), metrics)
         message = _with_warnings(message, caught)
     return Result(
         instance=instance.name,
@@ -168,6 +170,16 @@ def solve(
         message=message,
         timings=timings,
     )
+
+
+def _proven(spec: Any, status: Status, metrics: dict[str, Any]) -> list[str]:
+    """The objectives the answer is proven optimal for: what the method says it proved
+    (``proven_levels``, e.g. mel-async's lexicographic stages), else the problem's objective
+    (its first key metric) when the status is optimal, else none."""
+    levels = metrics.get("proven_levels")
+    if isinstance(levels, list):
+        return [str(x) for x in levels] if status is Status.OPTIMAL else []
+    return [spec.key_metrics[0]] if status is Status.OPTIMAL and spec.key_metrics else []
 
 
 # The hard-stop timer fires this long after the deadline: the cooperative checks of the

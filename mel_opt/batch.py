@@ -35,7 +35,7 @@ from mel_opt.io.csvsafe import csv_text
 from mel_opt.io.lock import output_lock
 
 SUMMARY_FIELDS = (
-    "instance", "file", "problem", "method", "status", "objective", "key_metrics",
+    "instance", "file", "problem", "method", "status", "objective", "proven", "key_metrics",
     "feasible", "max_violation", "solve_time_s", "wall_time_s", "error", "result_file",
 )
 
@@ -159,6 +159,7 @@ def row_from_record(record: dict[str, Any], result_file: str) -> dict[str, Any]:
         "method": record.get("method", ""),
         "status": record.get("status", ""),
         "objective": record.get("objective"),
+        "proven": ";".join((record.get("metrics") or {}).get("proven") or []),
         "key_metrics": _key_metrics(record.get("problem", ""), record.get("metrics") or {}),
         "feasible": ver.get("feasible"),
         "max_violation": ver.get("max_violation"),
