@@ -194,6 +194,11 @@ class MethodSpec:
     options : tuple of Option
         Every option the method reads (:mod:`mel_opt.problems.options`); anything else passed
         to it is refused before it runs.
+    imports : tuple of str
+        Modules the method imports when it first runs (scipy, Pyomo...). ``api.solve`` imports
+        them before it starts the method's clock (still inside its time limit), so a first
+        call's ``solve_time_s`` is the method's, not the import's; the modules of the
+        ``backends`` are added to these.
     """
 
     name: str
@@ -204,6 +209,7 @@ class MethodSpec:
     backends: tuple[str, ...] = ()
     not_comparable: str = ""
     options: tuple[Option, ...] = ()
+    imports: tuple[str, ...] = ()
 
     def read_options(self, given: Mapping[str, Any] | None, problem: str) -> Mapping[str, Any]:
         """``given`` checked against :attr:`options`: every option typed, defaults filled in

@@ -24,7 +24,7 @@ PROBLEM = ProblemSpec(
                             backends=("ipopt",), options=methods.IPOPT_OPTIONS),
         "kkt-sai": MethodSpec("kkt-sai", methods.solve_kkt_sai,
                               "KKT point (Theorem 1) then suggest-and-improve", "analytical",
-                              options=methods.KKT_SAI_OPTIONS),
+                              options=methods.KKT_SAI_OPTIONS, imports=("scipy.optimize",)),
         "eta": MethodSpec("eta", methods.solve_eta,
                           "equal task allocation, asynchronous updates", "baseline"),
         "sync": MethodSpec("sync", methods.solve_sync,
