@@ -7,13 +7,21 @@ either discover packages or list them, not discover them and add one mapped from
 folder, hence this file.
 """
 
+from pathlib import Path
+
 from setuptools import find_namespace_packages, setup
 
 EXAMPLES = "mel_opt.example_instances"
+# Folders of instances whose names are valid package names (dab, feel, med) would otherwise
+# be seen as packages left out of the configuration (a setuptools warning per folder); they are
+# listed as data packages of their own. The others (mel-async, adaptive-tau) are plain data.
+FOLDERS = sorted(p.name for p in Path(__file__).parent.joinpath("instances").iterdir()
+                 if p.is_dir() and p.name.isidentifier())
 
 setup(
     # namespace discovery, as pyproject's default: a package folder may lack __init__.py
-    packages=[*find_namespace_packages(include=["mel_opt", "mel_opt.*"]), EXAMPLES],
+    packages=[*find_namespace_packages(include=["mel_opt", "mel_opt.*"]), EXAMPLES,
+              *(f"{EXAMPLES}.{name}" for name in FOLDERS)],
     package_dir={EXAMPLES: "instances"},
-    package_data={EXAMPLES: ["*/*.json"]},
+    package_data={EXAMPLES: ["*/*.json"], **{f"{EXAMPLES}.{n}": ["*.json"] for n in FOLDERS}},
 )

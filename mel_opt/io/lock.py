@@ -5,8 +5,10 @@ from its own rows, so the summary disagrees with the files. :func:`output_lock` 
 exclusive ``flock`` on ``DIR/.melopt.lock`` without waiting; a second run gets a
 :class:`~mel_opt.errors.UsageError` naming the holder's pid. The kernel drops a ``flock`` when
 its holder exits, however it exits (even SIGKILL), so a lock can never go stale: a leftover
-lock file is harmless. The lock is re-entrant within one process (a sweep holds it and runs a
-batch into the same folder).
+lock file (after a kill) is harmless. A run that ends normally removes the file while it still
+holds the lock; a run that locked the file just before it was removed sees that its file is no
+longer the one at the path and takes the lock again on the new file. The lock is re-entrant
+within one process (a sweep holds it and runs a batch into the same folder).
 
 The lock file is the one file mel_opt writes in place rather than through the atomic writer:
 its content (the holder's pid and command) is only a hint for the error message, while the
@@ -74,16 +76,9 @@ def output_lock(folder: str | os.PathLike[str], command: str) -> Iterator[Path]:
             if not _held[key]:
                 del _held[key]
         return
-    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    lock_file = path / LOCK_NAME
+    fd = _locked(lock_file, path)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            who = _holder(fd)
-            kind, _, pid = who.partition(", ")
-            detail = f"{kind} ({pid})" if pid else f"run ({who})"
-            raise UsageError(f"{path} is in use by another melopt {detail}; wait for it to "
-                             f"finish or choose another output folder") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         _held[key] = 1
@@ -92,6 +87,31 @@ def output_lock(folder: str | os.PathLike[str], command: str) -> Iterator[Path]:
         finally:
             del _held[key]
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
+                os.unlink(lock_file)  # still holding the lock: nobody else holds this file
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _locked(lock_file: Path, folder: Path) -> int:
+    """A descriptor of ``lock_file`` holding its exclusive lock (UsageError when another
+    process holds it). If the file was removed or replaced between opening and locking (its
+    holder ended and removed it), the lock is taken again on the file now at the path."""
+    assert fcntl is not None
+    while True:
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            who = _holder(fd)
+            os.close(fd)
+            kind, _, pid = who.partition(", ")
+            detail = f"{kind} ({pid})" if pid else f"run ({who})"
+            raise UsageError(f"{folder} is in use by another melopt {detail}; wait for it to "
+                             f"finish or choose another output folder") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock_file).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # we locked a file that is gone: try the one at the path now

@@ -126,3 +126,14 @@ def test_lock_dies_with_its_holder(tmp_path):
     free = CliRunner().invoke(cli, ["batch", str(tmp_path / "in"), "-o", str(out)])
     assert free.exit_code == 0, free.output
     assert len(_summary_files(out)) == 1
+
+
+def test_a_finished_run_leaves_no_lock_file(tmp_path) -> None:
+    from mel_opt.io.lock import LOCK_NAME, output_lock
+
+    with output_lock(tmp_path / "out", "batch"):
+        assert (tmp_path / "out" / LOCK_NAME).exists()
+    assert not (tmp_path / "out" / LOCK_NAME).exists()
+    with output_lock(tmp_path / "out", "batch"):  # and the folder can be locked again
+        pass
+    assert list((tmp_path / "out").iterdir()) == []
