@@ -25,14 +25,18 @@ from mel_opt.reproduce.report import run_entries
 
 def _catalogue_table(entries: list[Entry]) -> Table:
     t = Table(title="melopt reproduce: catalogue")
-    for col in ("id", "paper", "title", "needs"):
+    for col in ("id", "paper", "title", "needs", "time (full)"):
         t.add_column(col, overflow="fold")
     for e in entries:
         needs = ", ".join(e.needs) or "-"
         missing = missing_needs(e)
         if missing:
             needs += f" [yellow](missing: {', '.join(missing)})[/]"
-        t.add_row(e.id, e.paper, e.title, needs)
+        t.add_row(e.id, e.paper, e.title, needs,
+                  "-" if e.expected_s is None else f"~{e.expected_s:g} s")
+    total = sum(e.expected_s or 0 for e in entries)
+    t.caption = (f"full run of these: about {total:.0f} s on 2 cores with the digits data "
+                 "(Fashion-MNIST: several times longer); --quick: about 1 s each")
     return t
 
 

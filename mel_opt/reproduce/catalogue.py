@@ -228,6 +228,12 @@ class Entry:
     plot: Callable[[Sequence[Row], Path], None] | None = None
     needs: tuple[str, ...] = ()
 
+    @property
+    def expected_s(self) -> float | None:
+        """Wall time of a full run measured on a quiet 2-core machine with the digits data
+        (:data:`EXPECTED_S`); None when not measured."""
+        return EXPECTED_S.get(self.id)
+
     def run(self, ctx: Context) -> Outcome:
         """Compute the rows, test the claims on them, return the outcome (no files)."""
         start = time.perf_counter()
@@ -240,6 +246,15 @@ class Entry:
         return Outcome(self.columns, rows, claims, verdict_of(claims), notes=notes,
                        seconds=time.perf_counter() - start)
 
+
+#: Seconds of a full run of each entry (``benchmarks/bench_reproduce.py``, quiet 2-core machine,
+#: digits data; ``--quick`` runs the whole catalogue in about 12 s). Shown by ``--list``.
+EXPECTED_S: dict[str, float] = {
+    "000-fig2": 15, "000-fig3": 50, "001-fig3.2": 15, "001-fig3.3": 8, "001-fig3.4-3.5": 4,
+    "001-fig3.6": 1, "001-fig3.6-3.8-training": 1, "001-fig4.1": 9, "001-fig4.6": 9,
+    "003-fig3": 6, "004-fig3": 11, "004-fig4-5": 1, "004-fig4-5-training": 10,
+    "004-table2": 21, "004-theorem1": 1,
+}
 
 _REGISTRY: dict[str, Entry] = {}
 _NOT_ENTRY_MODULES = {"catalogue", "report", "figures"}

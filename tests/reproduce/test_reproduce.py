@@ -331,3 +331,10 @@ def test_list_names_the_extras_by_their_pip_names() -> None:
     res = CliRunner().invoke(cli, ["reproduce", "--list"], terminal_width=250)
     assert "train, plot" in res.output
     assert "needs" in res.output and "training, plot" not in res.output
+
+
+def test_every_entry_has_an_expected_time_shown_by_list() -> None:
+    entries = all_entries()
+    assert all(e.expected_s is not None and e.expected_s > 0 for e in entries.values())
+    res = CliRunner().invoke(cli, ["reproduce", "--list"], terminal_width=250)
+    assert "time (full)" in res.output and "~50 s" in res.output and "--quick" in res.output
