@@ -132,9 +132,13 @@ def plot_sweep(rows: Sequence[dict[str, str]], x: str, ys: Sequence[str], out: s
                 line = ax.plot(xs, ms, marker="o", ms=3, label=label)[0]
                 lo = [m - h for m, h in zip(ms, hs, strict=True)]
                 hi = [m + h for m, h in zip(ms, hs, strict=True)]
+                if all(m >= 0 for m in ms if m == m):  # a count, time or share: not below 0
+                    lo = [max(v, 0.0) for v in lo]
                 ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.18, linewidth=0)
             ax.set_xlabel(x)
             ax.set_ylabel(y)
+            if all(float(p[0]).is_integer() for pts in data.values() for p in pts):
+                ax.xaxis.get_major_locator().set_params(integer=True)
             if facet:
                 ax.set_title(f"{facet} = {fv}")
             ax.grid(alpha=0.3)

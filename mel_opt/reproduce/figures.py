@@ -39,6 +39,27 @@ class Panel:
     spread: tuple[str, Sequence[float], Sequence[float], Sequence[float]] | None = None
 
 
+#: Readable axis labels (with units) of the column names the entries plot.
+LABELS = {
+    "cycle_time_s": "time of a global cycle [s]", "truancy_pct": "truancy [% of the deadline]",
+    "accuracy": "validation accuracy", "loss": "validation loss",
+    "seconds_to_target": "virtual seconds to the target [s]",
+    "accuracy_at_horizon": "accuracy at a common virtual time", "speedup": "speedup [x]",
+    "final_accuracy": "final validation accuracy",
+}
+
+
+def readable(key: str) -> str:
+    """The axis label of column ``key`` (itself when none is known)."""
+    return LABELS.get(key, key)
+
+
+def whole_numbers(values: Sequence[Any]) -> bool:
+    """Every finite value is a whole number (an axis of counts: K, cycles, tasks, cases)."""
+    nums = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return bool(nums) and all(v.is_integer() for v in nums)
+
+
 def have_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -53,6 +74,17 @@ def draw(panels: Sequence[Panel], path: Path, title: str = "", ncols: int = 3) -
     The PNG is rendered in memory and written atomically (:func:`mel_opt.io.atomic.atomic_write`),
     so a reader never sees half a file.
     """
+    import matplotlib.pyplot as plt
+
+    fig = figure(panels, title, ncols)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write(path, buf.getvalue())
+
+
+def figure(panels: Sequence[Panel], title: str = "", ncols: int = 3) -> Any:
+    """The matplotlib figure of ``panels`` (see :func:`draw`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -83,8 +115,10 @@ def draw(panels: Sequence[Panel], path: Path, title: str = "", ncols: int = 3) -
                 ax.plot(xs, ys, marker="o", ms=3, label=line.label,
                         ls="--" if line.dashed else "-", lw=1.0 if line.dashed else 1.5)
         ax.set_title(panel.title, fontsize=9)
-        ax.set_xlabel(panel.xlabel)
-        ax.set_ylabel(panel.ylabel)
+        ax.set_xlabel(readable(panel.xlabel))
+        ax.set_ylabel(readable(panel.ylabel))
+        if whole_numbers([x for line in panel.lines for x in line.xs]):
+            ax.xaxis.get_major_locator().set_params(integer=True)  # counts: no 12.5 learners
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
@@ -96,7 +130,4 @@ def draw(panels: Sequence[Panel], path: Path, title: str = "", ncols: int = 3) -
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write(path, buf.getvalue())
+    return fig

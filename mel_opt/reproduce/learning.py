@@ -188,9 +188,8 @@ def plot_table2(rows: Sequence[Row], path: Path) -> None:
     xs = list(range(len(cases)))
     panels = []
     for key, title in (("speedup", "speedup vs individual"), ("accuracy", "final accuracy")):
-        panel = Panel(f"{title} (cases: " + ", ".join(f"{i}={K} {p}" for i, (K, p)
-                                                      in enumerate(cases)) + ")",
-                      "case", key)
+        panel = Panel(title, "case: " + ", ".join(f"{i} = K {K} {p}" for i, (K, p)
+                                                  in enumerate(cases)), key)
         for s in ("individual", "model-based", "gradient-based", "closed-form"):
             ys = [next((r.get(key) for r in rows if (r["K"], r["partition"]) == c
                         and r["scheme"] == s), None) for c in cases]

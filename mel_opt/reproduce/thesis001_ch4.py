@@ -337,6 +337,17 @@ def _plot(rows: Sequence[Row], path: Path, axis: str, title: str) -> None:
                     panel.lines.append(Line(s if reading == "literal" else f"{s} (testbed)",
                                             [p[0] for p in pts], [p[1] for p in pts],
                                             dashed=reading == "testbed"))
+        paper_col = {"time_s": "paper_time_s",
+                     # the testbed logged satisfaction per (learner, cycle)
+                     "learner_satisfaction_pct": "paper_satisfaction_pct",
+                     "fulfilment_pct": "paper_fulfilment_pct",
+                     "occupancy_pct": "paper_occupancy_pct"}.get(col)
+        if paper_col:  # the thesis testbed's values the table carries (tasks experiment)
+            pts = sorted((r[axis], r[paper_col]) for r in _of(rows, "literal")
+                         if r.get(paper_col) is not None and r["scheme"] == "med")
+            if pts:
+                panel.lines.append(Line("thesis testbed, MED", [p[0] for p in pts],
+                                        [p[1] for p in pts], paper=True))
         panels.append(panel)
     draw(panels, path, title)
 

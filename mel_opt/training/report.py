@@ -121,13 +121,15 @@ def plot_run(run: TrainRun, path: Path) -> Path | None:
         cyc = np.arange(mean.size)
         for ax, xs in ((axes[0], t), (axes[1], cyc)):
             line = ax.plot(xs, mean, label=scheme, lw=1.4)[0]
-            ax.fill_between(xs, mean - half, mean + half, color=line.get_color(), alpha=0.18,
-                            linewidth=0)
+            # an accuracy band stays within [0, 1] (a 2-seed interval is wide)
+            ax.fill_between(xs, np.clip(mean - half, 0.0, 1.0), np.clip(mean + half, 0.0, 1.0),
+                            color=line.get_color(), alpha=0.18, linewidth=0)
     for target in run.settings.targets:
         for ax in axes:
             ax.axhline(target, color="grey", lw=0.6, ls="--")
     axes[0].set_xlabel("virtual time [s]")
     axes[1].set_xlabel("global cycle")
+    axes[1].xaxis.get_major_locator().set_params(integer=True)
     for ax in axes:
         ax.set_ylabel("validation accuracy")
         ax.grid(alpha=0.3)

@@ -338,3 +338,21 @@ def test_every_entry_has_an_expected_time_shown_by_list() -> None:
     assert all(e.expected_s is not None and e.expected_s > 0 for e in entries.values())
     res = CliRunner().invoke(cli, ["reproduce", "--list"], terminal_width=250)
     assert "time (full)" in res.output and "~50 s" in res.output and "--quick" in res.output
+
+
+@pytest.mark.skipif(not have_matplotlib(), reason="matplotlib not installed")
+def test_count_axes_get_whole_number_ticks_and_readable_labels() -> None:
+    import matplotlib.pyplot as plt
+
+    from mel_opt.reproduce.figures import Line, Panel, figure
+
+    counts = Panel("cycles to target", "K (learners)", "cycle_time_s",
+                   [Line("ours", [10, 15, 20], [3.2, 4.1, 5.0])])
+    rates = Panel("by learning rate", "learning rate", "accuracy",
+                  [Line("ours", [0.05, 0.1, 0.2], [0.9, 0.95, 0.96])])
+    fig = figure([counts, rates])
+    ax_counts, ax_rates = fig.axes[:2]
+    assert all(float(t).is_integer() for t in ax_counts.get_xticks())
+    assert ax_counts.get_ylabel() == "time of a global cycle [s]"
+    assert not all(float(t).is_integer() for t in ax_rates.get_xticks())
+    plt.close(fig)
