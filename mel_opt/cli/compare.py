@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 
 import click
 from rich.table import Table
@@ -33,8 +35,9 @@ def compare_cmd(path: str, methods: str | None, as_json: bool, time_limit: float
 
     with guarded():
         inst = load_instance(path)
-        cmp = compare(inst, method_list(methods), time_limit=time_limit, seed=seed,
-                      options=method_options(options))
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the answer alone
+            cmp = compare(inst, method_list(methods), time_limit=time_limit, seed=seed,
+                          options=method_options(options))
         if as_json:
             click.echo(json.dumps(cmp.to_dict(), indent=2, allow_nan=False))
             return

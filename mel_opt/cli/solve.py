@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -114,9 +115,12 @@ def _solve_one(path: Path, method: str | None, time_limit: float | None, seed: i
     limit)."""
     timings: dict[str, float] = {}
     guard = deadline.hard_stop(until, 0.0) if until is not None else contextlib.nullcontext()
-    with guard:
-        inst = load_instance(path, timings=timings)
-    res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
+    # standard output carries the result alone: whatever a library prints meanwhile (Pyomo
+    # logs to the current sys.stdout) goes to standard error
+    with contextlib.redirect_stdout(sys.stderr):
+        with guard:
+            inst = load_instance(path, timings=timings)
+        res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
     return replace(res, timings={**timings, **res.timings})
 
 
