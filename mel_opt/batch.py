@@ -32,6 +32,7 @@ from typing import Any
 from mel_opt.errors import MelOptError, UsageError, needs_extra
 from mel_opt.io.atomic import atomic_write, target_of_temp
 from mel_opt.io.csvsafe import csv_text
+from mel_opt.io.json_io import read_json_or_none
 from mel_opt.io.lock import output_lock
 
 SUMMARY_FIELDS = (
@@ -83,10 +84,7 @@ def _sha256(path: str) -> str:
 
 def _problem_hint(path: Path) -> str | None:
     """The ``problem`` field, read cheaply to expand methods (full validation is the worker's)."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
+    doc = read_json_or_none(path)
     value = doc.get("problem") if isinstance(doc, dict) else None
     return value if isinstance(value, str) else None
 
@@ -210,10 +208,7 @@ def run_job(job: Job) -> dict[str, Any]:
 def completed(job: Job) -> dict[str, Any] | None:
     """The summary row of a finished, valid result for ``job`` (None if it must be run)."""
     path = job.result_file
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    record = read_json_or_none(path)
     if not isinstance(record, dict) or record.get("status") in (None, "invalid", "error"):
         return None
     src = record.get("source") or {}
@@ -368,9 +363,9 @@ def _written_since(jobs: Iterable[Job], since: float) -> list[dict[str, Any]]:
         try:
             if path.stat().st_mtime < since:
                 continue
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except OSError:
             continue
+        record = read_json_or_none(path)
         if isinstance(record, dict) and (record.get("source") or {}).get("path") == job.path:
             rows.append(row_from_record(record, str(path)))
     return rows

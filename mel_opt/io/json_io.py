@@ -65,3 +65,13 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
     except UnicodeDecodeError as exc:
         raise InstanceError(Issue("$", f"not UTF-8 text ({exc.reason})"), str(p)) from None
     return parse_json_text(text, str(p))
+
+
+def read_json_or_none(path: str | os.PathLike[str]) -> Any:
+    """A JSON file's content, or None when it cannot be read or parsed for any reason (missing,
+    unreadable, not UTF-8, malformed, nested too deeply): the one tolerant reader for files a
+    command only peeks into (a batch's hint of a file's problem, its earlier results)."""
+    try:
+        return parse_json_text(Path(path).read_bytes().decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, InstanceError):
+        return None
