@@ -23,25 +23,55 @@ from mel_opt.io.csvsafe import csv_text
 from mel_opt.io.lock import LOCK_NAME, output_lock
 from mel_opt.problems import get_problem
 
+#: Most values one option of a sweep may take (the grid is their product; a range is counted
+#: before it is built).
+MAX_VALUES = 10_000
+#: Largest number of learners or tasks a sweep asks a generator for.
+MAX_SIZE = 10_000_000
 
-def parse_values(text: str) -> list[str]:
-    """``5:20`` (inclusive range), ``5:20:5`` (with step) or ``7.5,15`` (list) -> strings."""
+
+def parse_values(text: str, option: str = "value") -> list[str]:
+    """``5:20`` (inclusive range), ``5:20:5`` (with step) or ``7.5,15`` (list) -> strings.
+
+    A range is checked and counted before it is built (UsageError naming ``option`` beyond
+    :data:`MAX_VALUES` values)."""
     text = text.strip()
     if ":" in text:
         parts = text.split(":")
         try:
             nums = [int(p) for p in parts]
         except ValueError:
-            raise UsageError(
-                f"range {text!r} must be START:STOP[:STEP] with whole numbers") from None
+            raise UsageError(f"{option}: range {text!r} must be START:STOP[:STEP] with whole "
+                             "numbers") from None
         if len(nums) not in (2, 3) or (len(nums) == 3 and nums[2] <= 0) or nums[1] < nums[0]:
-            raise UsageError(f"bad range {text!r}")
+            raise UsageError(f"{option}: bad range {text!r} (START <= STOP, STEP > 0)")
         step = nums[2] if len(nums) == 3 else 1
+        count = (nums[1] - nums[0]) // step + 1
+        if count > MAX_VALUES:
+            raise UsageError(f"{option}: range {text!r} has {count:,} values; at most "
+                             f"{MAX_VALUES:,}")
         return [str(v) for v in range(nums[0], nums[1] + 1, step)]
     values = [v.strip() for v in text.split(",") if v.strip()]
     if not values:
-        raise UsageError(f"no values in {text!r}")
+        raise UsageError(f"{option}: no values in {text!r}")
+    if len(values) > MAX_VALUES:
+        raise UsageError(f"{option}: {len(values):,} values; at most {MAX_VALUES:,}")
     return values
+
+
+def size_values(text: str, option: str) -> list[int]:
+    """Numbers of learners or tasks: whole numbers in [1, :data:`MAX_SIZE`] (UsageError naming
+    ``option``)."""
+    out = []
+    for v in parse_values(text, option):
+        try:
+            n = int(v)
+        except ValueError:
+            raise UsageError(f"{option}: {v!r} is not a whole number") from None
+        if not 1 <= n <= MAX_SIZE:
+            raise UsageError(f"{option}: {n} must lie in [1, {MAX_SIZE:,}]")
+        out.append(n)
+    return out
 
 
 def make_grid(

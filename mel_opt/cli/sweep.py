@@ -20,7 +20,10 @@ def _param_grid(params: tuple[str, ...]) -> dict[str, list[str]]:
         key, sep, values = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--param expects KEY=V1,V2, got {item!r}")
-        grid[key] = parse_values(values)
+        if key in grid:
+            raise UsageError(f"--param {key} is given twice; list its values once "
+                             f"({key}=V1,V2)")
+        grid[key] = parse_values(values, f"--param {key}")
     return grid
 
 
@@ -76,13 +79,20 @@ def sweep_cmd(problem: str, preset: str | None, learners: str | None, tasks: str
     --evaluate --metric training_time_s --metric drop_rate -o med_learners
     """
     from mel_opt.plot import plot_sweep, read_rows
-    from mel_opt.sweep import parse_values, run_evaluation, run_sweep
+    from mel_opt.sweep import run_evaluation, run_sweep, size_values
 
     with guarded():
         spec = get_problem(problem)
         grid = _param_grid(params)
-        ns = [int(v) for v in parse_values(learners)] if learners else None
-        ms = [int(v) for v in parse_values(tasks)] if tasks else None
+        ns = size_values(learners, "--learners") if learners else None
+        ms = size_values(tasks, "--tasks") if tasks else None
+        if facet is not None and facet not in grid and facet not in ("learners", "tasks"):
+            raise UsageError(f"--facet {facet!r} is neither a --param key nor learners/tasks"
+                             + (f"; choose one of {', '.join(grid)}" if grid else ""))
+        if plot_file is not None and Path(plot_file).suffix.lower() not in (
+                ".png", ".pdf", ".svg"):
+            raise UsageError(f"--plot {plot_file!r}: the figure's format comes from its suffix"
+                             ": .png, .pdf or .svg")
         if evaluate:
             opts = {"trials": trials, "cycles": cycles, "time_limit": time_limit,
                     "schemes": method_list(methods)}
