@@ -59,6 +59,22 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries (the rename that put the new file in place) to disk, where
+    the platform allows it (POSIX; Windows cannot open a folder for this and needs nothing)."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):  # some file systems refuse fsync on a folder
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str], *, durable: bool = True,
                 keep_suffix: bool = True) -> Iterator[Path]:
@@ -74,8 +90,8 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True,
     path
         The file to (re)place.
     durable
-        Flush the written data to disk before the rename, so the new file also survives a
-        power cut (a few milliseconds per file).
+        Flush the written data to disk before the rename, and the folder after it, so the new
+        file also survives a power cut (a few milliseconds per file).
     keep_suffix
         End the temporary name with the target's suffix (``.png``, ``.nl``), for writers that
         choose their format from the file name. With False it ends in ``.tmp``, so a file left
@@ -89,6 +105,8 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True,
         if durable:
             _fsync(tmp)
         os.replace(tmp, target)
+        if durable:
+            _fsync_folder(target.parent)  # the rename itself must reach the disk too
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -110,3 +128,5 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *,
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
+    if durable:
+        _fsync_folder(Path(path).parent)

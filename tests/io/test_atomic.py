@@ -139,3 +139,28 @@ def test_plot_with_unsupported_format_leaves_nothing(tmp_path):
     out = plot_sweep(rows, "learners", ["t"], tmp_path / "plot.png")
     assert out.read_bytes()[:4] == b"\x89PNG"
     assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]
+
+
+def test_a_durable_write_flushes_the_file_and_then_its_folder(tmp_path, monkeypatch) -> None:
+    import os
+    import stat
+
+    from mel_opt.io import atomic as A
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real(fd)
+
+    monkeypatch.setattr(A.os, "fsync", spy)
+    A.atomic_write(tmp_path / "r.json", "{}")
+    assert synced == ["file", "folder"]  # data before the rename, the rename after it
+    synced.clear()
+    with A.atomic_path(tmp_path / "fig.png") as tmp:
+        tmp.write_bytes(b"png")
+    assert synced == ["file", "folder"]
+    synced.clear()
+    A.atomic_write(tmp_path / "quick.json", "{}", durable=False)
+    assert synced == []
