@@ -61,7 +61,7 @@ def _measure_bandwidth(url: str | None, bandwidth: float | None, shards: int,
               help="Time a real HTTP(S) transfer for b_k; '{i}' in the URL becomes 0..n-1.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
               show_default=True,
-              help="Deadline of each --download transfer (connection and all bytes), seconds.")
+              help="Deadline of the whole --download (every shard's connection and bytes) [s].")
 @click.option("--shard-bytes", type=click.FloatRange(min=0, min_open=True),
               default=float(SHARD_BYTES), show_default=True,
               help="Bytes per shard, to express the bandwidth in shards/s.")
@@ -169,7 +169,7 @@ def _benchmark_rows(result: dict[str, Any], batch_size: int, lr: float,
               default=None, help="Known bandwidth b_k in bytes/s instead of --download.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
               show_default=True,
-              help="Deadline of each --download transfer (connection and all bytes), seconds.")
+              help="Deadline of the whole --download (every shard's connection and bytes) [s].")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the benchmark's data and initial model.")
 @click.option("--threads", type=click.IntRange(min=0, max=256), default=1, show_default=True,

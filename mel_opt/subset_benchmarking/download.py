@@ -158,8 +158,10 @@ def _opener(url: str, deadline: _Deadline) -> urllib.request.OpenerDirector:
     return opener
 
 
-def _fetch(url: str, timeout: float, chunk_bytes: int) -> int:
-    """Bytes received from ``url`` within ``timeout`` seconds overall (else BenchmarkError)."""
+def _fetch(url: str, timeout: float, chunk_bytes: int, limit: float | None = None) -> int:
+    """Bytes received from ``url`` within ``timeout`` seconds (else BenchmarkError naming the
+    whole download's ``limit``)."""
+    limit = timeout if limit is None else limit
     deadline = _Deadline(timeout)
     total = 0
     try:
@@ -183,8 +185,8 @@ def _fetch(url: str, timeout: float, chunk_bytes: int) -> int:
     finally:
         deadline.cancel()
     if deadline.expired:
-        raise BenchmarkError(f"download of {url} did not finish within --timeout "
-                             f"{timeout:g} s ({total} bytes received)")
+        raise BenchmarkError(f"the download did not finish within --timeout {limit:g} s "
+                             f"(stopped during {url}, {total} bytes of it received)")
     return total
 
 
@@ -197,22 +199,27 @@ def time_download(urls: Sequence[str], *, timeout: float = 30.0,
     urls : sequence of str
         http(s) URLs; a redirect is followed only to another http(s) URL.
     timeout : float
-        Overall limit of each URL's transfer, connection set-up and every byte included [s].
+        Limit of the whole download, every URL's connection set-up and bytes included [s].
     chunk_bytes : int
         Largest read.
 
     Raises
     ------
     BenchmarkError
-        A transfer failed (HTTP error, refused connection, redirect to another scheme), did
-        not finish within ``timeout``, or nothing was received.
+        A transfer failed (HTTP error, refused connection, redirect to another scheme), the
+        download did not finish within ``timeout``, or nothing was received.
     """
     if not urls:
         raise UsageError("no URL to download")
     total = 0
     start = time.perf_counter()
+    end = time.monotonic() + timeout
     for url in urls:
-        total += _fetch(url, timeout, chunk_bytes)
+        left = end - time.monotonic()
+        if left <= 0:
+            raise BenchmarkError(f"the download did not finish within --timeout {timeout:g} s "
+                                 f"(stopped before {url})")
+        total += _fetch(url, left, chunk_bytes, timeout)
     seconds = time.perf_counter() - start
     if total == 0:
         raise BenchmarkError("the download returned no data; cannot estimate the bandwidth")

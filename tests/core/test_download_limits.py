@@ -39,6 +39,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "1000")
             self.end_headers()
             self.wfile.write(b"x" * 1000)
+        elif self.path.startswith("/slowish"):  # each shard whole, after 0.4 s
+            time.sleep(0.4)
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b"z" * 100)
         elif self.path == "/slow-body":  # 10 bytes every 0.5 s of a 10 kB body
             self.send_response(200)
             self.send_header("Content-Length", "10000")
@@ -115,3 +121,12 @@ def test_benchmark_command_fails_cleanly_at_the_deadline():
     # From the request to the command's exit: the 2 s deadline + 5 s (generous for a loaded
     # machine; the body alone would take ~500 s). Wall clock by nature, as above.
     assert took < 2.0 + 5.0
+
+
+def test_the_timeout_bounds_the_whole_download_not_each_shard():
+    with _servers() as (base, _):
+        # six shards of 0.4 s each: every one is within 1 s, the whole is not
+        with pytest.raises(BenchmarkError, match=r"did not finish within --timeout 1 s"):
+            time_download([f"{base}/slowish{i}" for i in range(6)], timeout=1)
+        # two of them fit
+        assert time_download([f"{base}/slowish{i}" for i in range(2)], timeout=5).bytes == 200
