@@ -59,7 +59,11 @@ class DownloadBenchmark:
 
 def expand_urls(url: str, n: int) -> list[str]:
     """``url`` with ``{i}`` replaced by 0 .. n-1, or ``[url]`` if it has no ``{i}``."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is no number raises here, not mid-download
+    except ValueError as exc:
+        raise UsageError(f"--download: {url!r} is not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"--download needs an http:// or https:// URL, got {url!r}")
     if "{i}" not in url:

@@ -130,3 +130,11 @@ def test_the_timeout_bounds_the_whole_download_not_each_shard():
             time_download([f"{base}/slowish{i}" for i in range(6)], timeout=1)
         # two of them fit
         assert time_download([f"{base}/slowish{i}" for i in range(2)], timeout=5).bytes == 200
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:99999/x",
+                                 "http://127.0.0.1:abc/x"])
+def test_a_malformed_url_is_a_usage_error(url: str) -> None:
+    res = CliRunner().invoke(cli, ["benchmark", "--download", url, "--shards", "2"])
+    assert res.exit_code == 2 and "is not a valid URL" in res.output
+    assert "internal error" not in res.output
