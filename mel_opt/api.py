@@ -195,6 +195,28 @@ _GRACE_S = 0.4
 BACKEND_IMPORTS = {"ipopt": ("pyomo.environ", "cyipopt"), "highs": ("pyomo.environ", "highspy")}
 
 
+#: Set by the command line: Pyomo's log records go to standard error. Pyomo's own handler
+#: writes them to standard output, which a ``--json`` answer must have to itself; a library
+#: user keeps Pyomo's default.
+PYOMO_LOG_TO_STDERR = False
+
+
+def _pyomo_log_to_stderr() -> None:
+    """Swap Pyomo's standard-output log handler for one on standard error (same format)."""
+    import logging
+
+    plog = sys.modules.get("pyomo.common.log")
+    handler = getattr(plog, "pyomo_handler", None)
+    logger = logging.getLogger("pyomo")
+    if handler is None or handler not in logger.handlers:
+        return
+    new = logging.StreamHandler(sys.stderr)
+    new.setFormatter(handler.formatter)
+    new.setLevel(handler.level)
+    logger.removeHandler(handler)
+    logger.addHandler(new)
+
+
 def _warm_up(mspec: MethodSpec) -> float:
     """Import the modules ``mspec`` needs (seconds spent); a missing one is left for the method
     to report as it does."""
@@ -209,6 +231,8 @@ def _warm_up(mspec: MethodSpec) -> float:
             importlib.import_module(name)
         except ImportError:
             pass
+    if PYOMO_LOG_TO_STDERR and "pyomo.common.log" in sys.modules:
+        _pyomo_log_to_stderr()
     return time.perf_counter() - start
 
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
 
 import click
 from rich.table import Table
 
+from mel_opt import api as _api
 from mel_opt.api import load_instance
 from mel_opt.cli.app import STATUS_STYLE, cli, fmt, guarded, method_list, out, verification_text
 from mel_opt.cli.solve import OPTION, method_options
 from mel_opt.problems import get_problem
+
+# standard output carries the answer alone (--json): Pyomo logs on standard error
+_api.PYOMO_LOG_TO_STDERR = True
 
 
 @cli.command("compare")
@@ -35,9 +37,8 @@ def compare_cmd(path: str, methods: str | None, as_json: bool, time_limit: float
 
     with guarded():
         inst = load_instance(path)
-        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the answer alone
-            cmp = compare(inst, method_list(methods), time_limit=time_limit, seed=seed,
-                          options=method_options(options))
+        cmp = compare(inst, method_list(methods), time_limit=time_limit, seed=seed,
+                      options=method_options(options))
         if as_json:
             click.echo(json.dumps(cmp.to_dict(), indent=2, allow_nan=False))
             return

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from mel_opt import api as _api
 from mel_opt import deadline
 from mel_opt.api import load_instance, solve
 from mel_opt.cli.app import (
@@ -29,6 +29,9 @@ from mel_opt.errors import MelOptError, UsageError
 from mel_opt.io.atomic import atomic_write
 from mel_opt.problems import all_problems, get_problem
 from mel_opt.result import Result, dumps
+
+# standard output carries the answer alone (--json): Pyomo logs on standard error
+_api.PYOMO_LOG_TO_STDERR = True
 
 
 def instance_files(paths: tuple[str, ...]) -> list[Path]:
@@ -115,12 +118,9 @@ def _solve_one(path: Path, method: str | None, time_limit: float | None, seed: i
     limit)."""
     timings: dict[str, float] = {}
     guard = deadline.hard_stop(until, 0.0) if until is not None else contextlib.nullcontext()
-    # standard output carries the result alone: whatever a library prints meanwhile (Pyomo
-    # logs to the current sys.stdout) goes to standard error
-    with contextlib.redirect_stdout(sys.stderr):
-        with guard:
-            inst = load_instance(path, timings=timings)
-        res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
+    with guard:
+        inst = load_instance(path, timings=timings)
+    res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
     return replace(res, timings={**timings, **res.timings})
 
 
