@@ -168,6 +168,22 @@ def row_from_record(record: dict[str, Any], result_file: str) -> dict[str, Any]:
     }
 
 
+def _refuse_replacing_inputs(jobs: Sequence[Job], summary: Path) -> None:
+    """UsageError before anything is written when a result file or the summary would replace
+    one of the instance files the batch reads (an output folder inside the input folder)."""
+    inputs = {Path(j.path).resolve(): j.path for j in jobs}
+    for target in [*(j.result_file for j in jobs), summary]:
+        hit = inputs.get(Path(target).resolve())
+        if hit is not None:
+            raise UsageError(f"{hit}: the batch would write {target} over this input file; "
+                             "choose an output folder that holds no instance it reads")
+    for job in jobs:  # an existing file where a result goes must be a result, not an instance
+        doc = read_json_or_none(job.result_file) if job.result_file.exists() else None
+        if isinstance(doc, dict) and "schema_version" in doc and "status" not in doc:
+            raise UsageError(f"{job.result_file} is an instance file, and the batch would "
+                             "write a result over it; choose another output folder")
+
+
 def run_job(job: Job) -> dict[str, Any]:
     """Load, solve, verify and write one result (atomically); never raises for bad input.
 
@@ -431,6 +447,7 @@ def run_batch(
         start = time.perf_counter()
         started = time.time() - 1.0  # mtime granularity: a result of this run is never older
         all_jobs = plan(root, out_dir, methods, time_limit, seed, files)
+        _refuse_replacing_inputs(all_jobs, Path(out_dir) / "summary.csv")
         rows: list[dict[str, Any]] = []
         todo: list[Job] = []
         for job in all_jobs:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 from rich.table import Table
 
-from mel_opt.cli.app import cli, err, guarded, out
+from mel_opt.cli.app import cli, err, guarded, out, refuse_overwrite
 from mel_opt.errors import UsageError, needs_extra
 
 
@@ -106,6 +107,8 @@ def live_cmd(path: str, engine: str, method: str | None, rounds: int, nodes: int
                            superlink=superlink, root_certificates=root_certificates,
                            insecure=insecure, emulate=emulate)
         check(settings, opts)
+        for name in ("rounds.csv", "summary.json", "live.png"):  # nothing replaces the input
+            refuse_overwrite(str(Path(out_dir) / name), path)
         summary = live(settings, opts, out_dir,
                        log=lambda text: err.print(text, style="dim", markup=False))
         out.print(rounds_table(summary))

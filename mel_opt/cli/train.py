@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -9,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from mel_opt.api import load_instance
-from mel_opt.cli.app import cli, err, fail, guarded, out
+from mel_opt.cli.app import cli, err, fail, guarded, out, refuse_overwrite
 from mel_opt.errors import UsageError
 from mel_opt.training import TrainSettings, train, write_outputs
 
@@ -95,6 +96,8 @@ def train_cmd(path: str, schemes: str, cycles: int, seeds: int, dataset: str, pa
     train.csv, summary.json and a figure of accuracy against time and cycles.
     """
     with guarded():
+        for name in ("train.csv", "summary.json", "train.png"):  # before any work
+            refuse_overwrite(str(Path(out_dir) / name), path)
         settings = TrainSettings(
             schemes=tuple(s.strip() for s in schemes.split(",") if s.strip()), cycles=cycles,
             seeds=seeds, dataset=dataset, partition=partition, model=model,
