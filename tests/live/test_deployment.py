@@ -7,12 +7,11 @@ the runs are few and short; assertions are about behaviour, never about wall-clo
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
-import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,59 +25,10 @@ from mel_opt.live.throttle import descendants, send  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.federation, pytest.mark.timeout(600)]
 
-TAG = "MELOPT_TEST_RUN"
-FLOWER = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp",
-          "flwr-clientapp", "mel_opt.live.supernode")
 
-
-def instance(tmp_path: Path, K: int = 3, T: float = 0.5) -> Path:
-    learners = [{"name": f"n{k}", "c2": 1e-3, "c1": 1e-3, "c0": 0.05} for k in range(K)]
-    doc = {"problem": "mel-async", "schema_version": 1, "name": f"live{K}", "cycle_time_s": T,
-           "total_samples": 100 * K, "min_samples": 10, "max_samples": 100 * K,
-           "learners": learners}
-    path = tmp_path / "inst.json"
-    path.write_text(json.dumps(doc))
-    return path
-
-
-@pytest.fixture(autouse=True)
-def tagged(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every process this test starts inherits a tag in its environment, so the checks below
-    find exactly those (another suite may run Flower beside this one)."""
-    tag = uuid.uuid4().hex
-    monkeypatch.setenv(TAG, tag)
-    return tag
-
-
-def flower_processes() -> list[str]:
-    """Command lines of Flower processes started by this test that are still alive."""
-    marker = f"{TAG}={os.environ.get(TAG, '')}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            env = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if state != "Z" and marker in env.split(b"\0") and any(n in cmd for n in FLOWER):
-            found.append(cmd)
-    return found
-
-
-def all_gone(seconds: float = 30.0) -> bool:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        if not flower_processes():
-            return True
-        time.sleep(0.3)
-    return not flower_processes()
-
-
-def test_two_nodes_two_rounds(tmp_path: Path) -> None:
-    settings = load_settings(instance(tmp_path, K=2), rounds=2, model="softmax", lr=0.3,
+def test_two_nodes_two_rounds(tmp_path: Path, flower: Any,
+                              mel_async_file: Any) -> None:
+    settings = load_settings(mel_async_file(2, 0.5), rounds=2, model="softmax", lr=0.3,
                              grace_s=60.0)
     out = tmp_path / "out"
     summary = live(settings, LiveOptions(engine="local", nodes=2), out)
@@ -88,11 +38,12 @@ def test_two_nodes_two_rounds(tmp_path: Path) -> None:
     assert len({r["node"] for r in rows}) == 2  # two SuperNodes, mapped by the probe
     assert summary["rounds"][-1]["accuracy"] > summary["rounds"][0]["accuracy"] + 0.3
     assert (out / "live.png").exists()
-    assert all_gone(), flower_processes()
+    assert flower.gone(30.0), flower.alive()
 
 
-def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path) -> None:
-    settings = load_settings(instance(tmp_path, K=3), rounds=3, model="softmax",
+def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path, flower: Any,
+                                                          mel_async_file: Any) -> None:
+    settings = load_settings(mel_async_file(3, 0.5), rounds=3, model="softmax",
                              grace_s=15.0)
     out = tmp_path / "out"
     out.mkdir()
@@ -142,13 +93,14 @@ def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path) -> Non
     assert all(not Path(f"/proc/{pid}").exists() or
                Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
                for pid in pids)
-    assert all_gone(), flower_processes()
+    assert flower.gone(30.0), flower.alive()
 
 
-def test_remote_engine_rebuilds_the_outputs_from_the_servers_log(tmp_path: Path) -> None:
+def test_remote_engine_rebuilds_the_outputs_from_the_servers_log(tmp_path: Path, flower: Any,
+                                                                 mel_async_file: Any) -> None:
     # a "remote" SuperLink that happens to run here: the server writes no file of ours, the
     # runner rebuilds rounds.csv and summary.json from the records the server logs
-    settings = load_settings(instance(tmp_path, K=2), rounds=1, model="softmax", grace_s=60.0)
+    settings = load_settings(mel_async_file(2, 0.5), rounds=1, model="softmax", grace_s=60.0)
     out = tmp_path / "out"
     with LocalFederation(nodes=2) as fed:
         fed.wait_ready()
@@ -158,15 +110,16 @@ def test_remote_engine_rebuilds_the_outputs_from_the_servers_log(tmp_path: Path)
     rows = rows_from_csv(out / "rounds.csv")
     assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1)]
     assert [r["round"] for r in summary["rounds"]] == [0, 1]
-    assert all_gone(), flower_processes()
+    assert flower.gone(30.0), flower.alive()
 
 
-def test_ctrl_c_ends_every_process_and_keeps_the_rounds_done(tmp_path: Path) -> None:
+def test_ctrl_c_ends_every_process_and_keeps_the_rounds_done(tmp_path: Path, flower: Any,
+                                                             mel_async_file: Any) -> None:
     import subprocess
     import sys
 
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "mel_opt.cli", "live", str(instance(tmp_path, K=2)),
+    cmd = [sys.executable, "-m", "mel_opt.cli", "live", str(mel_async_file(2, 0.5)),
            "--engine", "local", "--rounds", "50", "--model", "softmax", "-o", str(out)]
     log = (tmp_path / "live.log").open("wb")  # never a pipe: nobody reads it while it runs
     # SIGINT as at a terminal, even when this suite runs as a background job (started with
@@ -191,4 +144,4 @@ def test_ctrl_c_ends_every_process_and_keeps_the_rounds_done(tmp_path: Path) -> 
     assert code == 130, (tmp_path / "live.log").read_text()[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"][-1]["round"] >= 1  # what finished is kept
-    assert all_gone(), flower_processes()
+    assert flower.gone(30.0), flower.alive()

@@ -6,10 +6,6 @@ a fraction of a second), so the tests check behaviour, never wall-clock time.
 
 from __future__ import annotations
 
-import json
-import os
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,56 +19,11 @@ from mel_opt.live.report import rows_from_csv  # noqa: E402
 from mel_opt.live.run import LiveOptions, live, load_settings  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.federation, pytest.mark.timeout(600)]
-TAG = "MELOPT_TEST_RUN"
 
 
-def mel_async_file(tmp_path: Path, T: float = 0.6) -> Path:
-    learners = [{"name": f"n{k}", "c2": 1e-3, "c1": 1e-3, "c0": 0.05} for k in range(3)]
-    doc = {"problem": "mel-async", "schema_version": 1, "name": "live3", "cycle_time_s": T,
-           "total_samples": 300, "min_samples": 10, "max_samples": 300, "learners": learners}
-    path = tmp_path / "live3.json"
-    path.write_text(json.dumps(doc))
-    return path
-
-
-@pytest.fixture(autouse=True)
-def tagged(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Ray's processes inherit a tag in their environment, so the checks find exactly the ones
-    this test started (another suite may run Ray beside this one)."""
-    tag = uuid.uuid4().hex
-    monkeypatch.setenv(TAG, tag)
-    return tag
-
-
-def ray_processes() -> list[str]:
-    """Command lines of Ray's own processes started by this test that are still alive."""
-    marker = f"{TAG}={os.environ.get(TAG, '')}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            env = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker in env.split(b"\0") and ("raylet" in cmd or "gcs_server" in cmd
-                                             or "ray::" in cmd):
-            found.append(cmd)
-    return found
-
-
-def gone(poll: Any, seconds: float = 20.0) -> bool:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        if not poll():
-            return True
-        time.sleep(0.2)
-    return not poll()
-
-
-def test_mel_async_rounds_reallocate_from_measurements(tmp_path: Path) -> None:
-    settings = load_settings(mel_async_file(tmp_path), rounds=2, seed=3, model="softmax",
+def test_mel_async_rounds_reallocate_from_measurements(tmp_path: Path, ray: Any,
+                                                       mel_async_file: Any) -> None:
+    settings = load_settings(mel_async_file(3, 0.6), rounds=2, seed=3, model="softmax",
                              lr=0.3, grace_s=60.0)  # a round ends as soon as all answered
     out = tmp_path / "out"
     summary = live(settings, LiveOptions(engine="simulation", emulate=True), out)
@@ -98,10 +49,10 @@ def test_mel_async_rounds_reallocate_from_measurements(tmp_path: Path) -> None:
     emulated = summary["emulated"]
     assert list(emulated["schemes"]) == ["exact"]
     assert (out / "emulated" / "train.csv").read_text().count("\nexact,0,") == 3  # cycles 0-2
-    assert gone(ray_processes), ray_processes()
+    assert ray.gone(20.0), ray.alive()
 
 
-def test_dab_learners_decide_alone(tmp_path: Path) -> None:
+def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
     root = Path(__file__).resolve().parents[2]
     settings = load_settings(root / "instances/dab/mnist_ffn_testbed.json", rounds=1,
                              model="softmax", grace_s=60.0)
@@ -113,7 +64,7 @@ def test_dab_learners_decide_alone(tmp_path: Path) -> None:
     # the server never learned a speed: every estimate stays unknown
     assert summary["estimates_s_per_sample"] == [None] * 5
     assert summary["rounds"][1]["method"] == "decentralised"
-    assert gone(ray_processes), ray_processes()
+    assert ray.gone(20.0), ray.alive()
 
 
 @pytest.mark.parametrize("args, words", [
@@ -124,8 +75,8 @@ def test_dab_learners_decide_alone(tmp_path: Path) -> None:
     (["-m", "nope"], "has no method 'nope'"),
 ])
 def test_bad_requests_exit_2_before_anything_starts(tmp_path: Path, args: list[str],
-                                                    words: str) -> None:
-    res = CliRunner().invoke(cli, ["live", str(mel_async_file(tmp_path)), "-o",
+                                                    words: str, mel_async_file: Any) -> None:
+    res = CliRunner().invoke(cli, ["live", str(mel_async_file(3, 0.6)), "-o",
                                    str(tmp_path / "o"), *args])
     assert res.exit_code == 2, res.output
     assert words in res.output and "Traceback" not in res.output
@@ -139,7 +90,7 @@ def test_emulate_is_refused_for_a_cycle_only_live_runs_train(tmp_path: Path) -> 
     assert res.exit_code == 2 and "emulator does not train med" in res.output
 
 
-def test_med_trains_one_model_per_task(tmp_path: Path) -> None:
+def test_med_trains_one_model_per_task(tmp_path: Path, ray: Any) -> None:
     root = Path(__file__).resolve().parents[2]
     settings = load_settings(root / "instances/med/mays2023_n4_m2.json", rounds=2,
                              model="softmax", grace_s=60.0)
@@ -156,10 +107,11 @@ def test_med_trains_one_model_per_task(tmp_path: Path) -> None:
     first = summary["rounds"][0]["tasks"]
     assert all(t["accuracy"] > f["accuracy"] + 0.2 for t, f in zip(last["tasks"], first,
                                                                     strict=True))
-    assert gone(ray_processes), ray_processes()
+    assert ray.gone(20.0), ray.alive()
 
 
-def test_adaptive_tau_runs_the_control_rule_on_reported_statistics(tmp_path: Path) -> None:
+def test_adaptive_tau_runs_the_control_rule_on_reported_statistics(tmp_path: Path,
+                                                                   ray: Any) -> None:
     root = Path(__file__).resolve().parents[2]
     settings = load_settings(root / "instances/adaptive-tau/svm_defaults.json", rounds=3,
                              model="softmax", lr=0.05, grace_s=60.0, learners=2)
@@ -176,4 +128,4 @@ def test_adaptive_tau_runs_the_control_rule_on_reported_statistics(tmp_path: Pat
     assert control[-1]["used"] == pytest.approx(sum(r["round_wall_s"] for r in rounds))
     assert [r["allocation"]["tau"] for r in rounds] == [c["tau"] for c in control]
     assert summary["rounds"][-1]["accuracy"] > summary["rounds"][0]["accuracy"] + 0.3
-    assert gone(ray_processes), ray_processes()
+    assert ray.gone(20.0), ray.alive()
