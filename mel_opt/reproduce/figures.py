@@ -37,6 +37,9 @@ class Panel:
     #: a range of ours per x (label, xs, lows, highs), shaded: e.g. a sensitivity band over
     #: readings of what the paper leaves unstated
     spread: tuple[str, Sequence[float], Sequence[float], Sequence[float]] | None = None
+    xlog: bool = False  # a logarithmic x axis (points at x <= 0 are left out)
+    #: names of the cases at x = 0, 1, ... (an axis of cases rather than numbers)
+    cases: Sequence[str] | None = None
 
 
 #: Readable axis labels (with units) of the column names the entries plot.
@@ -101,9 +104,12 @@ def figure(panels: Sequence[Panel], title: str = "", ncols: int = 3) -> Any:
         if panel.spread is not None:
             label, sx, lo, hi = panel.spread
             ax.fill_between(sx, lo, hi, color="tab:blue", alpha=0.12, label=label)
+        ours = 0  # our lines take colours in order, drawn or not: a scheme keeps its colour
         for line in panel.lines:
             pts = [(x, y) for x, y in zip(line.xs, line.ys, strict=True)
-                   if y is not None and math.isfinite(y)]
+                   if y is not None and math.isfinite(y) and (x > 0 or not panel.xlog)]
+            colour = f"C{ours % 10}"
+            ours += 0 if line.paper else 1
             if not pts:
                 continue
             xs, ys = zip(*pts, strict=True)
@@ -112,12 +118,16 @@ def figure(panels: Sequence[Panel], title: str = "", ncols: int = 3) -> Any:
                 ax.plot(xs, ys, marker="x", ls=style, color="black", alpha=0.7,
                         label=line.label)
             else:
-                ax.plot(xs, ys, marker="o", ms=3, label=line.label,
+                ax.plot(xs, ys, marker="o", ms=3, label=line.label, color=colour,
                         ls="--" if line.dashed else "-", lw=1.0 if line.dashed else 1.5)
         ax.set_title(panel.title, fontsize=9)
         ax.set_xlabel(readable(panel.xlabel))
         ax.set_ylabel(readable(panel.ylabel))
-        if whole_numbers([x for line in panel.lines for x in line.xs]):
+        if panel.xlog:
+            ax.set_xscale("log")
+        if panel.cases is not None:
+            ax.set_xticks(range(len(panel.cases)), list(panel.cases), fontsize=7)
+        elif not panel.xlog and whole_numbers([x for line in panel.lines for x in line.xs]):
             ax.xaxis.get_major_locator().set_params(integer=True)  # counts: no 12.5 learners
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:

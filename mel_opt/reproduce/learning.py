@@ -47,6 +47,36 @@ def _run(name: str, ctx: Context, full: int, quick: int) -> Computed:
                       f"{out.wall_s:.1f} s wall"]
 
 
+def _table(rows: Sequence[Row]) -> list[Row]:
+    """The judged rows (the learning-curve rows, ``part = "curve"``, only feed the figure)."""
+    return [r for r in rows if r.get("part") != "curve"]
+
+
+def _time_panels(rows: Sequence[Row], keys: Sequence[str], schemes: Sequence[str],
+                 title: Callable[[Row], str]) -> list[Panel]:
+    """One panel per value of ``keys`` among the curve rows: each scheme's mean accuracy
+    against virtual time, with the case's target dashed (reached or not)."""
+    curves = [r for r in rows if r.get("part") == "curve"]
+    panels = []
+    for case in sorted({tuple(r[k] for k in keys) for r in curves}, key=str):
+        mine = [r for r in curves if tuple(r[k] for k in keys) == case]
+        panel = Panel(title(mine[0]), "virtual time [s], log scale", "accuracy", xlog=True)
+        for s in schemes:
+            pts = sorted((r["time_s"], r["curve_accuracy"]) for r in mine if r["scheme"] == s)
+            if pts:
+                panel.lines.append(Line(s, [p[0] for p in pts], [p[1] for p in pts]))
+        target = next((r.get("target") for r in rows if r.get("part") != "curve"
+                       and all(r.get(k) == v for k, v in zip(keys, case, strict=True))
+                       and r.get("target") is not None), None)
+        if target is not None:
+            first = min((r["time_s"] for r in mine if r["time_s"] > 0), default=1.0)
+            last = max(r["time_s"] for r in mine)
+            panel.lines.append(Line(f"target {target:.1%}", [first, last], [target, target],
+                                    dashed=True))
+        panels.append(panel)
+    return panels
+
+
 def _lt(a: float | None, b: float | None) -> bool:
     """a < b, where None (target never reached) is later than any number."""
     if a is None:
@@ -126,6 +156,7 @@ def judge_table2(rows: Sequence[Row]) -> list[Claim]:
     FEEL baselines slower (0.29-0.69x), and its accuracy is at least individual learning's.
     A speedup is judged only in the cases where both schemes reach the target with every
     seed (a case where individual learning never does is not evaluable, and says so)."""
+    rows = _table(rows)
     cases = sorted({(r["K"], r["partition"]) for r in rows})
 
     def get(K: int, part: str, s: str, key: str) -> Any:
@@ -184,12 +215,13 @@ def judge_table2(rows: Sequence[Row]) -> list[Claim]:
 
 
 def plot_table2(rows: Sequence[Row], path: Path) -> None:
+    panels = _time_panels(rows, ("K", "partition"), TABLE2,
+                          lambda r: f"K = {r['K']}, {r['partition']}: accuracy over time")
+    rows = _table(rows)
     cases = sorted({(r["K"], r["partition"]) for r in rows})
     xs = list(range(len(cases)))
-    panels = []
     for key, title in (("speedup", "speedup vs individual"), ("accuracy", "final accuracy")):
-        panel = Panel(title, "case: " + ", ".join(f"{i} = K {K} {p}" for i, (K, p)
-                                                  in enumerate(cases)), key)
+        panel = Panel(title, "case", key, cases=[f"K {K} {p}" for K, p in cases])
         for s in ("individual", "model-based", "gradient-based", "closed-form"):
             ys = [next((r.get(key) for r in rows if (r["K"], r["partition"]) == c
                         and r["scheme"] == s), None) for c in cases]
@@ -199,15 +231,20 @@ def plot_table2(rows: Sequence[Row], path: Path) -> None:
             if s == "closed-form":
                 panel.lines.append(Line("paper, closed-form", xs, pys, paper=True))
         panels.append(panel)
-    draw(panels, path, "Paper 004 Table II (digits, CPU devices)", ncols=2)
+    data = next((r.get("dataset") for r in rows if r.get("dataset")), "digits")
+    draw(panels, path, f"Paper 004 Table II ({data}, CPU devices)", ncols=2)
 
 
 # ---- paper 004, Figs. 4-5 -------------------------------------------------------------------
+GPU = ("closed-form", "online", "full-batch", "random-batch")
+
+
 def judge_gpu(rows: Sequence[Row]) -> list[Claim]:
     """Figs. 4-5: the proposed batches converge fastest and most accurately, judged with the
     gradient compressed as the paper's footnote 1 assumes (on Table I as written the full
     batch is the optimum itself, so the two tie; those rows stay in the table)."""
-    judged = [r for r in rows if r.get("preset", "ren2021-compressed") == "ren2021-compressed"]
+    judged = [r for r in _table(rows)
+              if r.get("preset", "ren2021-compressed") == "ren2021-compressed"]
     claims = []
     target = next((r.get("target") for r in judged if r.get("target") is not None), 0.9)
     for part in sorted({r["partition"] for r in judged}):
@@ -235,24 +272,25 @@ def judge_gpu(rows: Sequence[Row]) -> list[Claim]:
 
 
 def plot_gpu(rows: Sequence[Row], path: Path) -> None:
+    panels = _time_panels(rows, ("preset", "partition"), GPU,
+                          lambda r: f"{r['preset']}, {r['partition']}: accuracy over time")
+    rows = _table(rows)
     parts = sorted({r["partition"] for r in rows})
     presets = sorted({r.get("preset", "ren2021") for r in rows})
     xs = list(range(len(parts)))
     target = next((r.get("target") for r in rows if r.get("target") is not None), 0.9)
-    panels = []
     for preset in presets:
         mine = [r for r in rows if r.get("preset", "ren2021") == preset]
         for key, title in (("seconds_to_target", f"virtual seconds to {target:.1%}"),
                            ("accuracy_at_horizon", "accuracy at a common time")):
-            panel = Panel(f"{preset}: {title} (" + ", ".join(f"{i}={p}" for i, p
-                                                             in enumerate(parts)) + ")",
-                          "partition", key)
-            for s in ("closed-form", "online", "full-batch", "random-batch"):
+            panel = Panel(f"{preset}: {title}", "partition", key, cases=parts)
+            for s in GPU:
                 ys = [next((r[key] for r in mine if r["partition"] == p and r["scheme"] == s),
                            None) for p in parts]
                 panel.lines.append(Line(s, xs, ys))
             panels.append(panel)
-    draw(panels, path, "Paper 004 Figs. 4-5 (GPU devices)", ncols=2)
+    data = next((r.get("dataset") for r in rows if r.get("dataset")), "digits")
+    draw(panels, path, f"Paper 004 Figs. 4-5 ({data}, GPU devices)", ncols=2)
 
 
 # ---- thesis Ch. 3, Figs. 3.6-3.8 ------------------------------------------------------------
@@ -472,8 +510,9 @@ register(Entry(
            "speedup = seconds to the target of individual learning over the scheme's, the "
            "target the data set's centralised ceiling minus 3 points (the paper's 90% on "
            "CIFAR-10) (quick: K = 6 IID, softmax, 30 rounds / 5 epochs)."),
-    columns=("dataset", "ceiling", "target", "K", "partition", "scheme", "accuracy",
-             "paper_accuracy", "seconds_to_target", "reached", "speedup", "paper_speedup"),
+    columns=("part", "dataset", "ceiling", "target", "K", "partition", "scheme", "accuracy",
+             "paper_accuracy", "seconds_to_target", "reached", "speedup", "paper_speedup",
+             "cycle", "time_s", "curve_accuracy"),
     compute=_compute("paper004_table2", 3, 1), judge=judge_table2, plot=plot_table2,
     needs=NEEDS))
 
@@ -484,8 +523,9 @@ register(Entry(
            "300x, judged), GPU, seed 1; TwoNN for 600 rounds, IID and non-IID; seconds to the "
            "data set's ceiling minus 3 points and accuracy at a common virtual time (quick: "
            "IID, 20 rounds, softmax)."),
-    columns=("preset", "dataset", "ceiling", "target", "partition", "scheme", "batch",
-             "seconds_to_target", "reached", "accuracy_at_horizon", "horizon_s"),
+    columns=("part", "preset", "dataset", "ceiling", "target", "partition", "scheme",
+             "batch", "seconds_to_target", "reached", "accuracy_at_horizon", "horizon_s",
+             "cycle", "time_s", "curve_accuracy"),
     compute=_compute("paper004_gpu", 3, 1), judge=judge_gpu, plot=plot_gpu, needs=NEEDS))
 
 register(Entry(

@@ -100,6 +100,10 @@ def render_report(done: Sequence[tuple[Entry, Outcome]], ctx: Context,
             lines += ["", f"![{e.id}]({e.id}/{fig.name})"]
         for note in o.notes:
             lines += ["", f"*Note: {note}*"]
+        table = [r for r in o.rows if r.get("part") != "curve"]
         lines += ["", f"Table ({e.id}/table.csv):", ""]
-        lines += _md_table(o.columns, o.rows)
+        lines += _md_table(o.columns, table)
+        if len(table) < len(o.rows):
+            lines += ["", f"*{len(o.rows) - len(table)} learning-curve rows (part = curve, "
+                          f"drawn in the figure) are in {e.id}/table.csv.*"]
     return "\n".join(lines) + "\n"

@@ -132,6 +132,31 @@ def learning_curve(run: TrainRun, extra: dict[str, Any]) -> list[dict[str, Any]]
     return rows
 
 
+#: Points kept per scheme by :func:`time_curve` (runs of 600-1,500 rounds are thinned).
+CURVE_POINTS = 40
+
+
+def time_curve(run: TrainRun, extra: dict[str, Any],
+               points: int = CURVE_POINTS) -> list[dict[str, Any]]:
+    """Rows ``part = "curve"``: mean validation accuracy and virtual time of each scheme
+    after a cycle, over the seeds, for at most ``points`` cycles per scheme spread evenly
+    over its run (always its first and last); the figures draw accuracy against time, as the
+    papers' learning-curve figures do, whether or not a target is reached."""
+    rows = []
+    for s in run.schemes:
+        cycles = sorted({r["cycle"] for r in run.rows if r["scheme"] == s})
+        if not cycles:
+            continue
+        n = min(points, len(cycles))
+        keep = sorted({cycles[round(i * (len(cycles) - 1) / max(n - 1, 1))] for i in range(n)})
+        for c in keep:
+            mine = [r for r in run.rows if r["scheme"] == s and r["cycle"] == c]
+            rows.append({"part": "curve", **extra, "scheme": s, "cycle": c,
+                         "time_s": float(np.mean([r["time_s"] for r in mine])),
+                         "curve_accuracy": float(np.mean([r["accuracy"] for r in mine]))})
+    return rows
+
+
 def flat(prefix: str, iv: dict[str, Any]) -> dict[str, Any]:
     """An interval of the summary as three flat columns: mean, lower and upper bound."""
     return {prefix: iv["mean"], f"{prefix}_lo": iv["lo"], f"{prefix}_hi": iv["hi"]}
@@ -268,6 +293,8 @@ def paper004_table2(out_dir: str | Path | None = None, seeds: int = 3, quick: bo
         run = _feel_runs(inst, TABLE2_SCHEMES, settings, ds, 30 if quick else 1500,
                          5 if quick else 300)
         summary = _save(run, _sub(out_dir, f"paper004_K{K}_{part}"), out)
+        out.rows += time_curve(run, {"K": K, "partition": part, "dataset": ds.name,
+                                     "ceiling": ceiling})
         full = f"{seeds}/{seeds}"
         common = next((lv for lv in levels if all(
             summary["schemes"][s]["targets"][f"{lv:g}"]["reached"] == full
@@ -329,6 +356,9 @@ def _gpu_runs(inst: Any, preset: str, ds: Dataset, seeds: int, quick: bool, net:
                                  dataset=dataset, partition=part, model=net, targets=(target,))
         run = train(inst, settings, data=ds)
         summary = _save(run, _sub(out_dir, f"paper004_gpu_{preset}_{part}"), out)
+        out.rows += time_curve(run, {"preset": preset, "partition": part,
+                                     "dataset": ds.name, "ceiling": ceiling,
+                                     "target": target})
         horizon = min(summary["schemes"][s]["final_time_s"]["mean"] for s in GPU_SCHEMES)
         acc_at = _accuracy_at(run, horizon)
         for s in GPU_SCHEMES:

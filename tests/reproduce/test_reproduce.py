@@ -356,3 +356,27 @@ def test_count_axes_get_whole_number_ticks_and_readable_labels() -> None:
     assert ax_counts.get_ylabel() == "time of a global cycle [s]"
     assert not all(float(t).is_integer() for t in ax_rates.get_xticks())
     plt.close(fig)
+
+
+def test_a_scheme_keeps_its_colour_when_another_has_no_value_and_log_axes_skip_zero() -> None:
+    import matplotlib.pyplot as plt
+
+    from mel_opt.reproduce.figures import Line, Panel, figure
+
+    # "online" never reaches the target: "full-batch" must keep the third colour, not take
+    # the second (the paper line between them takes none)
+    secs = Panel("seconds to target", "partition", "seconds_to_target", [
+        Line("closed-form", [0, 1], [50.0, 55.0]), Line("paper", [0, 1], [1.0, 1.0], paper=True),
+        Line("online", [0, 1], [None, None]), Line("full-batch", [0, 1], [52.0, 54.0])],
+        cases=["iid", "non-iid"])
+    curve = Panel("accuracy over time", "virtual time [s]", "accuracy",
+                  [Line("ours", [0.0, 10.0, 100.0], [0.1, 0.5, 0.9])], xlog=True)
+    fig = figure([secs, curve])
+    ax_secs, ax_curve = fig.axes[:2]
+    colours = {ln.get_label(): ln.get_color() for ln in ax_secs.get_lines()}
+    assert colours["closed-form"] == "C0" and colours["full-batch"] == "C2"
+    assert "online" not in colours
+    assert [t.get_text() for t in ax_secs.get_xticklabels()] == ["iid", "non-iid"]
+    assert ax_curve.get_xscale() == "log"
+    assert list(ax_curve.get_lines()[0].get_xdata()) == [10.0, 100.0]  # t = 0 left out
+    plt.close(fig)
