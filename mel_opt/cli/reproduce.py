@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mel_opt import activity
 from mel_opt.cli.app import cli, err, guarded, out
 from mel_opt.reproduce.catalogue import (
     REPRODUCED,
@@ -105,11 +106,20 @@ def reproduce_cmd(ids: tuple[str, ...], out_dir: str, list_only: bool, quick: bo
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=err) as progress:
             task = progress.add_task("reproducing", total=len(runnable))
+            current = [""]
+
+            def on_start(entry: Entry) -> None:
+                current[0] = entry.id
+                progress.update(task, description=f"{entry.id}")
+
+            def on_step(what: str) -> None:  # inside an entry: its point, seed, cycle
+                progress.update(task, description=f"{current[0]}: {escape(what)}")
 
             def on_done(entry: Entry, outcome: Outcome) -> None:
                 progress.update(task, advance=1, description=f"done {entry.id}")
 
-            done = run_entries(runnable, Path(out_dir), ctx, on_done=on_done,
-                               skipped=[(e, m) for e, m in skipped])
+            with activity.reporting(on_step):
+                done = run_entries(runnable, Path(out_dir), ctx, on_done=on_done,
+                                   skipped=[(e, m) for e, m in skipped], on_start=on_start)
         out.print(_summary(done, skipped, sum(o.seconds for _, o in done)))
         out.print(f"report: {Path(out_dir) / 'report.md'}", markup=False)

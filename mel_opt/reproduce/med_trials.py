@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mel_opt import activity
 from mel_opt.problems.med.generate import generate
 from mel_opt.problems.med.instance import parse
 from mel_opt.problems.med.simulate import METRICS, SCHEMES, simulate
@@ -48,6 +49,7 @@ def fresh_trials(learners: int, tasks: int, experiment: str, trials: int, cycles
         :data:`~mel_opt.problems.med.simulate.SCHEMES` and metric of ``METRICS`` (times in s,
         ratios in [0, 1]; NaN where a metric is undefined for a trial).
     """
+    activity.report(f"{learners} learners x {tasks} tasks, {trials} trials")
     params = {"experiment": experiment}
     if time_cv is not None:
         params["time_cv"] = str(time_cv)

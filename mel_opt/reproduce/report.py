@@ -44,13 +44,17 @@ def write_entry(entry: Entry, outcome: Outcome, out_dir: Path) -> Path:
 
 def run_entries(entries: Sequence[Entry], out_dir: str | Path, ctx: Context,
                 on_done: Callable[[Entry, Outcome], None] | None = None,
-                skipped: Sequence[tuple[Entry, list[str]]] = ()
+                skipped: Sequence[tuple[Entry, list[str]]] = (),
+                on_start: Callable[[Entry], None] | None = None
                 ) -> list[tuple[Entry, Outcome]]:
     """Run each entry, write its files and finally ``report.md`` (which also lists the
-    ``skipped`` entries with the extras they need); returns the outcomes."""
+    ``skipped`` entries with the extras they need); returns the outcomes. ``on_start`` and
+    ``on_done`` are called around each entry (progress)."""
     out = Path(out_dir)
     done: list[tuple[Entry, Outcome]] = []
     for entry in entries:
+        if on_start is not None:
+            on_start(entry)
         outcome = entry.run(ctx)
         write_entry(entry, outcome, out)
         done.append((entry, outcome))

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mel_opt import activity
 from mel_opt.api import parse_instance, solve
 from mel_opt.errors import InstanceError
 from mel_opt.problems.mel_async.generate import generate
@@ -54,6 +55,7 @@ def staleness_vs_k(learners: Sequence[int], cycle_time_s: float,
     out: dict[tuple[int, str], StalenessPoint] = {}
     for K in learners:
         for s in range(seeds):
+            activity.report(f"K = {K}, T = {cycle_time_s:g} s, seed {s + 1}/{seeds}")
             doc = generate("mohammad2020", learners=K, seed=s,
                            params={**dict(params or {}), "cycle_time_s": str(cycle_time_s)})
             try:

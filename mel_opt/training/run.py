@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt import api
+from mel_opt import activity, api
 from mel_opt.errors import UsageError
 from mel_opt.problems import get_problem
 from mel_opt.problems.base import Instance
@@ -233,4 +233,7 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
                 if rec.cycle and progress is not None:
                     done += 1
                     progress(done, total)
+                if rec.cycle and activity.listening():
+                    activity.report(f"{inst.name}: {scheme}, seed {seed + 1}/{settings.seeds},"
+                                    f" cycle {rec.cycle}/{settings.cycles}")
     return run
