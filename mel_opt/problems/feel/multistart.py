@@ -23,7 +23,7 @@ from mel_opt.problems.feel.rounding import IntegerSplit, best_split, solution_di
 from mel_opt.problems.options import Option
 from mel_opt.result import SolverInfo
 from mel_opt.solvers.base import SolverResult
-from mel_opt.status import TerminationCondition
+from mel_opt.status import SolutionStatus, TerminationCondition
 
 MULTISTART_OPTIONS = (
     Option("starts", int, None, "IPOPT runs from different starting points; the best is kept",
@@ -142,6 +142,8 @@ def ipopt_multistart(inst: FeelInstance, opts: SolveOptions) -> MethodOutput:
     }
     msg = (f"best of {len(runs)} IPOPT start(s) ({'P4+P5' if fixed else 'P1'}), rounded to whole "
            "batches and repaired")
-    # the pair of the IPOPT run whose point was rounded (a limit's feasible point stays feasible)
-    return MethodOutput(res_best.termination, res_best.solution_status,
+    # IPOPT's termination for the run whose point was rounded, but no optimality claim: the
+    # whole batches are a rounding of a local optimum of the relaxation, feasible (verified),
+    # not proven optimal (as mel-async's rounded IPOPT answers say)
+    return MethodOutput(res_best.termination, SolutionStatus.FEASIBLE,
                         solution_dict(chosen.batch, final.slots, down.slots), solver, extras, msg)

@@ -159,7 +159,9 @@ def test_p1_closed_form_at_least_ipopt_multistart(K, seed, proc, bits, model) ->
 def test_ipopt_method_answers_pass_verification_with_tight_slot_budgets() -> None:
     inst = instance(12, 31, B=500)
     res = solve(inst, "ipopt")
-    assert res.ok and res.status.value == "locally_optimal"
+    # rounded whole batches: feasible, no optimality claim; IPOPT's own stop is kept
+    assert res.ok and res.status.value == "feasible"
+    assert res.termination.value == "locally_optimal"
     assert res.solution["global_batch"] == 500
     assert all(isinstance(b, int) for b in res.solution["batch"])
     assert sum(res.solution["uplink_slots"]) <= inst.frame_up * (1 + 1e-9)
