@@ -75,8 +75,16 @@ class DabCycle(LearningCycle):
                        dataset_size: int) -> dict[str, Any]:
         """What the orchestrator sends learner k: the deadline, the passes, the model and shard
         sizes, the samples per shard and the link bandwidth b_k of the file (transfers between
-        processes on one machine are emulated from it). Nothing about its speed."""
-        shards = np.zeros(inst.K, dtype=np.int64)  # per shard from total_shards alone
+        processes on one machine are emulated from it). Nothing about its speed.
+
+        Samples per shard: the data set over ``total_shards``; without it, over the shards
+        Eq. (3.5) places with the file's own rates (what the emulator's ``dab`` allocation
+        holds), since the learners' own choices are not known before they decide."""
+        shards = np.zeros(inst.K, dtype=np.int64)
+        if inst.total_shards is None:
+            shards = np.asarray(shard_bound(float(inst.deadline), int(inst.iterations),
+                                            float(inst.model_bytes), float(inst.shard_bytes),
+                                            inst.train_rate, inst.bandwidth), dtype=np.int64)
         return {"deadline_s": float(inst.deadline), "iterations": int(inst.iterations),
                 "model_bytes": float(inst.model_bytes), "shard_bytes": float(inst.shard_bytes),
                 "bandwidth_Bps": float(inst.bandwidth[learner]),
