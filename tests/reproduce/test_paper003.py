@@ -78,3 +78,13 @@ def test_deviation_and_learning_claims_can_fail() -> None:
     assert [c.ok for c in flat][0] is False
     still = paper003.judge(_rows(GOOD_TAU, GOOD_DELTA, gain=0.1))
     assert [c.ok for c in still][-1] is False
+
+
+def test_the_entry_trains_the_demonstrations_even_odd_task(digits) -> None:  # type: ignore[no-untyped-def]
+    task = paper003.even_odd(digits)
+    assert task.classes == 2 and set(task.y_train.tolist()) == {0, 1}
+    assert np.array_equal(task.y_train, digits.y_train % 2)  # 0: even digit, 1: odd
+    assert task.x_train is digits.x_train  # the same images
+    # the data cases place digits: case 2 gives a node two digits, hence one or two parities
+    pools = paper003.case_pools("case 2", digits.y_train, 10, 0)
+    assert all(len(set(digits.y_train[p].tolist())) <= 2 for p in pools)
