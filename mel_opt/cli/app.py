@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import itertools
+import math
 import os
 import pkgutil
 import sys
@@ -109,6 +110,57 @@ def cli(debug: bool) -> None:
     """
     State.debug = debug
 
+
+# The numeric option types of every command: ranges checked where click parses the value.
+# click's FloatRange lets NaN through every bound (``nan < 0`` is false) and infinity through a
+# one-sided range, so ``--time-limit nan`` would reach a solver. Every numeric option uses
+# :func:`number` (finite, then its range) or an integer range; both are click range types, so
+# the generated CLI reference shows their bounds and a bad value is click's usage error naming
+# the option (exit code 2). tests/cli/test_numeric_options.py walks every option of every command.
+
+#: Upper bound of ``--jobs``: more worker processes than this is a typo, not a machine.
+MAX_JOBS = 4096
+#: Seeds are non-negative integers (what numpy's generators accept), at most 2**63 - 1.
+MAX_SEED = 2**63 - 1
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A :class:`click.FloatRange` that refuses NaN and infinities, whatever its bounds."""
+
+    name = "float range"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        rv = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(rv, param, ctx)
+
+
+def number(min: float | None = None, max: float | None = None, *, min_open: bool = False,
+           max_open: bool = False) -> FiniteFloatRange:
+    """A finite float option within ``[min, max]`` (open ends with ``min_open``/``max_open``)."""
+    return FiniteFloatRange(min=min, max=max, min_open=min_open, max_open=max_open)
+
+
+def positive() -> FiniteFloatRange:
+    """A finite float option greater than 0 (times, rates, sizes)."""
+    return number(min=0, min_open=True)
+
+
+def count(min: int = 1, max: int | None = None) -> click.IntRange:
+    """An integer option within ``[min, max]``."""
+    return click.IntRange(min=min, max=max)
+
+
+def seed_int() -> click.IntRange:
+    """A seed: an integer in ``[0, 2**63 - 1]``."""
+    return click.IntRange(min=0, max=MAX_SEED)
+
+
+def job_count() -> click.IntRange:
+    """A number of parallel workers: 1 to :data:`MAX_JOBS`."""
+    return click.IntRange(min=1, max=MAX_JOBS)
 
 def fail(message: str, code: int = 2) -> None:
     err.print(f"error: {message}", markup=False)

@@ -7,7 +7,7 @@ import json
 import click
 
 from mel_opt.api import parse_instance
-from mel_opt.cli.app import cli, err, guarded
+from mel_opt.cli.app import cli, err, guarded, seed_int
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
 from mel_opt.problems import get_problem
@@ -21,7 +21,7 @@ from mel_opt.problems import get_problem
 @click.option("--learners", "--devices", "learners", type=click.IntRange(min=1), default=None,
               help="Number of learners / devices.")
 @click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (med).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
               help="Seed of everything the preset draws.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Preset parameter override (repeatable), e.g. cycle_time_s=7.5.")
