@@ -19,12 +19,15 @@ melopt starts itself (no ``address``) gets the loopback interface as its node ad
 from __future__ import annotations
 
 import contextlib
+import errno
+import gc
 import hashlib
 import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import traceback
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,9 +219,25 @@ def run_job(job: Job) -> dict[str, Any]:
                   "error": f"internal error: {type(exc).__name__}: {exc}"}
     source["wall_time_s"] = time.perf_counter() - start
     record["source"] = source
-    atomic_write(job.result_file, json.dumps(record, indent=1, allow_nan=False) + "\n",
-                 durable=False)
+    try:
+        atomic_write(job.result_file, json.dumps(record, indent=1, allow_nan=False) + "\n",
+                     durable=False)
+    except OSError as exc:  # back to the parent as a row: a worker's exception is a traceback
+        row = row_from_record(record, "")
+        row.update(status="error", error=f"result not written: {_os_error_text(exc)}",
+                   write_errno=exc.errno)
+        return row
     return row_from_record(record, str(job.result_file))
+
+
+def _os_error_text(exc: OSError) -> str:
+    return f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc.strerror or exc)
+
+
+#: errno values of a failed write that stop a batch: the output storage takes no more files
+#: (full disk, quota, file size limit, read-only, I/O error); every later result would fail too
+STORAGE_ERRNOS = frozenset(getattr(errno, name) for name in
+                           ("ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EIO") if hasattr(errno, name))
 
 
 def completed(job: Job) -> dict[str, Any] | None:
@@ -328,7 +347,7 @@ def _pool(executor: str, jobs: int, address: str | None) -> Any:
 
 
 def _execute(todo: list[Job], executor: str, jobs: int,
-             address: str | None) -> Iterator[dict[str, Any]]:
+             address: str | None) -> Generator[dict[str, Any], None, None]:
     if not todo:
         return
     if executor == "local" and jobs == 1:
@@ -340,11 +359,18 @@ def _execute(todo: list[Job], executor: str, jobs: int,
     chunk = max(1, min(16, len(todo) // (jobs * 8) or 1))
     try:
         yield from pool.imap_unordered(run_job, todo, chunksize=chunk)
-    except BaseException:
+    except BaseException as exc:
         # Ctrl-C (or an error): stop the workers now; close() + join() would first run every
         # queued job. Results already written stay: each one is a complete file.
         pool.terminate()
         pool.join()
+        # The exception's traceback keeps its frames (this one, the pool iterator's) and so
+        # the pool alive: its semaphores would then be freed by the interpreter's teardown
+        # only, which the CLI's fast exit skips, and multiprocessing's resource tracker would
+        # report them as leaked. Drop the pool now (it holds reference cycles: gc frees it).
+        traceback.clear_frames(exc.__traceback__)
+        del pool
+        gc.collect()
         raise
     pool.close()
     pool.join()
@@ -353,6 +379,19 @@ def _execute(todo: list[Job], executor: str, jobs: int,
 def write_summary(rows: Iterable[dict[str, Any]], path: Path) -> None:
     ordered = sorted(rows, key=lambda r: (r["file"], r["method"]))
     atomic_write(path, csv_text(SUMMARY_FIELDS, ordered))
+
+
+class BatchStopped(MelOptError):
+    """The output storage took no more results (full disk, quota, read-only): the batch
+    stopped its workers; ``report`` covers the result files written before (``summary.csv``
+    too when it could be written), and ``--resume`` continues once there is room."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, report: BatchReport, total: int) -> None:
+        super().__init__(message)
+        self.report = report
+        self.total = total
 
 
 class BatchInterrupted(KeyboardInterrupt):
@@ -385,6 +424,18 @@ def _written_since(jobs: Iterable[Job], since: float) -> list[dict[str, Any]]:
         if isinstance(record, dict) and (record.get("source") or {}).get("path") == job.path:
             rows.append(row_from_record(record, str(path)))
     return rows
+
+
+def _late_rows(todo: Sequence[Job], returned: set[str], since: float,
+               on_result: Callable[[dict[str, Any]], None] | None) -> list[dict[str, Any]]:
+    """After the workers stopped: the results they wrote whose rows never reached the parent
+    (a pool returns rows in chunks), each announced through ``on_result`` like the others,
+    so a progress bar counts every result kept."""
+    late = _written_since((j for j in todo if str(j.result_file) not in returned), since)
+    if on_result is not None:
+        for row in late:
+            on_result(row)
+    return late
 
 
 def _remove_stale_temps(results: Path) -> None:
@@ -461,17 +512,38 @@ def run_batch(
             on_plan(len(all_jobs), skipped)
         summary = Path(out_dir) / "summary.csv"
         returned: set[str] = set()
+        stopped: str | None = None
+        results = _execute(todo, executor, jobs, address)
         try:
-            for row in _execute(todo, executor, jobs, address):
+            for row in results:
+                if row.get("write_errno") in STORAGE_ERRNOS:
+                    stopped = row["error"].removeprefix("result not written: ")
+                    break
                 rows.append(row)
                 returned.add(row["result_file"])
                 if on_result is not None:
                     on_result(row)
+            results.close()  # after a stop: ends the workers before the summary is counted
         except KeyboardInterrupt:
-            rows += _written_since((j for j in todo if str(j.result_file) not in returned),
-                                   started)
+            results.close()
+            rows += _late_rows(todo, returned, started, on_result)
             write_summary(rows, summary)
             report = BatchReport(rows, skipped, time.perf_counter() - start, summary)
             raise BatchInterrupted(report, len(all_jobs)) from None
-        write_summary(rows, summary)
-        return BatchReport(rows, skipped, time.perf_counter() - start, summary)
+        if stopped is not None:
+            rows += _late_rows(todo, returned, started, on_result)
+        try:
+            write_summary(rows, summary)
+        except OSError as exc:
+            if exc.errno not in STORAGE_ERRNOS:
+                raise
+            note = f"; {summary} not updated ({exc.strerror})"
+            stopped = stopped or _os_error_text(exc)
+        else:
+            note = f"; {summary} lists them"
+        report = BatchReport(rows, skipped, time.perf_counter() - start, summary)
+        if stopped is not None:
+            raise BatchStopped(f"{stopped}: the batch stopped with {len(rows)} of "
+                               f"{len(all_jobs)} results kept{note}; make room and rerun with "
+                               "--resume to finish", report, len(all_jobs))
+        return report

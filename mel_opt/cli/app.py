@@ -186,7 +186,7 @@ def guarded() -> Iterator[None]:
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except OSError as exc:
-        if State.debug or exc.filename is None:
+        if State.debug:
             raise
         fail(io_error_text(exc), 2)
     except Exception as exc:  # a bug: still one line, but say how to get the details
@@ -203,6 +203,8 @@ def io_error_text(exc: OSError) -> str:
     from mel_opt.io.atomic import target_of_temp
 
     name = exc.filename2 if exc.filename2 is not None else exc.filename
+    if name is None:  # a failed write or flush of a stream that names no file
+        return f"{exc.strerror or exc} (errno {exc.errno}; rerun with --debug to see where)"
     path = target_of_temp(name) or name
     if isinstance(exc, FileExistsError):  # creating a folder where a file is
         return f"{path}: is a file, not a folder"
