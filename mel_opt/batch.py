@@ -198,8 +198,8 @@ def run_job(job: Job) -> dict[str, Any]:
     start = time.perf_counter()
     source: dict[str, Any] = {"path": job.path}
     try:
+        inst = load_instance(job.path)  # first: refuses a file past the input limit unread
         source["sha256"] = _sha256(job.path)
-        inst = load_instance(job.path)
         res = solve(inst, job.method, time_limit=job.time_limit, seed=job.seed)
         record = res.to_dict()
         if not res.ok:

@@ -12,6 +12,7 @@ from mel_opt.api import load_instance
 from mel_opt.cli.app import cli, err, guarded, out, positive, refuse_overwrite, seed_int
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
+from mel_opt.limits import check_simulation
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.simulate import METRICS, SCHEMES, SimulationResult, simulate
 
@@ -108,6 +109,7 @@ def simulate_cmd(path: str, schemes: str, cycles: int, trials: int, seed: int, m
         if not isinstance(inst, MedInstance):
             raise UsageError(f"{path}: simulate works on med instances, this is {inst.problem}")
         names = [s.strip() for s in schemes.split(",") if s.strip()]
+        check_simulation(trials, cycles, inst.n_learners, inst.n_states, len(names))
         res = simulate(inst, schemes=names, cycles=cycles, trials=trials, seed=seed,
                        method=method, time_limit=time_limit, redraw=redraw)
         text = json.dumps(res.to_dict(), indent=2, allow_nan=False)
