@@ -322,7 +322,8 @@ def init_local_ray(ray: Any, jobs: int) -> None:
         services.resolve_ip_for_localhost = original
 
 
-def _pool(executor: str, jobs: int, address: str | None) -> Any:
+def _pool(executor: str, jobs: int, address: str | None) -> tuple[Any, bool]:
+    """The pool of ``executor``, and whether melopt started a local Ray for it."""
     if executor == "local":
         import multiprocessing as mp
 
@@ -330,20 +331,87 @@ def _pool(executor: str, jobs: int, address: str | None) -> Any:
         # hold solver thread pools (HiGHS) or locks; preloading keeps worker start-up cheap
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["mel_opt.api", "mel_opt.batch", *_problem_modules()])
-        return ctx.Pool(processes=jobs, initializer=_ignore_sigint)
+        return ctx.Pool(processes=jobs, initializer=_ignore_sigint), False
     if executor == "ray":
         try:
             import ray
             from ray.util.multiprocessing import Pool as RayPool
         except ImportError:
             raise UsageError(needs_extra("the ray executor", "ray")) from None
-        if not ray.is_initialized():
+        started = not ray.is_initialized()
+        if started:
             if address:
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
             else:
                 init_local_ray(ray, jobs)
-        return RayPool(processes=jobs)
+        return RayPool(processes=jobs), started and not address
     raise UsageError(f"unknown executor {executor!r}; choose local or ray")
+
+
+def _end_ray(pool: Any, started: bool, timeout: float = 10.0) -> None:
+    """After ``pool.terminate()`` of a Ray pool (Ctrl-C, a full disk): wait until its actors
+    are dead, so no result file appears after the summary is counted, then stop the Ray that
+    melopt started (a Ray the caller started, or a cluster at ``--address``, stays) and every
+    process it left, so none outlives the command.
+
+    ``terminate`` only asks Ray to kill the actors (``ray.kill`` is asynchronous), and
+    ``ray.shutdown`` leaves some of its helper processes to end by themselves, seconds later.
+    """
+    import ray
+
+    until = time.monotonic() + timeout
+    for actor, _ in list(getattr(pool, "_actor_pool", [])):
+        while time.monotonic() < until:
+            try:  # answers while the actor lives; raises once it is dead
+                ray.get(actor.ping.remote(), timeout=max(0.1, until - time.monotonic()))
+            except Exception:
+                break
+            time.sleep(0.05)
+    if started:
+        left = _ray_descendants()
+        ray.shutdown()
+        _reap(left, until)
+
+
+def _ray_descendants() -> list[int]:
+    """Process ids of the Ray processes below this one (Linux ``/proc``; elsewhere none)."""
+    parents: dict[int, int] = {}
+    ray_like: set[int] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if b"ray" in cmd:
+            ray_like.add(int(proc.name))
+    below: set[int] = {os.getpid()}
+    grew = True
+    while grew:
+        more = {pid for pid, ppid in parents.items() if ppid in below} - below
+        below |= more
+        grew = bool(more)
+    return sorted((below - {os.getpid()}) & ray_like)
+
+
+def _reap(pids: Sequence[int], until: float) -> None:
+    """Wait until ``until`` (monotonic seconds) for ``pids`` to end; kill what is left."""
+    def running(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state != "Z"
+
+    left = [p for p in pids if running(p)]
+    stop = max(until, time.monotonic() + 1.0)  # ray.shutdown may have used the whole wait
+    while left and time.monotonic() < stop:
+        time.sleep(0.05)
+        left = [p for p in left if running(p)]
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _execute(todo: list[Job], executor: str, jobs: int,
@@ -354,7 +422,7 @@ def _execute(todo: list[Job], executor: str, jobs: int,
         for job in todo:
             yield run_job(job)
         return
-    pool = _pool(executor, jobs, address)
+    pool, started_ray = _pool(executor, jobs, address)
     # chunks amortise the pool's per-task cost but stay small enough to balance the load
     chunk = max(1, min(16, len(todo) // (jobs * 8) or 1))
     try:
@@ -364,6 +432,8 @@ def _execute(todo: list[Job], executor: str, jobs: int,
         # queued job. Results already written stay: each one is a complete file.
         pool.terminate()
         pool.join()
+        if executor == "ray":
+            _end_ray(pool, started_ray)
         # The exception's traceback keeps its frames (this one, the pool iterator's) and so
         # the pool alive: its semaphores would then be freed by the interpreter's teardown
         # only, which the CLI's fast exit skips, and multiprocessing's resource tracker would
@@ -373,7 +443,7 @@ def _execute(todo: list[Job], executor: str, jobs: int,
         gc.collect()
         raise
     pool.close()
-    pool.join()
+    pool.join()  # a finished batch leaves a Ray it started running for the next one
 
 
 def write_summary(rows: Iterable[dict[str, Any]], path: Path) -> None:
