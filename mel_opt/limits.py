@@ -12,6 +12,7 @@ of swapping, the kernel's OOM killer or an internal error.
   :func:`simulation_bytes`. Raise it with ``MELOPT_MAX_SIMULATION_BYTES``.
 - :data:`MAX_EVALUATION_ROWS`: rows of ``sweep --evaluate``'s table (one per point, scheme and
   trial), held in memory until the table is written.
+- :data:`MAX_GENERATED_ITEMS`: learners or tasks of one ``melopt generate``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ MAX_INPUT_BYTES = 256 * 2**20
 MAX_SIMULATION_BYTES = 2 * 2**30
 #: Most rows one ``sweep --evaluate`` table may have.
 MAX_EVALUATION_ROWS = 1_000_000
+#: Most learners (or tasks) ``melopt generate`` writes: about 150 MB of JSON, so the file it
+#: writes stays below :data:`MAX_INPUT_BYTES` and can be read back.
+MAX_GENERATED_ITEMS = 1_000_000
 
 
 def _limit(name: str, default: int) -> int:

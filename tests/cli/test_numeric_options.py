@@ -67,6 +67,7 @@ def test_bad_numeric_values_are_usage_errors(tmp_path: Path, command: str,
     ["benchmark", "--predict", "nan"],
     ["live", "x.json", "-o", "OUT", "--lr", "nan"],
     ["solve", "x.json", "--seed", "-1"],
+    ["generate", "mel-async", "--learners", "99999999999", "-o", "OUT"],  # was a MemoryError
 ])
 def test_the_reported_cases(tmp_path: Path, args: list[str]) -> None:
     (tmp_path / "DIR").mkdir()
