@@ -9,9 +9,9 @@ Cases
 - paths: a missing input, a folder for a file and a file for a folder, outputs under /proc;
 - full disk: every command that writes (``solve -o``, ``generate``, ``export`` in each
   format, ``sweep``, ``simulate -o``, ``tau-scan --plot``, ``examples``, ``batch`` with one
-  and two jobs) writing into a full file system: a 2 MB tmpfs filled to the last byte when
-  this process may mount one (root), else a file size limit of 512 bytes (``RLIMIT_FSIZE``) on
-  the command's process, run as subprocesses;
+  and two jobs, ``schema -o``, ``reproduce``, ``train``) writing into a full file system: a
+  2 MB tmpfs filled to the last byte when this process may mount one (root), else a file size
+  limit of 512 bytes (``RLIMIT_FSIZE``) on the command's process, run as subprocesses;
 - big files: a sparse file one byte past the input limit, ``/dev/zero``, and a JSON document
   nested 100,000 levels deep, given to every command that reads an instance.
 
@@ -203,6 +203,10 @@ def disk_cases(mount: bool = True) -> Iterator[Outcome]:
             ("sw", ["sweep", "mel-async", "--learners", "3:4", "--seeds", "1", "-o", "{out}"]),
             ("b1", ["batch", str(INST / "dab"), "-o", "{out}"]),
             ("b2", ["batch", str(INST / "dab"), "-j", "2", "-o", "{out}"]),
+            ("schema.json", ["schema", "dab", "-o", "{out}"]),
+            ("rep", ["reproduce", "003-fig3", "-o", "{out}"]),
+            ("tr", ["train", str(INST / "dab" / "worked_example.json"), "--schemes", "dab",
+                    "--cycles", "1", "--seeds", "1", "-o", "{out}"]),
         ]
         for name, args in writers:
             target = d / name
