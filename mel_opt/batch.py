@@ -560,6 +560,10 @@ def run_batch(
     BatchInterrupted
         On Ctrl-C, after stopping the workers and writing ``summary.csv`` for every result
         file finished so far; ``--resume`` continues from there.
+    BatchStopped
+        When a result (or the summary) cannot be written for lack of room (full disk, quota,
+        read-only file system): the workers are stopped the same way, the results written so
+        far stay and ``summary.csv`` lists them if it fits; ``--resume`` continues.
     """
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
