@@ -212,11 +212,12 @@ def run_job(job: Job) -> dict[str, Any]:
                   "solution": {}, "metrics": {}, "verification": None, "solve_time_s": 0.0,
                   "solver": {"name": "", "version": ""}, "error": str(exc)}
     except Exception as exc:  # a bug in a method: record it, keep the batch going
+        text = ("out of memory" if isinstance(exc, MemoryError)
+                else f"internal error: {type(exc).__name__}: {exc}")
         record = {"instance": Path(job.path).stem, "problem": _problem_hint(Path(job.path)) or "",
                   "method": job.method or "", "status": "error", "objective": None,
                   "solution": {}, "metrics": {}, "verification": None, "solve_time_s": 0.0,
-                  "solver": {"name": "", "version": ""},
-                  "error": f"internal error: {type(exc).__name__}: {exc}"}
+                  "solver": {"name": "", "version": ""}, "error": text}
     source["wall_time_s"] = time.perf_counter() - start
     record["source"] = source
     try:

@@ -189,6 +189,11 @@ def guarded() -> Iterator[None]:
         if State.debug:
             raise
         fail(io_error_text(exc), 2)
+    except MemoryError:  # sizes are checked before the work (mel_opt.limits); this is the rest
+        if State.debug:
+            raise
+        fail("out of memory: the instance and options need more memory than this process "
+             "could get; try a smaller instance or fewer trials", 1)
     except Exception as exc:  # a bug: still one line, but say how to get the details
         if State.debug:
             raise

@@ -94,3 +94,22 @@ def test_the_simulation_limit_is_configurable(tmp_path: Path,
     res = CliRunner().invoke(cli, ["sweep", "med", "--learners", "4:6", "--evaluate",
                                    "--trials", "400000", "-o", str(tmp_path / "sw2")])
     assert res.exit_code == 2 and "rows, more than the 1,000,000" in res.output, res.output
+
+
+def test_running_out_of_memory_anyway_is_one_line_not_an_internal_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mel_opt.api
+    import mel_opt.cli.simulate
+
+    def exhausted(*a: object, **kw: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(mel_opt.cli.simulate, "simulate", exhausted)
+    res = CliRunner().invoke(cli, ["simulate", MED])
+    assert res.exit_code == 1, res.output
+    assert res.output.startswith("error: out of memory") and "internal error" not in res.output
+    monkeypatch.setattr(mel_opt.api, "solve", exhausted)
+    res = CliRunner().invoke(cli, ["batch", str(ROOT / "instances" / "dab"), "-o",
+                                   str(tmp_path / "o")])
+    assert res.exit_code == 1 and "out of memory" in res.output, res.output
+    assert "internal error" not in res.output
