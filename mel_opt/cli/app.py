@@ -97,6 +97,40 @@ class LazyGroup(click.Group):
         self._load_all()
         return super().list_commands(ctx)
 
+    # click's usage errors (a bad option value, a missing argument, an unknown option or
+    # command) become the one line every other error is; ``melopt`` alone still shows the help
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise OneLineUsageError.of(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise OneLineUsageError.of(exc) from None
+
+
+class OneLineUsageError(click.ClickException):
+    """A click usage error shown as one line, ``error: MESSAGE (melopt CMD --help)``, exit
+    code 2 (click itself prints the usage, a hint and the message on four lines)."""
+
+    exit_code = 2
+
+    @classmethod
+    def of(cls, exc: click.UsageError) -> OneLineUsageError:
+        hint = f" ({exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+        return cls(exc.format_message() + hint)
+
+    def show(self, file: Any = None) -> None:
+        err.print(f"error: {self.format_message()}", markup=False)
+
 
 @click.group(cls=LazyGroup, package="mel_opt.cli",
              context_settings={"help_option_names": ["-h", "--help"]})

@@ -58,6 +58,7 @@ def test_bad_numeric_values_are_usage_errors(tmp_path: Path, command: str,
         assert res.exit_code == 2, (value, res.output)
         assert "Invalid value for" in res.output and option.opts[0] in res.output, res.output
         assert "Traceback" not in res.output and "internal error" not in res.output
+        assert res.output.startswith("error: ") and len(res.output.splitlines()) == 1
 
 
 @pytest.mark.parametrize("args", [
