@@ -16,7 +16,8 @@ Cases
   nested 100,000 levels deep, given to every command that reads an instance.
 
 Checks, per case: the exit code is a documented one (0, 1, 2, 130) and the expected one where
-it is known (2 for every case above); no ``Traceback`` and no ``internal error`` on the output;
+it is known (2 for every case above); no ``Traceback`` and no ``internal error`` on the output,
+and exactly one ``error:`` line with exit code 2;
 with ``--json``, standard output is empty (an error) or parses as JSON; an existing output file
 is unchanged after a failed write; every input file is byte-identical afterwards.
 
@@ -76,6 +77,9 @@ class Outcome:
             self.problems.append("traceback")
         if "internal error" in self.output:
             self.problems.append("internal error")
+        if self.code == 2 and sum(1 for line in self.output.splitlines()
+                                  if line.startswith("error: ")) != 1:
+            self.problems.append("not exactly one error line")
         if "--json" in self.args and self.stdout.strip():
             try:
                 json.loads(self.stdout)
