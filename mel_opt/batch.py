@@ -19,12 +19,15 @@ melopt starts itself (no ``address``) gets the loopback interface as its node ad
 from __future__ import annotations
 
 import contextlib
+import errno
+import gc
 import hashlib
 import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import traceback
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,8 +198,8 @@ def run_job(job: Job) -> dict[str, Any]:
     start = time.perf_counter()
     source: dict[str, Any] = {"path": job.path}
     try:
+        inst = load_instance(job.path)  # first: refuses a file past the input limit unread
         source["sha256"] = _sha256(job.path)
-        inst = load_instance(job.path)
         res = solve(inst, job.method, time_limit=job.time_limit, seed=job.seed)
         record = res.to_dict()
         if not res.ok:
@@ -209,16 +212,33 @@ def run_job(job: Job) -> dict[str, Any]:
                   "solution": {}, "metrics": {}, "verification": None, "solve_time_s": 0.0,
                   "solver": {"name": "", "version": ""}, "error": str(exc)}
     except Exception as exc:  # a bug in a method: record it, keep the batch going
+        text = ("out of memory" if isinstance(exc, MemoryError)
+                else f"internal error: {type(exc).__name__}: {exc}")
         record = {"instance": Path(job.path).stem, "problem": _problem_hint(Path(job.path)) or "",
                   "method": job.method or "", "status": "error", "objective": None,
                   "solution": {}, "metrics": {}, "verification": None, "solve_time_s": 0.0,
-                  "solver": {"name": "", "version": ""},
-                  "error": f"internal error: {type(exc).__name__}: {exc}"}
+                  "solver": {"name": "", "version": ""}, "error": text}
     source["wall_time_s"] = time.perf_counter() - start
     record["source"] = source
-    atomic_write(job.result_file, json.dumps(record, indent=1, allow_nan=False) + "\n",
-                 durable=False)
+    try:
+        atomic_write(job.result_file, json.dumps(record, indent=1, allow_nan=False) + "\n",
+                     durable=False)
+    except OSError as exc:  # back to the parent as a row: a worker's exception is a traceback
+        row = row_from_record(record, "")
+        row.update(status="error", error=f"result not written: {_os_error_text(exc)}",
+                   write_errno=exc.errno)
+        return row
     return row_from_record(record, str(job.result_file))
+
+
+def _os_error_text(exc: OSError) -> str:
+    return f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc.strerror or exc)
+
+
+#: errno values of a failed write that stop a batch: the output storage takes no more files
+#: (full disk, quota, file size limit, read-only, I/O error); every later result would fail too
+STORAGE_ERRNOS = frozenset(getattr(errno, name) for name in
+                           ("ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EIO") if hasattr(errno, name))
 
 
 def completed(job: Job) -> dict[str, Any] | None:
@@ -303,7 +323,8 @@ def init_local_ray(ray: Any, jobs: int) -> None:
         services.resolve_ip_for_localhost = original
 
 
-def _pool(executor: str, jobs: int, address: str | None) -> Any:
+def _pool(executor: str, jobs: int, address: str | None) -> tuple[Any, bool]:
+    """The pool of ``executor``, and whether melopt started a local Ray for it."""
     if executor == "local":
         import multiprocessing as mp
 
@@ -311,48 +332,137 @@ def _pool(executor: str, jobs: int, address: str | None) -> Any:
         # hold solver thread pools (HiGHS) or locks; preloading keeps worker start-up cheap
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["mel_opt.api", "mel_opt.batch", *_problem_modules()])
-        return ctx.Pool(processes=jobs, initializer=_ignore_sigint)
+        return ctx.Pool(processes=jobs, initializer=_ignore_sigint), False
     if executor == "ray":
         try:
             import ray
             from ray.util.multiprocessing import Pool as RayPool
         except ImportError:
             raise UsageError(needs_extra("the ray executor", "ray")) from None
-        if not ray.is_initialized():
+        started = not ray.is_initialized()
+        if started:
             if address:
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
             else:
                 init_local_ray(ray, jobs)
-        return RayPool(processes=jobs)
+        return RayPool(processes=jobs), started and not address
     raise UsageError(f"unknown executor {executor!r}; choose local or ray")
 
 
+def _end_ray(pool: Any, started: bool, timeout: float = 10.0) -> None:
+    """After ``pool.terminate()`` of a Ray pool (Ctrl-C, a full disk): wait until its actors
+    are dead, so no result file appears after the summary is counted, then stop the Ray that
+    melopt started (a Ray the caller started, or a cluster at ``--address``, stays) and every
+    process it left, so none outlives the command.
+
+    ``terminate`` only asks Ray to kill the actors (``ray.kill`` is asynchronous), and
+    ``ray.shutdown`` leaves some of its helper processes to end by themselves, seconds later.
+    """
+    import ray
+
+    until = time.monotonic() + timeout
+    for actor, _ in list(getattr(pool, "_actor_pool", [])):
+        while time.monotonic() < until:
+            try:  # answers while the actor lives; raises once it is dead
+                ray.get(actor.ping.remote(), timeout=max(0.1, until - time.monotonic()))
+            except Exception:
+                break
+            time.sleep(0.05)
+    if started:
+        left = _ray_descendants()
+        ray.shutdown()
+        _reap(left, until)
+
+
+def _ray_descendants() -> list[int]:
+    """Process ids of the Ray processes below this one (Linux ``/proc``; elsewhere none)."""
+    parents: dict[int, int] = {}
+    ray_like: set[int] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if b"ray" in cmd:
+            ray_like.add(int(proc.name))
+    below: set[int] = {os.getpid()}
+    grew = True
+    while grew:
+        more = {pid for pid, ppid in parents.items() if ppid in below} - below
+        below |= more
+        grew = bool(more)
+    return sorted((below - {os.getpid()}) & ray_like)
+
+
+def _reap(pids: Sequence[int], until: float) -> None:
+    """Wait until ``until`` (monotonic seconds) for ``pids`` to end; kill what is left."""
+    def running(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state != "Z"
+
+    left = [p for p in pids if running(p)]
+    stop = max(until, time.monotonic() + 1.0)  # ray.shutdown may have used the whole wait
+    while left and time.monotonic() < stop:
+        time.sleep(0.05)
+        left = [p for p in left if running(p)]
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _execute(todo: list[Job], executor: str, jobs: int,
-             address: str | None) -> Iterator[dict[str, Any]]:
+             address: str | None) -> Generator[dict[str, Any], None, None]:
     if not todo:
         return
     if executor == "local" and jobs == 1:
         for job in todo:
             yield run_job(job)
         return
-    pool = _pool(executor, jobs, address)
+    pool, started_ray = _pool(executor, jobs, address)
     # chunks amortise the pool's per-task cost but stay small enough to balance the load
     chunk = max(1, min(16, len(todo) // (jobs * 8) or 1))
     try:
         yield from pool.imap_unordered(run_job, todo, chunksize=chunk)
-    except BaseException:
+    except BaseException as exc:
         # Ctrl-C (or an error): stop the workers now; close() + join() would first run every
         # queued job. Results already written stay: each one is a complete file.
         pool.terminate()
         pool.join()
+        if executor == "ray":
+            _end_ray(pool, started_ray)
+        # The exception's traceback keeps its frames (this one, the pool iterator's) and so
+        # the pool alive: its semaphores would then be freed by the interpreter's teardown
+        # only, which the CLI's fast exit skips, and multiprocessing's resource tracker would
+        # report them as leaked. Drop the pool now (it holds reference cycles: gc frees it).
+        traceback.clear_frames(exc.__traceback__)
+        del pool
+        gc.collect()
         raise
     pool.close()
-    pool.join()
+    pool.join()  # a finished batch leaves a Ray it started running for the next one
 
 
 def write_summary(rows: Iterable[dict[str, Any]], path: Path) -> None:
     ordered = sorted(rows, key=lambda r: (r["file"], r["method"]))
     atomic_write(path, csv_text(SUMMARY_FIELDS, ordered))
+
+
+class BatchStopped(MelOptError):
+    """The output storage took no more results (full disk, quota, read-only): the batch
+    stopped its workers; ``report`` covers the result files written before (``summary.csv``
+    too when it could be written), and ``--resume`` continues once there is room."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, report: BatchReport, total: int) -> None:
+        super().__init__(message)
+        self.report = report
+        self.total = total
 
 
 class BatchInterrupted(KeyboardInterrupt):
@@ -385,6 +495,18 @@ def _written_since(jobs: Iterable[Job], since: float) -> list[dict[str, Any]]:
         if isinstance(record, dict) and (record.get("source") or {}).get("path") == job.path:
             rows.append(row_from_record(record, str(path)))
     return rows
+
+
+def _late_rows(todo: Sequence[Job], returned: set[str], since: float,
+               on_result: Callable[[dict[str, Any]], None] | None) -> list[dict[str, Any]]:
+    """After the workers stopped: the results they wrote whose rows never reached the parent
+    (a pool returns rows in chunks), each announced through ``on_result`` like the others,
+    so a progress bar counts every result kept."""
+    late = _written_since((j for j in todo if str(j.result_file) not in returned), since)
+    if on_result is not None:
+        for row in late:
+            on_result(row)
+    return late
 
 
 def _remove_stale_temps(results: Path) -> None:
@@ -439,6 +561,10 @@ def run_batch(
     BatchInterrupted
         On Ctrl-C, after stopping the workers and writing ``summary.csv`` for every result
         file finished so far; ``--resume`` continues from there.
+    BatchStopped
+        When a result (or the summary) cannot be written for lack of room (full disk, quota,
+        read-only file system): the workers are stopped the same way, the results written so
+        far stay and ``summary.csv`` lists them if it fits; ``--resume`` continues.
     """
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
@@ -461,17 +587,38 @@ def run_batch(
             on_plan(len(all_jobs), skipped)
         summary = Path(out_dir) / "summary.csv"
         returned: set[str] = set()
+        stopped: str | None = None
+        results = _execute(todo, executor, jobs, address)
         try:
-            for row in _execute(todo, executor, jobs, address):
+            for row in results:
+                if row.get("write_errno") in STORAGE_ERRNOS:
+                    stopped = row["error"].removeprefix("result not written: ")
+                    break
                 rows.append(row)
                 returned.add(row["result_file"])
                 if on_result is not None:
                     on_result(row)
+            results.close()  # after a stop: ends the workers before the summary is counted
         except KeyboardInterrupt:
-            rows += _written_since((j for j in todo if str(j.result_file) not in returned),
-                                   started)
+            results.close()
+            rows += _late_rows(todo, returned, started, on_result)
             write_summary(rows, summary)
             report = BatchReport(rows, skipped, time.perf_counter() - start, summary)
             raise BatchInterrupted(report, len(all_jobs)) from None
-        write_summary(rows, summary)
-        return BatchReport(rows, skipped, time.perf_counter() - start, summary)
+        if stopped is not None:
+            rows += _late_rows(todo, returned, started, on_result)
+        try:
+            write_summary(rows, summary)
+        except OSError as exc:
+            if exc.errno not in STORAGE_ERRNOS:
+                raise
+            note = f"; {summary} not updated ({exc.strerror})"
+            stopped = stopped or _os_error_text(exc)
+        else:
+            note = f"; {summary} lists them"
+        report = BatchReport(rows, skipped, time.perf_counter() - start, summary)
+        if stopped is not None:
+            raise BatchStopped(f"{stopped}: the batch stopped with {len(rows)} of "
+                               f"{len(all_jobs)} results kept{note}; make room and rerun with "
+                               "--resume to finish", report, len(all_jobs))
+        return report

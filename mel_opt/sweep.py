@@ -21,6 +21,7 @@ from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
 from mel_opt.io.csvsafe import csv_text
 from mel_opt.io.lock import LOCK_NAME, output_lock
+from mel_opt.limits import MAX_EVALUATION_ROWS, check_simulation
 from mel_opt.problems import get_problem
 
 #: Most values one option of a sweep may take (the grid is their product; a range is counted
@@ -193,7 +194,18 @@ def _evaluate_grid(spec: Any, problem: str, out: Path, preset: str | None,
                    ) -> tuple[list[dict[str, Any]], Path]:
     from mel_opt.api import load_instance
 
+    trials, cycles = int(options.get("trials") or 1), int(options.get("cycles") or 1)
+    schemes = len(options.get("schemes") or ()) or 3
     files = make_grid(problem, preset, out, learners, tasks, params, seeds)
+    if len(files) * trials * schemes > MAX_EVALUATION_ROWS:
+        raise UsageError(f"{len(files):,} points x {trials:,} trials x {schemes} schemes would "
+                         f"make {len(files) * trials * schemes:,} rows, more than the "
+                         f"{MAX_EVALUATION_ROWS:,} an evaluation table may have; use fewer "
+                         "trials or points")
+    for f in files:  # every point's simulation size checked before any is evaluated
+        inst = load_instance(f)
+        check_simulation(trials, cycles, getattr(inst, "n_learners", 1),
+                         getattr(inst, "n_states", 1), schemes)
     if on_plan is not None:
         on_plan(len(files), 0)
     rows: list[dict[str, Any]] = []

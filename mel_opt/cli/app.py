@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import itertools
+import math
 import os
 import pkgutil
 import sys
@@ -96,6 +97,40 @@ class LazyGroup(click.Group):
         self._load_all()
         return super().list_commands(ctx)
 
+    # click's usage errors (a bad option value, a missing argument, an unknown option or
+    # command) become the one line every other error is; ``melopt`` alone still shows the help
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise OneLineUsageError.of(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise OneLineUsageError.of(exc) from None
+
+
+class OneLineUsageError(click.ClickException):
+    """A click usage error shown as one line, ``error: MESSAGE (melopt CMD --help)``, exit
+    code 2 (click itself prints the usage, a hint and the message on four lines)."""
+
+    exit_code = 2
+
+    @classmethod
+    def of(cls, exc: click.UsageError) -> OneLineUsageError:
+        hint = f" ({exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+        return cls(exc.format_message() + hint)
+
+    def show(self, file: Any = None) -> None:
+        err.print(f"error: {self.format_message()}", markup=False)
+
 
 @click.group(cls=LazyGroup, package="mel_opt.cli",
              context_settings={"help_option_names": ["-h", "--help"]})
@@ -109,6 +144,57 @@ def cli(debug: bool) -> None:
     """
     State.debug = debug
 
+
+# The numeric option types of every command: ranges checked where click parses the value.
+# click's FloatRange lets NaN through every bound (``nan < 0`` is false) and infinity through a
+# one-sided range, so ``--time-limit nan`` would reach a solver. Every numeric option uses
+# :func:`number` (finite, then its range) or an integer range; both are click range types, so
+# the generated CLI reference shows their bounds and a bad value is click's usage error naming
+# the option (exit code 2). tests/cli/test_numeric_options.py walks every option of every command.
+
+#: Upper bound of ``--jobs``: more worker processes than this is a typo, not a machine.
+MAX_JOBS = 4096
+#: Seeds are non-negative integers (what numpy's generators accept), at most 2**63 - 1.
+MAX_SEED = 2**63 - 1
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A :class:`click.FloatRange` that refuses NaN and infinities, whatever its bounds."""
+
+    name = "float range"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        rv = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(rv, param, ctx)
+
+
+def number(min: float | None = None, max: float | None = None, *, min_open: bool = False,
+           max_open: bool = False) -> FiniteFloatRange:
+    """A finite float option within ``[min, max]`` (open ends with ``min_open``/``max_open``)."""
+    return FiniteFloatRange(min=min, max=max, min_open=min_open, max_open=max_open)
+
+
+def positive() -> FiniteFloatRange:
+    """A finite float option greater than 0 (times, rates, sizes)."""
+    return number(min=0, min_open=True)
+
+
+def count(min: int = 1, max: int | None = None) -> click.IntRange:
+    """An integer option within ``[min, max]``."""
+    return click.IntRange(min=min, max=max)
+
+
+def seed_int() -> click.IntRange:
+    """A seed: an integer in ``[0, 2**63 - 1]``."""
+    return click.IntRange(min=0, max=MAX_SEED)
+
+
+def job_count() -> click.IntRange:
+    """A number of parallel workers: 1 to :data:`MAX_JOBS`."""
+    return click.IntRange(min=1, max=MAX_JOBS)
 
 def fail(message: str, code: int = 2) -> None:
     err.print(f"error: {message}", markup=False)
@@ -134,9 +220,14 @@ def guarded() -> Iterator[None]:
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except OSError as exc:
-        if State.debug or exc.filename is None:
+        if State.debug:
             raise
         fail(io_error_text(exc), 2)
+    except MemoryError:  # sizes are checked before the work (mel_opt.limits); this is the rest
+        if State.debug:
+            raise
+        fail("out of memory: the instance and options need more memory than this process "
+             "could get; try a smaller instance or fewer trials", 1)
     except Exception as exc:  # a bug: still one line, but say how to get the details
         if State.debug:
             raise
@@ -151,6 +242,8 @@ def io_error_text(exc: OSError) -> str:
     from mel_opt.io.atomic import target_of_temp
 
     name = exc.filename2 if exc.filename2 is not None else exc.filename
+    if name is None:  # a failed write or flush of a stream that names no file
+        return f"{exc.strerror or exc} (errno {exc.errno}; rerun with --debug to see where)"
     path = target_of_temp(name) or name
     if isinstance(exc, FileExistsError):  # creating a folder where a file is
         return f"{path}: is a file, not a folder"

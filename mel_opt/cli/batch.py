@@ -7,7 +7,18 @@ from typing import Any
 import click
 from rich.table import Table
 
-from mel_opt.cli.app import STATUS_STYLE, cli, err, guarded, method_list, out, run_with_progress
+from mel_opt.cli.app import (
+    STATUS_STYLE,
+    cli,
+    err,
+    guarded,
+    job_count,
+    method_list,
+    out,
+    positive,
+    run_with_progress,
+    seed_int,
+)
 
 
 def _summary_table(rows: list[dict[str, Any]], title: str) -> Table:
@@ -37,16 +48,16 @@ def _summary_table(rows: list[dict[str, Any]], title: str) -> Table:
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder for result JSONs and summary.csv.")
 @click.option("--methods", default=None, help="Comma-separated methods (default: recommended).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("-j", "--jobs", type=job_count(), default=1, show_default=True,
               help="Solves in parallel (worker processes, or Ray tasks with --executor ray).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
               show_default=True, help="local: processes on this machine; ray: a Ray cluster "
               "(the ray extra; --address, or a local Ray on 127.0.0.1).")
 @click.option("--address", default=None, help="Ray cluster address (default: a local Ray).")
 @click.option("--resume", is_flag=True, help="Skip (instance, method) pairs already done.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--time-limit", type=positive(), default=None,
               help="Seconds each solve may take (default: no limit).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
               help="Seed of randomised methods and generators.")
 def batch_cmd(directory: str, out_dir: str, methods: str | None, jobs: int, executor: str,
               address: str | None, resume: bool, time_limit: float | None, seed: int) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from mel_opt.cli.app import cli, err, guarded, info_table, out
+from mel_opt.cli.app import cli, err, guarded, info_table, out, positive, seed_int
 from mel_opt.errors import UsageError
 from mel_opt.problems.dab import eta, shard_bound
 from mel_opt.subset_benchmarking import (
@@ -53,21 +53,21 @@ def _measure_bandwidth(url: str | None, bandwidth: float | None, shards: int,
               help="Passes over the shards.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
               help="Minibatch of the timed training passes.")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.1,
+@click.option("--lr", type=positive(), default=0.1,
               show_default=True, help="SGD learning rate.")
 @click.option("--flops/--no-flops", default=True, show_default=True,
               help="Also run the FLOPS baseline (100 products of two 512x512 matrices).")
 @click.option("--download", "url", default=None, metavar="URL",
               help="Time a real HTTP(S) transfer for b_k; '{i}' in the URL becomes 0..n-1.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
+@click.option("--timeout", type=positive(), default=30.0,
               show_default=True,
               help="Deadline of the whole --download (every shard's connection and bytes) [s].")
-@click.option("--shard-bytes", type=click.FloatRange(min=0, min_open=True),
+@click.option("--shard-bytes", type=positive(),
               default=float(SHARD_BYTES), show_default=True,
               help="Bytes per shard, to express the bandwidth in shards/s.")
-@click.option("--predict", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--predict", type=positive(), default=None,
               metavar="M", help="Also predict the time to train M shards (SB and FLOPS).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
               help="Seed of the benchmark's data and initial model.")
 @click.option("--threads", type=click.IntRange(min=0, max=256), default=1, show_default=True,
               help="BLAS threads while measuring (0: the library's default).")
@@ -151,26 +151,26 @@ def _benchmark_rows(result: dict[str, Any], batch_size: int, lr: float,
 # melopt dab-learner
 # ------------------------------------------------------------------------------------------
 @cli.command("dab-learner")
-@click.option("--deadline", type=click.FloatRange(min=0, min_open=True), required=True,
+@click.option("--deadline", type=positive(), required=True,
               help="Training deadline D sent by the orchestrator, seconds.")
 @click.option("--iterations", type=click.IntRange(min=1), required=True,
               help="mu: passes over the allocated shards per global cycle.")
 @click.option("--model", type=click.Choice(sorted(MODELS)), default="twonn", show_default=True,
               help="Network whose training this learner benchmarks.")
-@click.option("--model-bytes", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--model-bytes", type=positive(), default=None,
               help=f"Omega_m, bytes (default: the model's parameters, {_TWONN_BYTES} for twonn).")
-@click.option("--shard-bytes", type=click.FloatRange(min=0, min_open=True),
+@click.option("--shard-bytes", type=positive(),
               default=float(SHARD_BYTES), show_default=True, help="Omega_d, bytes per shard.")
 @click.option("--shards", type=click.IntRange(min=1, max=10_000), default=8, show_default=True,
               help="Benchmark size n.")
 @click.option("--download", "url", default=None, metavar="URL",
               help="Measure b_k by downloading from URL ('{i}' becomes 0..n-1).")
-@click.option("--bandwidth-Bps", "bandwidth", type=click.FloatRange(min=0, min_open=True),
+@click.option("--bandwidth-Bps", "bandwidth", type=positive(),
               default=None, help="Known bandwidth b_k in bytes/s instead of --download.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
+@click.option("--timeout", type=positive(), default=30.0,
               show_default=True,
               help="Deadline of the whole --download (every shard's connection and bytes) [s].")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
               help="Seed of the benchmark's data and initial model.")
 @click.option("--threads", type=click.IntRange(min=0, max=256), default=1, show_default=True,
               help="BLAS threads while measuring (0: the library's default).")

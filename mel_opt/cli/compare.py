@@ -9,7 +9,17 @@ from rich.table import Table
 
 from mel_opt import api as _api
 from mel_opt.api import load_instance
-from mel_opt.cli.app import STATUS_STYLE, cli, fmt, guarded, method_list, out, verification_text
+from mel_opt.cli.app import (
+    STATUS_STYLE,
+    cli,
+    fmt,
+    guarded,
+    method_list,
+    out,
+    positive,
+    seed_int,
+    verification_text,
+)
 from mel_opt.cli.solve import OPTION, method_options
 from mel_opt.problems import get_problem
 
@@ -22,9 +32,9 @@ _api.PYOMO_LOG_TO_STDERR = True
 @click.option("--methods", default=None, help="Comma-separated methods (default: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of "
               "a table.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--time-limit", type=positive(), default=None,
               help="Seconds each solve may take (default: no limit).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
               help="Seed of randomised methods and generators.")
 @OPTION
 def compare_cmd(path: str, methods: str | None, as_json: bool, time_limit: float | None,

@@ -7,9 +7,10 @@ import json
 import click
 
 from mel_opt.api import parse_instance
-from mel_opt.cli.app import cli, err, guarded
+from mel_opt.cli.app import cli, err, guarded, seed_int
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
+from mel_opt.limits import MAX_GENERATED_ITEMS
 from mel_opt.problems import get_problem
 
 
@@ -18,10 +19,12 @@ from mel_opt.problems import get_problem
 @click.option("--preset", default=None,
               help="Named set-up from a paper (default: the first, marked *); `melopt methods "
                    "PROBLEM` lists each problem's presets with one line each.")
-@click.option("--learners", "--devices", "learners", type=click.IntRange(min=1), default=None,
+@click.option("--learners", "--devices", "learners",
+              type=click.IntRange(min=1, max=MAX_GENERATED_ITEMS), default=None,
               help="Number of learners / devices.")
-@click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (med).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--tasks", type=click.IntRange(min=1, max=MAX_GENERATED_ITEMS), default=None,
+              help="Number of tasks (med).")
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
               help="Seed of everything the preset draws.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Preset parameter override (repeatable), e.g. cycle_time_s=7.5.")

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from mel_opt.cli.app import cli, err, guarded, out, refuse_overwrite
+from mel_opt.cli.app import cli, err, guarded, number, out, positive, refuse_overwrite, seed_int
 from mel_opt.errors import UsageError, needs_extra
 
 
@@ -55,7 +55,7 @@ def rounds_table(summary: dict[str, Any]) -> Table:
 @click.option("--root-certificates", type=click.Path(dir_okay=False, exists=True),
               default=None, help="CA certificate (PEM) of the remote SuperLink.")
 @click.option("--insecure", is_flag=True, help="Remote SuperLink without TLS (only when asked).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
               help="Model initialisation, data split and shuffles.")
 @click.option("--dataset", default="digits", show_default=True,
               help="digits, fashion-mnist, mnist, or idx:DIR (as train).")
@@ -63,14 +63,14 @@ def rounds_table(summary: dict[str, Any]) -> Table:
               help="iid, non-iid or dirichlet:ALPHA (as train).")
 @click.option("--model", default="twonn", show_default=True,
               help="softmax, twonn or mlp000 (as train).")
-@click.option("--lr", type=float, default=0.1, show_default=True, help="SGD learning rate.")
+@click.option("--lr", type=positive(), default=0.1, show_default=True, help="SGD learning rate.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
               help="Local minibatch (problems whose plan does not set its own).")
 @click.option("--max-train", type=click.IntRange(min=0), default=0,
               help="Use at most this many training samples (0: all).")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=30.0,
+@click.option("--time-limit", type=positive(), default=30.0,
               show_default=True, help="Solver time limit per round [s].")
-@click.option("--grace", type=click.FloatRange(min=0), default=None,
+@click.option("--grace", type=number(min=0), default=None,
               help="Seconds a round waits for replies beyond each learner's predicted "
                    "computation and measured messaging overhead (default: 2 in the "
                    "simulation, 5 in a deployment).")

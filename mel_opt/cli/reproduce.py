@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from mel_opt import activity
-from mel_opt.cli.app import cli, err, guarded, out
+from mel_opt.cli.app import cli, err, guarded, out, seed_int
 from mel_opt.reproduce.catalogue import (
     REPRODUCED,
     Context,
@@ -76,7 +76,7 @@ def _summary(done: list[tuple[Entry, Outcome]], skipped: list[tuple[Entry, list[
               "are then indicative).")
 @click.option("--seeds", type=click.IntRange(min=1), default=None,
               help="Seeds (or trials) per point, overriding each entry's default.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
               help="First seed.")
 @click.option("--dataset", default=None,
               help="Data set of the training entries: digits, fashion-mnist, mnist or "

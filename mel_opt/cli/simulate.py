@@ -9,9 +9,10 @@ import click
 from rich.table import Table
 
 from mel_opt.api import load_instance
-from mel_opt.cli.app import cli, err, guarded, out, refuse_overwrite
+from mel_opt.cli.app import cli, err, guarded, out, positive, refuse_overwrite, seed_int
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
+from mel_opt.limits import check_simulation
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.simulate import METRICS, SCHEMES, SimulationResult, simulate
 
@@ -77,11 +78,11 @@ def _tables(res: SimulationResult) -> list[Table]:
               help="Global update cycles per trial.")
 @click.option("--trials", type=click.IntRange(min=1), default=40, show_default=True,
               help="Independent trials (the thesis ran 40).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
               help="Seeds every state draw (the same draws for every scheme).")
 @click.option("--method", type=click.Choice(["exact", "highs"]), default="exact",
               show_default=True, help="Solver of every allocation.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--time-limit", type=positive(), default=None,
               help="Wall-clock limit per solve, seconds.")
 @click.option("--redraw", is_flag=True,
               help="Draw every learner's state distribution and price again for each trial "
@@ -108,6 +109,7 @@ def simulate_cmd(path: str, schemes: str, cycles: int, trials: int, seed: int, m
         if not isinstance(inst, MedInstance):
             raise UsageError(f"{path}: simulate works on med instances, this is {inst.problem}")
         names = [s.strip() for s in schemes.split(",") if s.strip()]
+        check_simulation(trials, cycles, inst.n_learners, inst.n_states, len(names))
         res = simulate(inst, schemes=names, cycles=cycles, trials=trials, seed=seed,
                        method=method, time_limit=time_limit, redraw=redraw)
         text = json.dumps(res.to_dict(), indent=2, allow_nan=False)

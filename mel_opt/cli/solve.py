@@ -21,8 +21,10 @@ from mel_opt.cli.app import (
     fmt,
     guarded,
     out,
+    positive,
     refuse_overwrite,
     result_panel,
+    seed_int,
     verification_text,
 )
 from mel_opt.errors import MelOptError, UsageError
@@ -77,9 +79,10 @@ def exit_code_of(res: Result) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON instead of a table.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the result JSON to this file (atomically).")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--time-limit", type=positive(), default=None,
               help="Wall-clock limit per solve, seconds.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for randomised methods.")
+@click.option("--seed", type=seed_int(), default=0, show_default=True,
+              help="Seed for randomised methods.")
 @OPTION
 def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output: str | None,
               time_limit: float | None, seed: int, options: tuple[str, ...]) -> None:

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import click
 
-from mel_opt.cli.app import cli, err, guarded, method_list, refuse_overwrite, run_with_progress
+from mel_opt.cli.app import (
+    cli,
+    err,
+    guarded,
+    job_count,
+    method_list,
+    positive,
+    refuse_overwrite,
+    run_with_progress,
+)
 from mel_opt.errors import UsageError
 from mel_opt.problems import get_problem
 
@@ -45,9 +54,9 @@ def _param_grid(params: tuple[str, ...]) -> dict[str, list[str]]:
               help="Column giving one panel per value (default: the first --param).")
 @click.option("--plot", "plot_file", default=None, type=click.Path(dir_okay=False),
               help="Plot file (.png/.svg/.pdf); default OUT/<metric>.png when --metric is given.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("-j", "--jobs", type=job_count(), default=1, show_default=True,
               help="Solves in parallel (worker processes).")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--time-limit", type=positive(), default=None,
               help="Seconds each solve may take (default: no limit).")
 @click.option("--evaluate", is_flag=True,
               help="Run the problem's Monte-Carlo evaluation (med: the simulator) instead of "

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from mel_opt.api import load_instance
-from mel_opt.cli.app import cli, err, fail, guarded, out, refuse_overwrite
+from mel_opt.cli.app import cli, count, err, fail, guarded, out, positive, refuse_overwrite
 from mel_opt.errors import UsageError
 from mel_opt.training import TrainSettings, train, write_outputs
 
@@ -63,9 +63,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
 @click.option("--schemes", required=True,
               help="Comma-separated methods of the instance's problem and training baselines "
                    "(feel: individual, model-based, gradient-based).")
-@click.option("--cycles", type=int, default=20, show_default=True,
+@click.option("--cycles", type=count(), default=20, show_default=True,
               help="Global cycles (communication rounds) per run.")
-@click.option("--seeds", type=int, default=3, show_default=True, help="Runs per scheme.")
+@click.option("--seeds", type=count(), default=3, show_default=True, help="Runs per scheme.")
 @click.option("--dataset", default="digits", show_default=True,
               help="digits, fashion-mnist, mnist, or idx:DIR (MNIST-format files).")
 @click.option("--partition", default="iid", show_default=True,
@@ -74,14 +74,14 @@ def summary_table(summary: dict[str, Any]) -> Table:
               help="softmax, twonn [F,50,20,C] or mlp000 [F,300,124,60,C].")
 @click.option("--target", "targets", default="0.9", show_default=True,
               help="Comma-separated target accuracies in (0, 1].")
-@click.option("--lr", type=float, default=0.1, show_default=True, help="SGD learning rate.")
-@click.option("--batch-size", type=int, default=32, show_default=True,
+@click.option("--lr", type=positive(), default=0.1, show_default=True, help="SGD learning rate.")
+@click.option("--batch-size", type=count(), default=32, show_default=True,
               help="Local minibatch (mel-async, dab).")
 @click.option("--reference", default=None, help="Scheme the speedups are measured against "
                                                  "(default: the first).")
-@click.option("--max-train", type=int, default=None, help="Use at most this many training "
+@click.option("--max-train", type=count(), default=None, help="Use at most this many training "
                                                           "samples.")
-@click.option("--time-limit", type=float, default=60.0, show_default=True,
+@click.option("--time-limit", type=positive(), default=60.0, show_default=True,
               help="Solver time limit per scheme [s].")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for train.csv, summary.json and train.png.")

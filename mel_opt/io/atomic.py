@@ -18,6 +18,7 @@ import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 # O_BINARY only exists (and matters) on Windows; O_EXCL never lets two writers share a name
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
@@ -98,8 +99,11 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True,
         by a killed process is never taken for a finished one (e.g. by a ``*.json`` scan).
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _reserve_temp(target, target.suffix if keep_suffix else "")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _reserve_temp(target, target.suffix if keep_suffix else "")
+    except OSError as exc:
+        _raise_naming(exc, target)
     try:
         yield tmp
         if durable:
@@ -107,10 +111,29 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True,
         os.replace(tmp, target)
         if durable:
             _fsync_folder(target.parent)  # the rename itself must reach the disk too
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        _raise_naming(exc, target)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _raise_naming(exc: OSError, target: Path) -> NoReturn:
+    """Raise ``exc`` as an error about ``target`` (the file the caller asked for).
+
+    A failed ``write`` or ``fsync`` (a full disk: ``ENOSPC``; a quota; a file size limit)
+    raises an OSError without a file name, and a writer such as matplotlib or Pyomo may name
+    the temporary file; the message must name the file the user gave. Errors that name
+    another file (a missing parent folder, a parent that is a file) keep their name.
+    """
+    name = exc.filename
+    if name is not None and target_of_temp(name) is None:
+        raise exc
+    # OSError(errno, ...) is the subclass of that errno (FileNotFoundError, PermissionError)
+    raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from exc
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | str, *,

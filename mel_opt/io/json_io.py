@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mel_opt.errors import InstanceError, Issue, UsageError
+from mel_opt.errors import InstanceError, Issue, MelOptError, UsageError
 from mel_opt.io.fields import MAX_INT_DIGITS
 from mel_opt.io.validate import HugeInt
+from mel_opt.limits import max_input_bytes
 
 
 def _nan_constant(token: str) -> float:
@@ -41,6 +42,36 @@ def parse_json_text(text: str, source: str | None = None) -> Any:
         raise InstanceError(Issue("$", "JSON nested too deeply"), source) from None
 
 
+def read_limited(path: Path) -> bytes:
+    """The bytes of ``path``, refused before reading when there are more than
+    :func:`mel_opt.limits.max_input_bytes`.
+
+    A regular file's size comes from ``fstat``; a pipe or a device (``/dev/zero``) has none,
+    so it is read up to one byte past the limit.
+
+    Raises
+    ------
+    UsageError
+        The file is larger than the limit (the message gives both numbers).
+    OSError
+        The file cannot be opened or read.
+    """
+    limit = max_input_bytes()
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise UsageError(_too_large(path, f"{size:,} bytes", limit))
+        raw = fh.read(limit + 1)
+    if len(raw) > limit:
+        raise UsageError(_too_large(path, f"more than {limit:,} bytes", limit))
+    return raw
+
+
+def _too_large(path: Path, size: str, limit: int) -> str:
+    return (f"{path}: {size}, larger than the {limit:,} bytes an input file may have "
+            "(MELOPT_MAX_INPUT_BYTES raises the limit)")
+
+
 def read_json_file(path: str | os.PathLike[str]) -> Any:
     """Read and parse a JSON file.
 
@@ -53,7 +84,7 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
     """
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = read_limited(p)
     except FileNotFoundError:
         raise UsageError(f"{p}: no such file") from None
     except IsADirectoryError:
@@ -69,9 +100,10 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
 
 def read_json_or_none(path: str | os.PathLike[str]) -> Any:
     """A JSON file's content, or None when it cannot be read or parsed for any reason (missing,
-    unreadable, not UTF-8, malformed, nested too deeply): the one tolerant reader for files a
-    command only peeks into (a batch's hint of a file's problem, its earlier results)."""
+    unreadable, larger than the input limit, not UTF-8, malformed, nested too deeply): the one
+    tolerant reader for files a command only peeks into (a batch's hint of a file's problem,
+    its earlier results)."""
     try:
-        return parse_json_text(Path(path).read_bytes().decode("utf-8-sig"))
-    except (OSError, UnicodeDecodeError, InstanceError):
+        return parse_json_text(read_limited(Path(path)).decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, MelOptError):
         return None

@@ -80,7 +80,10 @@ def output_lock(folder: str | os.PathLike[str], command: str) -> Iterator[Path]:
     fd = _locked(lock_file, path)
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
+        # who holds it, for a second run's message; the flock is the lock, so a full disk
+        # (or quota) leaves the holder unnamed rather than failing here
+        with contextlib.suppress(OSError):
+            os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         _held[key] = 1
         try:
             yield path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -93,6 +94,11 @@ def test_ctrl_c_stops_batch_keeps_results_and_resume_finishes(tmp_path):
     assert 4 <= len(kept) < RESULTS, "the interrupt must land mid-run"
     assert _summary_files(out) == kept  # summary.csv lists exactly the finished results
     assert f"interrupted: {len(kept)} of {RESULTS} results kept" in stderr
+    # the progress bar's last state counts every result kept (a pool returns rows in chunks,
+    # the files found after the stop count too), and the stopped pool leaves nothing behind
+    # for multiprocessing's resource tracker to report
+    assert re.findall(rf"(\d+)/{RESULTS}\b", stderr)[-1] == str(len(kept)), stderr
+    assert "leaked semaphore" not in stderr and "resource_tracker" not in stderr, stderr
 
     res = subprocess.run([*args, "--resume"], capture_output=True, text=True, env=ENV,
                          timeout=120)
