@@ -30,7 +30,8 @@ from mel_opt.cli.app import (
 from mel_opt.errors import MelOptError, UsageError
 from mel_opt.io.atomic import atomic_write
 from mel_opt.problems import all_problems, get_problem
-from mel_opt.result import Result, dumps
+from mel_opt.result import Result, SolverInfo, dumps
+from mel_opt.status import SolutionStatus, TerminationCondition
 
 # standard output carries the answer alone (--json): Pyomo logs on standard error
 _api.PYOMO_LOG_TO_STDERR = True
@@ -108,9 +109,16 @@ def solve_cmd(paths: tuple[str, ...], method: str | None, as_json: bool, output:
                 if as_json:
                     click.echo(data)
             if not as_json:
-                out.print(result_panel(res, get_problem(res.problem).key_metrics))
+                keys = get_problem(res.problem).key_metrics if res.problem in all_problems() \
+                    else ()
+                out.print(result_panel(res, keys))
             raise SystemExit(exit_code_of(res))
         _solve_many(files, method, as_json, output, time_limit, seed, opts)
+
+
+#: Seconds loading may run past the limit before its guard stops it: a load that ends a little
+#: late still gives a result (``time_limit``, the method not started) in the usual document.
+LOAD_GRACE_S = 1.0
 
 
 def _solve_one(path: Path, method: str | None, time_limit: float | None, seed: int,
@@ -118,13 +126,37 @@ def _solve_one(path: Path, method: str | None, time_limit: float | None, seed: i
     """Load, validate, solve and verify one file; the result's timings hold every phase.
 
     With ``until``, loading runs under its guard timer too (a huge file cannot outlast the
-    limit)."""
+    limit by more than :data:`LOAD_GRACE_S`); a load it stops gives a ``time_limit`` result
+    without a solution, like a method stopped before it started."""
     timings: dict[str, float] = {}
-    guard = deadline.hard_stop(until, 0.0) if until is not None else contextlib.nullcontext()
-    with guard:
-        inst = load_instance(path, timings=timings)
+    guard = (deadline.hard_stop(until, LOAD_GRACE_S) if until is not None
+             else contextlib.nullcontext())
+    try:
+        with guard:
+            inst = load_instance(path, timings=timings)
+    except deadline.TimeLimitReached as exc:
+        return _not_loaded(path, method, f"{exc} while loading the instance", timings)
     res = solve(inst, method, time_limit=time_limit, seed=seed, options=opts)
     return replace(res, timings={**timings, **res.timings})
+
+
+def _not_loaded(path: Path, method: str | None, why: str, timings: dict[str, float]) -> Result:
+    """The result of a solve whose instance could not be loaded within the time limit: the
+    problem as the file names it near its start (``unknown`` if not there), no solution."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(65536).decode("utf-8", "replace")
+        named = json.loads(head[head.index('"problem"'):].split(",")[0].split(":", 1)[1]
+                           .strip().rstrip("}").strip())
+        spec = get_problem(str(named))
+        problem, method = spec.name, method or spec.default_method
+    except (OSError, ValueError, IndexError, MelOptError):
+        problem = "unknown"
+    return Result(instance=path.stem, problem=problem, method=method or "default",
+                  termination=TerminationCondition.TIME_LIMIT,
+                  solution_status=SolutionStatus.NONE, objective=None, solution={},
+                  metrics={}, verification=None, solve_time_s=0.0,
+                  solver=SolverInfo("none"), message=why, timings=timings)
 
 
 def _solve_many(files: list[Path], method: str | None, as_json: bool, output: str | None,

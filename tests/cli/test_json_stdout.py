@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def _melopt(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mel_opt.cli", *args], capture_output=True,
@@ -29,3 +31,28 @@ def test_compare_json_stdout_parses(tmp_path: Path) -> None:
                   "--json", "--time-limit", "5")
     assert res.returncode == 0, res.stderr
     json.loads(res.stdout)
+
+
+def test_a_load_stopped_by_the_time_limit_still_prints_one_result_document(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from click.testing import CliRunner
+
+    from mel_opt.cli import cli
+    from mel_opt.cli import solve as solve_cli
+
+    inst = tmp_path / "slow.json"
+    inst.write_text(json.dumps({"problem": "dab", "schema_version": 1, "name": "x"}))
+
+    def slow_load(path: Path, timings: dict | None = None) -> None:
+        time.sleep(30)  # the guard timer stops this
+
+    monkeypatch.setattr(solve_cli, "load_instance", slow_load)
+    monkeypatch.setattr(solve_cli, "LOAD_GRACE_S", 0.2)
+    res = CliRunner().invoke(cli, ["solve", str(inst), "--time-limit", "0.1", "--json"])
+    doc = json.loads(res.stdout)  # one document, not an error line
+    assert res.exit_code == 1
+    assert doc["status"] == "time_limit" and doc["solution"] == {}
+    assert doc["problem"] == "dab" and doc["method"] == "dab"  # named by the file, default
+    assert "while loading the instance" in doc["message"]
