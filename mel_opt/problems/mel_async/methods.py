@@ -79,7 +79,7 @@ def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
     ok, why = W.integer_feasible(inst)
     if not ok:
         return _infeasible(_EXACT, why, **extras)
-    win = W.exact_integer(inst)
+    win = W.exact_integer(inst, checked=True)
     assert win is not None
     s_star = win.hi - win.lo
     d, tau, levels = win.d, win.tau, ["max_staleness"]
