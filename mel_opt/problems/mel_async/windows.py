@@ -354,15 +354,36 @@ class RelaxedWindow:
 def _bisect_decreasing(
     f: Callable[[float], float], target: float, lo: float, hi: float
 ) -> float:
-    """x in [lo, hi] with f(x) = target for f continuous and non-increasing (to ~1 ulp)."""
+    """x in [lo, hi] with f(x) = target for f continuous and non-increasing (to ~1 ulp).
+
+    The bracket [lo, hi] keeps f(lo) >= target > f(hi) (as bisection would) until its ends
+    are adjacent floats; each step evaluates f where the chord of 1/f between the ends meets
+    1/target (regula falsi on 1/f: exact for f = A / (x + c); f is positive here), except
+    that after two steps in a row that moved the same end it bisects (the usual safeguard:
+    the stuck end then moves too). On the sums searched here this takes 12-16 evaluations
+    instead of bisection's 50-60, each a pass over all learners.
+    """
+    f_lo, f_hi = f(lo), f(hi)
+    moved, stalls = 0, 0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         if mid in (lo, hi):
             break
-        if f(mid) >= target:
-            lo = mid
+        x = mid
+        span = 1 / f_hi - 1 / f_lo if f_lo >= target > f_hi > 0 else 0.0
+        if stalls < 2 and 0 < span < np.inf:
+            # chord of 1/f: exact for f = A / (x + c), the shape of sum_k D_k(x)
+            x = lo + (1 / target - 1 / f_lo) / span * (hi - lo)
+            if not lo < x < hi:
+                x = mid
+        fx = f(x)
+        side = 1 if fx >= target else -1
+        if side > 0:
+            lo, f_lo = x, fx
         else:
-            hi = mid
+            hi, f_hi = x, fx
+        stalls = 0 if x == mid else (stalls + 1 if side == moved else 1)
+        moved = side
     return 0.5 * (lo + hi)
 
 
