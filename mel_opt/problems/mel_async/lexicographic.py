@@ -20,6 +20,17 @@ consecutive levels that some learner can reach share m_theta, so one y-row per s
 cost weighted by the run's length, does the work of all of them. HiGHS solves it; every window
 proven optimal makes the average level proven. Its size is the number of reachable (learner,
 level) pairs plus (K + 1) per run, small in the paper's regime (s* of a few updates).
+
+With s* = 1 (two levels: the random preset at every K we tried up to 10,000) only the number
+m of learners at the lower level matters, the objective m (K - m) is concave in m, and the
+feasible m form a subset of an interval whose ends are the fewest and the most learners
+that can take the lower level; those two counts come from sorting (a greedy set that meets
+the bound proves itself) or, when both sample constraints bind, from a MILP with one binary per
+learner and two rows. That is exact at any K, in milliseconds (see :func:`_two_level_window`).
+For s* >= 2 the general MILP above stays; it grows with K (s* + 1) and its LP bound is weak,
+hence ``MAX_BINARIES``. The mohammad2020 preset has s* = 25 at K = 150 and s* in the
+hundreds or thousands from K = 1,000 on (tau grows with the per-learner time while the
+samples per learner shrink), so its second stage stays skipped there.
 """
 
 from __future__ import annotations
@@ -72,12 +83,16 @@ class _WindowMILP:
     row_hi: np.ndarray
 
 
-def _levels(inst: MelAsyncInstance, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+def _levels(inst: MelAsyncInstance, lo: int, hi: int,
+            span: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per learner, the range of levels in [lo, hi] its d in [d_l, d_u] can give (may be
-    empty: first > last). tau_k falls as d_k grows, so the range is [tau(d_u), tau(d_l)]."""
+    empty: first > last). tau_k falls as d_k grows, so the range is [tau(d_u), tau(d_l)]
+    (``span``: those two arrays, if already computed)."""
     K = inst.K
-    first = W.max_updates(inst, np.full(K, float(inst.max_samples)))
-    last = W.max_updates(inst, np.full(K, float(inst.min_samples)))
+    if span is None:
+        span = (W.max_updates(inst, np.full(K, float(inst.max_samples))),
+                W.max_updates(inst, np.full(K, float(inst.min_samples))))
+    first, last = span
     return np.maximum(first, lo).astype(np.int64), np.minimum(last, hi).astype(np.int64)
 
 
@@ -116,20 +131,127 @@ def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray
     return _WindowMILP(k, t, a, b, cost, rows, cols, values.astype(float), row_lo, row_hi)
 
 
+# --------------------------------------------------------------------------------------------
+# s* = 1: two levels, solved exactly without the general MILP.
+# --------------------------------------------------------------------------------------------
+def extreme_count(alpha: np.ndarray, beta: np.ndarray, room: float, need: float, most: bool,
+                  time_limit: float | None = None) -> tuple[np.ndarray | None, bool]:
+    """A subset S of the items, as small (``most`` False) or as large (True) as possible, with
+    sum_S alpha <= room and sum_S beta >= need; returns (its mask or None if none exists,
+    proven).
+
+    The count alone bounds it: no S smaller than the fewest largest betas reaching ``need``,
+    none larger than the most smallest alphas fitting in ``room``. The greedy set of that
+    size (largest betas, resp. smallest alphas) usually meets the other constraint too, and
+    is then optimal; otherwise (both sides bind: a subset-sum-like case) a MILP with one
+    binary per item and two rows decides it (HiGHS, proven unless it hits the time limit).
+    """
+    n = alpha.size
+    if most:
+        order = np.argsort(alpha, kind="stable")
+        fits = np.cumsum(alpha[order]) <= room
+        j = int(fits.sum())  # cumsum is increasing: the first j fit
+    else:
+        order = np.argsort(-beta, kind="stable")
+        reach = np.cumsum(beta[order]) >= need
+        j = 0 if need <= 0 else (int(np.argmax(reach)) + 1 if reach.any() else n + 1)
+    if j <= n:  # the bound is attained if the greedy set of that size is feasible
+        mask = np.zeros(n, dtype=bool)
+        mask[order[:j]] = True
+        if alpha[mask].sum() <= room and beta[mask].sum() >= need:
+            return mask, True
+    if n == 0:
+        return None, True
+    from mel_opt.solvers import highs
+
+    idx = np.arange(n)
+    res = highs.solve_arrays(np.full(n, -1.0 if most else 1.0),
+                             np.concatenate([np.zeros(n, dtype=np.int64),
+                                             np.ones(n, dtype=np.int64)]),
+                             np.concatenate([idx, idx]),
+                             np.concatenate([alpha, beta]).astype(float),
+                             (np.array([-np.inf, need]), np.array([room, np.inf])),
+                             (np.zeros(n), np.ones(n)), np.ones(n, dtype=bool),
+                             time_limit=time_limit, mip_gap=0.0)
+    if not res.has_solution:
+        return None, res.is_optimal or res.termination.value == "infeasible"
+    return res.x > 0.5, res.is_optimal
+
+
+def _two_level_window(inst: MelAsyncInstance, lo: int, time_limit: float | None
+                      ) -> tuple[LexResult | None, bool]:
+    """Least (13) in the window [lo, lo + 1], exactly, and whether that is proven (None: no
+    allocation found; proven: the window holds none).
+
+    Only m = #{k : tau_k = lo} matters: sum_{k<l} |tau_k - tau_l| = m (K - m), concave in m.
+    Learners reaching one level only are fixed; a flexible learner k moved from lo + 1 to lo
+    raises the two ends of the samples' sum range [sum a, sum b] by alpha_k = a_k(lo) -
+    a_k(lo + 1) and beta_k = b_k(lo) - b_k(lo + 1) (its two d-intervals are adjacent). A set S
+    of them at lo is feasible iff sum_S alpha <= room = d - (sum a with S empty) and
+    sum_S beta >= need = d - (sum b with S empty). Every feasible m lies between the fewest
+    and the most learners that can be at lo (:func:`extreme_count`), and a concave function
+    on an interval is least at an end: the better end is the optimum.
+    """
+    K, hi = inst.K, lo + 1
+    a_lo, b_lo = W.lower_d(inst, np.full(K, float(lo))), W.upper_d(inst, np.full(K, float(lo)))
+    a_hi, b_hi = W.lower_d(inst, np.full(K, float(hi))), W.upper_d(inst, np.full(K, float(hi)))
+    at_lo, at_hi = a_lo <= b_lo, a_hi <= b_hi  # tau_k = t exactly on [a_k(t), b_k(t)]
+    if np.any(~at_lo & ~at_hi):
+        return None, True
+    flex = at_lo & at_hi
+    base_a = np.where(at_hi, a_hi, a_lo)
+    base_b = np.where(at_hi, b_hi, b_lo)
+    d_tot = float(inst.total_samples)
+    room, need = d_tot - base_a.sum(), d_tot - base_b.sum()
+    alpha, beta = (a_lo - a_hi)[flex], (b_lo - b_hi)[flex]
+    forced = int((at_lo & ~at_hi).sum())
+    proven = True
+    best: tuple[int, np.ndarray] | None = None
+    for most in (False, True):
+        mask, ok = extreme_count(alpha, beta, room, need, most, time_limit)
+        proven = proven and ok
+        if mask is None:
+            continue
+        m = forced + int(mask.sum())
+        if best is None or m * (K - m) < best[0] * (K - best[0]):
+            best = (m, mask)
+    if best is None:
+        return None, proven
+    m, mask = best
+    low = at_lo & ~at_hi
+    low[np.flatnonzero(flex)[mask]] = True
+    d = W.fill(np.where(low, a_lo, a_hi), np.where(low, b_lo, b_hi), inst.total_samples)
+    tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
+    return LexResult(d, tau, m * (K - m), proven, 1), proven
+
+
 def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
                   time_limit: float | None = None) -> LexResult | None:
     """Minimise (13) over the windows [lo, lo + s_star], lo in ``los`` (tried in that order;
     a later window replaces the incumbent only if strictly better).
 
-    Returns None when s_star = 0 (nothing to do: every optimum has (13) = 0) or the problem is
-    too large (more than ``MAX_BINARIES`` binaries over all windows).
+    s_star = 1 (two levels per window) is solved exactly for any K without the general MILP
+    (:func:`_two_level_window`); s_star >= 2 by one MILP per window (:func:`milp_stage`).
+    Returns None when s_star = 0 (nothing to do: every optimum has (13) = 0) or the MILPs
+    would be too large (more than ``MAX_BINARIES`` binaries over all windows).
     """
-    from mel_opt.solvers import highs
-
-    K, s = inst.K, int(s_star)
+    s = int(s_star)
     if s == 0 or not los:
         return None
-    ranges = [_levels(inst, lo, lo + s) for lo in los]
+    if s == 1:
+        return _two_levels(inst, los, time_limit)
+    return milp_stage(inst, s, los, time_limit)
+
+
+def milp_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
+               time_limit: float | None = None) -> LexResult | None:
+    """:func:`least_average` by one MILP per window (any s >= 1; None if too large)."""
+    from mel_opt.solvers import highs
+
+    K = inst.K
+    span = (W.max_updates(inst, np.full(K, float(inst.max_samples))),
+            W.max_updates(inst, np.full(K, float(inst.min_samples))))
+    ranges = [_levels(inst, lo, lo + s, span) for lo in los]
     pairs = sum(int(np.maximum(0, last - first + 1).sum()) for first, last in ranges)
     if pairs + len(los) * (min(s, pairs) + 1) * (K + 1) > MAX_BINARIES:
         return None
@@ -164,3 +286,21 @@ def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
     if best is None:
         return None
     return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), "; ".join(notes))
+
+
+def _two_levels(inst: MelAsyncInstance, los: Sequence[int], time_limit: float | None
+                ) -> LexResult | None:
+    """:func:`least_average` for s* = 1: :func:`_two_level_window` on every window."""
+    best: LexResult | None = None
+    proven = True
+    for lo in los:
+        res, ok = _two_level_window(inst, lo, time_limit)
+        proven = proven and ok
+        if res is None:
+            continue
+        if best is None or res.pair_sum < best.pair_sum:
+            best = res
+    if best is None:
+        return None
+    note = "" if proven else "a subset MILP of the two-level stage hit the time limit"
+    return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), note)
