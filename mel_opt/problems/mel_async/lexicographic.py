@@ -27,10 +27,17 @@ feasible m form a subset of an interval whose ends are the fewest and the most l
 that can take the lower level; those two counts come from sorting (a greedy set that meets
 the bound proves itself) or, when both sample constraints bind, from a MILP with one binary per
 learner and two rows. That is exact at any K, in milliseconds (see :func:`_two_level_window`).
-For s* >= 2 the general MILP above stays; it grows with K (s* + 1) and its LP bound is weak,
-hence ``MAX_BINARIES``. The mohammad2020 preset has s* = 25 at K = 150 and s* in the
-hundreds or thousands from K = 1,000 on (tau grows with the per-learner time while the
-samples per learner shrink), so its second stage stays skipped there.
+For s* >= 2 each threshold theta on its own is such a two-level problem (at or below theta,
+or above it), which gives the fewest and the most learners m_theta can count
+(:func:`threshold_bounds`) and the lower bound sum_theta min(g(m_min), g(m_max)), g(m) =
+m (K - m). A window whose balanced fill meets the bound, or whose bound cannot beat the best
+found, is settled without a MILP; the others get the MILP above with each run's count
+binaries cut to [m_min, m_max] (from K + 1 to a few). Measured on the mohammad2020 preset
+(s* = 25 at K = 150, 175 at K = 1,000, 700-1,350 at K = 10,000; tau grows with the cycle
+while the samples per learner shrink): proven in 0.1-0.3 s up to K = 1,000 (every count was
+pinned at K = 1,000); at K = 10,000 the bound misses by about 1e-5 relative and the cut
+MILP has 16,000-19,000 binaries (HiGHS proves it in about 11 s), past ``MAX_BINARIES``: the
+result is then the best found, reported not proven, with its bound.
 """
 
 from __future__ import annotations
@@ -44,8 +51,11 @@ import numpy as np
 from mel_opt.problems.mel_async import windows as W
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 
-MAX_BINARIES = 10_000  # over all optimal windows; beyond it the second stage is not attempted
-# (the linearised concave objective has a weak LP bound: HiGHS needs seconds at K = 2,000)
+MAX_BINARIES = 10_000  # per window MILP (s* >= 2); beyond it the window is not proven
+# (the linearised concave objective has a weak LP bound: HiGHS needs seconds at K = 2,000
+# unbounded; with the counts cut by threshold_bounds, 11 s at 19,000 binaries, K = 10,000)
+MAX_THRESHOLD_WORK = 50_000_000  # learners x thresholds x windows for threshold_bounds
+# (about 0.1 s per million; past it, e.g. 1,000,000 learners with s* = 249, the stage is skipped)
 
 
 @dataclass(frozen=True)
@@ -96,9 +106,15 @@ def _levels(inst: MelAsyncInstance, lo: int, hi: int,
     return np.maximum(first, lo).astype(np.int64), np.minimum(last, hi).astype(np.int64)
 
 
-def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray
-                  ) -> _WindowMILP | None:
-    """The MILP of one window from each learner's level range (None: a learner has none)."""
+def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray,
+                  lo: int | None = None, m_min: np.ndarray | None = None,
+                  m_max: np.ndarray | None = None) -> _WindowMILP | None:
+    """The MILP of one window from each learner's level range (None: a learner has none).
+
+    ``m_min``, ``m_max`` (indexed by threshold - ``lo``): bounds every feasible allocation
+    satisfies on the count at or below each threshold (:func:`threshold_bounds`); the count
+    binaries of a run then cover only the counts its thresholds' bounds allow.
+    """
     K = inst.K
     counts = np.maximum(0, last - first + 1)
     k = np.repeat(np.arange(K), counts)
@@ -115,8 +131,18 @@ def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray
     u = np.unique(t)  # reachable levels; thresholds between u[r] and u[r+1] - 1 share m
     runs, length = u[:-1], np.diff(u).astype(float)
     R = runs.size
-    r_of, j = np.divmod(np.arange(R * (K + 1)), K + 1)
-    ycol = nx + np.arange(R * (K + 1))
+    j_lo = np.zeros(R, dtype=np.int64)
+    j_hi = np.full(R, K, dtype=np.int64)
+    if m_min is not None and m_max is not None and lo is not None:
+        for r in range(R):  # every threshold of the run has the run's count
+            j_lo[r] = int(m_min[runs[r] - lo:u[r + 1] - lo].max())
+            j_hi[r] = int(m_max[runs[r] - lo:u[r + 1] - lo].min())
+    if np.any(j_lo > j_hi):
+        return None
+    width = j_hi - j_lo + 1
+    r_of = np.repeat(np.arange(R), width)
+    j = j_lo[r_of] + (np.arange(r_of.size) - np.repeat(np.cumsum(width) - width, width))
+    ycol = nx + np.arange(r_of.size)
     d_tot = float(inst.total_samples)
     below_r, below_x = np.nonzero(t[None, :] <= runs[:, None])  # x counted by run r
     # rows: 0..K-1 one level per learner; K low; K+1 high; K+2.. pick; K+2+R.. count
@@ -129,6 +155,54 @@ def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray
     row_hi = np.concatenate([np.ones(K), [d_tot, np.inf], np.ones(R), np.zeros(R)])
     cost = np.concatenate([np.zeros(nx), length[r_of] * (j * (K - j))])
     return _WindowMILP(k, t, a, b, cost, rows, cols, values.astype(float), row_lo, row_hi)
+
+
+def pair_sum(tau: np.ndarray) -> int:
+    """sum_{k<l} |tau_k - tau_l| (N times (13)) in O(K log K): sum_i (2i - K + 1) tau_(i)."""
+    t = np.sort(np.asarray(tau, dtype=np.int64))
+    K = t.size
+    return int(((2 * np.arange(K) - K + 1) * t).sum())
+
+
+def threshold_bounds(inst: MelAsyncInstance, lo: int, hi: int,
+                     time_limit: float | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
+    """For each threshold theta = lo..hi-1, the fewest and the most learners that can be at
+    or below theta in an allocation with every tau_k in [lo, hi]; and whether all are proven.
+
+    Each theta on its own is a two-level problem: learner k can sit at or below theta on the
+    samples [a_k(theta), b_k(lo)] and above it on [a_k(hi), b_k(theta + 1)] (contiguous, as
+    tau_k falls with d_k), so the extremes come from :func:`extreme_count` exactly as in
+    :func:`_two_level_window`. Every allocation of the window has m_theta within them; the
+    sum over theta of min(g(m_min), g(m_max)), g(m) = m (K - m), is therefore a lower bound
+    on sum_{k<l} |tau_k - tau_l| (it ignores that one allocation must meet all thresholds).
+    """
+    K, d_tot = inst.K, float(inst.total_samples)
+    dl, du = float(inst.min_samples), float(inst.max_samples)
+    A = W.lower_d(inst, np.full(K, float(hi)))
+    B = W.upper_d(inst, np.full(K, float(lo)))
+    n = hi - lo
+    m_min = np.zeros(n, dtype=np.int64)
+    m_max = np.zeros(n, dtype=np.int64)
+    proven = True
+    chunk = max(1, 2_000_000 // max(1, K))
+    for c0 in range(0, n, chunk):
+        thetas = np.arange(lo + c0, min(hi, lo + c0 + chunk), dtype=float)
+        cut = W.max_samples_for(inst, (thetas + 1.0)[:, None] * np.ones((1, K)))
+        for i in range(thetas.size):
+            a_le = np.maximum(dl, cut[i] + 1.0)  # a_k(theta)
+            b_gt = np.minimum(du, cut[i])  # b_k(theta + 1)
+            can_le, can_gt = a_le <= B, A <= b_gt
+            flex = can_le & can_gt
+            room = d_tot - np.where(can_gt, A, a_le).sum()
+            need = d_tot - np.where(can_gt, b_gt, B).sum()
+            alpha, beta = (a_le - A)[flex], (B - b_gt)[flex]
+            forced = int((can_le & ~can_gt).sum())
+            few, ok1 = extreme_count(alpha, beta, room, need, False, time_limit)
+            many, ok2 = extreme_count(alpha, beta, room, need, True, time_limit)
+            proven = proven and ok1 and ok2
+            m_min[c0 + i] = forced + (0 if few is None else int(few.sum()))
+            m_max[c0 + i] = forced + (int(flex.sum()) if many is None else int(many.sum()))
+    return m_min, m_max, proven
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,6 +221,10 @@ def extreme_count(alpha: np.ndarray, beta: np.ndarray, room: float, need: float,
     binary per item and two rows decides it (HiGHS, proven unless it hits the time limit).
     """
     n = alpha.size
+    if most and alpha.sum() <= room and beta.sum() >= need:
+        return np.ones(n, dtype=bool), True  # all of them
+    if not most and need <= 0 <= room:
+        return np.zeros(n, dtype=bool), True  # none of them
     if most:
         order = np.argsort(alpha, kind="stable")
         fits = np.cumsum(alpha[order]) <= room
@@ -231,16 +309,84 @@ def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
     a later window replaces the incumbent only if strictly better).
 
     s_star = 1 (two levels per window) is solved exactly for any K without the general MILP
-    (:func:`_two_level_window`); s_star >= 2 by one MILP per window (:func:`milp_stage`).
-    Returns None when s_star = 0 (nothing to do: every optimum has (13) = 0) or the MILPs
-    would be too large (more than ``MAX_BINARIES`` binaries over all windows).
+    (:func:`_two_level_window`); s_star >= 2 by bounds and, only where they do not settle a
+    window, its MILP with the counts cut to the bounds (:func:`_bounded_stage`). Returns None
+    when s_star = 0 (nothing to do: every optimum has (13) = 0) or the bounds would cost more
+    than ``MAX_THRESHOLD_WORK``; a result is not ``proven`` when a window's MILP exceeds
+    ``MAX_BINARIES`` binaries or the time limit.
     """
     s = int(s_star)
     if s == 0 or not los:
         return None
     if s == 1:
         return _two_levels(inst, los, time_limit)
-    return milp_stage(inst, s, los, time_limit)
+    return _bounded_stage(inst, s, los, time_limit)
+
+
+def _bounded_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
+                   time_limit: float | None) -> LexResult | None:
+    """:func:`least_average` for s* >= 2: bounds first, a (smaller) MILP only where needed.
+
+    Per window: the lower bound of :func:`threshold_bounds` and an incumbent (the window's
+    balanced fill, :func:`windows.fill`). A window whose bound cannot beat the best incumbent
+    (nor tie it from a larger lo) is settled; so is one whose own incumbent meets its bound.
+    Only the others get the window MILP, with its count binaries cut to the bounds; past
+    ``MAX_BINARIES`` binaries it is skipped and the result is the best found, not proven.
+    """
+    from mel_opt.solvers import highs
+
+    K, d_tot = inst.K, inst.total_samples
+    if K * s * len(los) > MAX_THRESHOLD_WORK:
+        return None
+    span = (W.max_updates(inst, np.full(K, float(inst.max_samples))),
+            W.max_updates(inst, np.full(K, float(inst.min_samples))))
+    proven = True
+    notes: list[str] = []
+    cands = []
+    for lo in los:
+        hi = lo + s
+        m_min, m_max, ok = threshold_bounds(inst, lo, hi, time_limit)
+        proven = proven and ok
+        bound = int(np.minimum(m_min * (K - m_min), m_max * (K - m_max)).sum())
+        d = W.fill(W.lower_d(inst, np.full(K, float(hi))), W.upper_d(inst, np.full(K, float(lo))),
+                   d_tot)
+        tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
+        cands.append((lo, bound, LexResult(d, tau, pair_sum(tau), True, 1), m_min, m_max))
+    best_i = min(range(len(cands)), key=lambda i: (cands[i][2].pair_sum, i))
+    best = cands[best_i][2]
+    for i, (lo, bound, inc, m_min, m_max) in enumerate(cands):
+        if inc.pair_sum == bound or bound > best.pair_sum or (
+                bound == best.pair_sum and i >= best_i):
+            continue  # settled: optimal in its window, or cannot beat (or tie earlier) the best
+        first, last = _levels(inst, lo, lo + s, span)
+        model = _window_model(inst, first, last, lo, m_min, m_max)
+        if model is None:
+            continue
+        n = model.cost.size
+        if n > MAX_BINARIES:
+            proven = False
+            notes.append(f"window [{lo}, {lo + s}]: second stage too large for its MILP "
+                         f"({n:,} binaries); best found {best.pair_sum}, bound {bound}")
+            continue
+        res = highs.solve_arrays(model.cost, model.rows, model.cols, model.values,
+                                 (model.row_lo, model.row_hi), (np.zeros(n), np.ones(n)),
+                                 np.ones(n, dtype=bool), time_limit=time_limit, mip_gap=0.0)
+        if not res.is_optimal:
+            proven = False
+            notes.append(f"window [{lo}, {lo + s}]: HiGHS {res.termination.value}")
+            if not res.has_solution:
+                continue
+        chosen = res.x[:model.k.size] > 0.5
+        a = np.zeros(K)
+        b = np.zeros(K)
+        a[model.k[chosen]] = model.a[chosen]
+        b[model.k[chosen]] = model.b[chosen]
+        d = W.fill(a, b, d_tot)
+        tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
+        total = pair_sum(tau)
+        if total < best.pair_sum or (total == best.pair_sum and i < best_i):
+            best, best_i = LexResult(d, tau, total, True, 1), i
+    return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), "; ".join(notes))
 
 
 def milp_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
@@ -279,10 +425,9 @@ def milp_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
         b[model.k[chosen]] = model.b[chosen]
         d = W.fill(a, b, inst.total_samples)
         tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
-        ii, jj = np.triu_indices(K, 1)
-        pair_sum = int(np.abs(tau[ii] - tau[jj]).sum())
-        if best is None or pair_sum < best.pair_sum:
-            best = LexResult(d, tau, pair_sum, True, 0)
+        total = pair_sum(tau)
+        if best is None or total < best.pair_sum:
+            best = LexResult(d, tau, total, True, 0)
     if best is None:
         return None
     return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), "; ".join(notes))

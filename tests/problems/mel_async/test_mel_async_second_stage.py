@@ -98,3 +98,58 @@ def test_two_levels_match_the_milp_stage(inst, los):
 
 def test_enough_s1_instances_for_the_cross_check():
     assert len(_s1_instances()) >= 10
+
+
+def _preset_windows(K: int, seed: int, T: str):
+    from mel_opt.problems.mel_async.generate import generate
+
+    inst = mel_opt.parse_instance(generate("mohammad2020", learners=K, seed=seed,
+                                           params={"cycle_time_s": T}))
+    win = W.exact_integer(inst)
+    assert win is not None
+    return inst, win.hi - win.lo, win.optimal_los
+
+
+@pytest.mark.parametrize("K,seed,T", [(20, 0, "15"), (20, 1, "15"), (40, 0, "7.5"),
+                                      (40, 1, "15"), (60, 2, "7.5"), (80, 0, "15")])
+def test_bounded_stage_matches_the_full_milp(K, seed, T):
+    inst, s, los = _preset_windows(K, seed, T)
+    assert s >= 2  # the bounded path (s* = 1 has its own test above)
+    fast = LX.least_average(inst, s, los)
+    milp = LX.milp_stage(inst, s, los)
+    assert fast is not None and milp is not None and fast.proven and milp.proven
+    assert fast.pair_sum == milp.pair_sum == LX.pair_sum(fast.tau)
+    assert int(fast.d.sum()) == inst.total_samples
+    assert int(np.ptp(fast.tau)) == s and int(fast.tau.min()) in los
+
+
+def _tiny_allocations(inst):
+    """Every allocation (d, tau) of a tiny instance with sum d = total, by enumeration."""
+    K, d_tot = inst.K, inst.total_samples
+    rng = range(inst.min_samples, inst.max_samples + 1)
+    for head in itertools.product(rng, repeat=K - 1):
+        last = d_tot - sum(head)
+        if inst.min_samples <= last <= inst.max_samples:
+            d = np.array([*head, last], dtype=float)
+            yield d, W.max_updates(inst, d).astype(int)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_threshold_bounds_are_the_per_threshold_extremes(seed, make_doc):
+    # by enumeration: for each threshold, the fewest and the most learners at or below it
+    # over all allocations whose taus lie in the window
+    rng = np.random.default_rng(seed)
+    co = [(float(rng.uniform(0.002, 0.02)), float(rng.uniform(0, 0.02)),
+           float(rng.uniform(0, 0.3))) for _ in range(4)]
+    inst = mel_opt.parse_instance(make_doc(3.0, 60, 8, 22, co))
+    win = W.exact_integer(inst)
+    assert win is not None
+    lo, hi = win.lo, win.hi
+    lo, hi = max(1, lo - 1), hi + 1  # a wider window than the optimum: more thresholds
+    counts = [[int((tau <= th).sum()) for th in range(lo, hi)]
+              for _, tau in _tiny_allocations(inst) if tau.min() >= lo and tau.max() <= hi]
+    assert counts
+    m_min, m_max, proven = LX.threshold_bounds(inst, lo, hi)
+    assert proven
+    assert m_min.tolist() == np.min(counts, axis=0).tolist()
+    assert m_max.tolist() == np.max(counts, axis=0).tolist()
