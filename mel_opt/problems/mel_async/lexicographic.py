@@ -54,8 +54,8 @@ from mel_opt.problems.mel_async.instance import MelAsyncInstance
 MAX_BINARIES = 10_000  # per window MILP (s* >= 2); beyond it the window is not proven
 # (the linearised concave objective has a weak LP bound: HiGHS needs seconds at K = 2,000
 # unbounded; with the counts cut by threshold_bounds, 11 s at 19,000 binaries, K = 10,000)
-MAX_THRESHOLD_WORK = 50_000_000  # learners x thresholds x windows for threshold_bounds
-# (about 0.1 s per million; past it, e.g. 1,000,000 learners with s* = 249, the stage is skipped)
+MAX_THRESHOLD_WORK = 20_000_000  # learners x thresholds x windows for threshold_bounds
+# (about 0.05 s per million; past it, e.g. 1,000,000 learners with s* = 249, it is skipped)
 
 
 @dataclass(frozen=True)
@@ -327,11 +327,12 @@ def _bounded_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
                    time_limit: float | None) -> LexResult | None:
     """:func:`least_average` for s* >= 2: bounds first, a (smaller) MILP only where needed.
 
-    Per window: the lower bound of :func:`threshold_bounds` and an incumbent (the window's
-    balanced fill, :func:`windows.fill`). A window whose bound cannot beat the best incumbent
-    (nor tie it from a larger lo) is settled; so is one whose own incumbent meets its bound.
+    Incumbents first: each window's balanced fill (:func:`windows.fill`). Then per window the
+    lower bound of :func:`threshold_bounds`: a window whose bound cannot beat the best found
+    (nor tie it from a larger lo) is settled, and so is one whose own fill meets its bound.
     Only the others get the window MILP, with its count binaries cut to the bounds; past
-    ``MAX_BINARIES`` binaries it is skipped and the result is the best found, not proven.
+    ``MAX_BINARIES`` binaries the stage stops there (no later bound or MILP could make the
+    result proven) and returns the best found, not proven.
     """
     from mel_opt.solvers import highs
 
@@ -342,19 +343,18 @@ def _bounded_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
             W.max_updates(inst, np.full(K, float(inst.min_samples))))
     proven = True
     notes: list[str] = []
-    cands = []
+    fills = []
     for lo in los:
-        hi = lo + s
-        m_min, m_max, ok = threshold_bounds(inst, lo, hi, time_limit)
+        d = W.fill(W.lower_d(inst, np.full(K, float(lo + s))),
+                   W.upper_d(inst, np.full(K, float(lo))), d_tot)
+        tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
+        fills.append(LexResult(d, tau, pair_sum(tau), True, 1))
+    best_i = min(range(len(fills)), key=lambda i: (fills[i].pair_sum, i))
+    best = fills[best_i]
+    for i, (lo, inc) in enumerate(zip(los, fills, strict=True)):
+        m_min, m_max, ok = threshold_bounds(inst, lo, lo + s, time_limit)
         proven = proven and ok
         bound = int(np.minimum(m_min * (K - m_min), m_max * (K - m_max)).sum())
-        d = W.fill(W.lower_d(inst, np.full(K, float(hi))), W.upper_d(inst, np.full(K, float(lo))),
-                   d_tot)
-        tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
-        cands.append((lo, bound, LexResult(d, tau, pair_sum(tau), True, 1), m_min, m_max))
-    best_i = min(range(len(cands)), key=lambda i: (cands[i][2].pair_sum, i))
-    best = cands[best_i][2]
-    for i, (lo, bound, inc, m_min, m_max) in enumerate(cands):
         if inc.pair_sum == bound or bound > best.pair_sum or (
                 bound == best.pair_sum and i >= best_i):
             continue  # settled: optimal in its window, or cannot beat (or tie earlier) the best
@@ -363,11 +363,13 @@ def _bounded_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
         if model is None:
             continue
         n = model.cost.size
-        if n > MAX_BINARIES:
+        if n > MAX_BINARIES:  # unproven now: more bounds or MILPs cannot change that
             proven = False
             notes.append(f"window [{lo}, {lo + s}]: second stage too large for its MILP "
-                         f"({n:,} binaries); best found {best.pair_sum}, bound {bound}")
-            continue
+                         f"({n:,} binaries); best found {best.pair_sum}, bound {bound}"
+                         + (f"; {len(los) - i - 1} more window(s) not tried"
+                            if i + 1 < len(los) else ""))
+            break
         res = highs.solve_arrays(model.cost, model.rows, model.cols, model.values,
                                  (model.row_lo, model.row_hi), (np.zeros(n), np.ones(n)),
                                  np.ones(n, dtype=bool), time_limit=time_limit, mip_gap=0.0)

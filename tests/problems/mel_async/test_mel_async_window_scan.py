@@ -113,3 +113,24 @@ def test_exact_integer_matches_a_scan_of_every_lo_on_the_preset(seed, scan_path)
     win = W.exact_integer(inst)
     best, los = _exact_by_scanning_every_lo(inst)
     assert win is not None and win.hi - win.lo == best and win.optimal_los == los
+
+
+def test_large_tau_preset_is_the_documented_regime():
+    from mel_opt.errors import UsageError
+    from mel_opt.problems.mel_async.generate import generate
+
+    doc = generate("large-tau", learners=500, seed=0)
+    inst = mel_opt.parse_instance(doc)
+    assert inst.total_samples == 40 * 500 and (inst.min_samples, inst.max_samples) == (10, 200)
+    assert inst.cycle_time == 10.0
+    assert 2e-5 <= inst.c2.min() and inst.c2.max() <= 8e-5
+    assert 1e-4 <= inst.c1.min() and inst.c1.max() <= 5e-4
+    assert 0.05 <= inst.c0.min() and inst.c0.max() <= 0.3
+    # tau in the thousands, and one sample more moves it by more than ten updates
+    d = np.full(inst.K, 40.0)
+    assert W.max_updates(inst, d).min() > 1000
+    assert np.all(W.max_updates(inst, d) - W.max_updates(inst, d + 1) > 10)
+    assert generate("large-tau", learners=5, seed=1, params={"samples_per_learner": "50"})[
+        "total_samples"] == 250
+    with pytest.raises(UsageError):
+        generate("large-tau", learners=5, params={"min_samples": "60"})
