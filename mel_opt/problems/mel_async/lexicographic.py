@@ -33,11 +33,14 @@ or above it), which gives the fewest and the most learners m_theta can count
 m (K - m). A window whose balanced fill meets the bound, or whose bound cannot beat the best
 found, is settled without a MILP; the others get the MILP above with each run's count
 binaries cut to [m_min, m_max] (from K + 1 to a few). Measured on the mohammad2020 preset
-(s* = 25 at K = 150, 175 at K = 1,000, 700-1,350 at K = 10,000; tau grows with the cycle
-while the samples per learner shrink): proven in 0.1-0.3 s up to K = 1,000 (every count was
-pinned at K = 1,000); at K = 10,000 the bound misses by about 1e-5 relative and the cut
-MILP has 16,000-19,000 binaries (HiGHS proves it in about 11 s), past ``MAX_BINARIES``: the
-result is then the best found, reported not proven, with its bound.
+(s* = 12-42 at K = 144-250, 41-85 at K = 500, 700-1,350 at K = 10,000; tau grows with the
+cycle while the samples per learner shrink): proven in 0.06-3 s up to K = 250 (the full
+MILP took 10-17 s at K = 144-192 and was skipped from K = 196). From about K = 500 the bound
+stays below the optimum (5e-6 relative at K = 10,000, seed 1, T = 7.5: it lets a learner
+count at or below theta and above theta - 1 at a level it cannot reach, i.e. it drops the
+coupling of the thresholds through each learner's gaps) and the cut MILP has 11,000-19,000 binaries
+(HiGHS proves them in 6-22 s), past ``MAX_BINARIES``: the result is then the best found,
+reported not proven, with its bound in the message.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ from mel_opt.problems.mel_async import windows as W
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 
 MAX_BINARIES = 10_000  # per window MILP (s* >= 2); beyond it the window is not proven
-# (the linearised concave objective has a weak LP bound: HiGHS needs seconds at K = 2,000
-# unbounded; with the counts cut by threshold_bounds, 11 s at 19,000 binaries, K = 10,000)
+# (the linearised concave objective has a weak LP bound; with the counts cut by
+# threshold_bounds HiGHS still needs 6-22 s at 11,000-19,000 binaries, K = 500-10,000)
 MAX_THRESHOLD_WORK = 20_000_000  # learners x thresholds x windows for threshold_bounds
 # (about 0.05 s per million; past it, e.g. 1,000,000 learners with s* = 249, it is skipped)
 
