@@ -9,9 +9,13 @@ small instances with their default method.
 
 Large instances are made by tiling a shipped one (seeded): the learners are copied with rates
 multiplied by a factor drawn in [1, 1.02] (faster copies keep the tiled instance feasible) and
-the totals scaled with the number of copies; med uses its ``hetero`` generator.
+the totals scaled with the number of copies; med uses its ``hetero`` generator. Case
+``mel-async-large-tau`` is mel-async's ``large-tau`` preset (seed 0, made by this checkout's
+generator): tau in the thousands and a maximum staleness of 249 at 1,000,000 learners, where
+the cost of ``exact`` grows with the staleness range, not only with K.
 
-    python benchmarks/bench_end_to_end.py [--cases startup mel-async feel med dab]
+    python benchmarks/bench_end_to_end.py [--cases startup mel-async mel-async-large-tau feel
+        med dab]
         [--sizes 10000 100000 1000000] [--timeout 600] [--pythonpath DIR]
 
 ``--pythonpath`` times another checkout of mel_opt (e.g. an older commit exported with
@@ -78,6 +82,12 @@ def tiled(problem: str, size: int, seed: int) -> dict[str, Any]:
         doc[field] = int(round(doc[field] * size / len(base)))
     doc["name"] = f"{problem}_tiled_{size}"
     return doc
+
+
+def large_tau_instance(learners: int) -> dict[str, Any]:
+    from mel_opt.problems.mel_async.generate import generate
+
+    return generate("large-tau", learners=learners, seed=0)
 
 
 def med_instance(learners: int, tasks: int, seed: int) -> dict[str, Any]:
@@ -149,7 +159,8 @@ def startup_rows(args: argparse.Namespace, tmp: Path) -> list[list[str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", nargs="+", default=["startup", "mel-async", "feel", "med", "dab"])
+    ap.add_argument("--cases", nargs="+",
+                    default=["startup", "mel-async", "mel-async-large-tau", "feel", "med", "dab"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000],
                     help="numbers of learners of the tiled mel-async and feel cases")
     ap.add_argument("--timeout", type=float, default=600.0, help="per process [s]")
@@ -170,6 +181,9 @@ def main() -> None:
             if problem in args.cases:
                 plan += [(f"{problem} {method} K={k:,}",
                           lambda p=problem, k=k: tiled(p, k, args.seed), method) for k in big]
+        if "mel-async-large-tau" in args.cases:
+            plan += [(f"mel-async exact large-tau K={k:,}",
+                      lambda k=k: large_tau_instance(k), "exact") for k in big]
         if "med" in args.cases:
             plan.append(("med exact N=1,000 x 10 tasks",
                          lambda: med_instance(1000, 10, args.seed), "exact"))

@@ -24,7 +24,10 @@ def test_exact_proves_both_stages_and_says_so() -> None:
 
 def test_a_skipped_second_stage_proves_only_the_maximum(monkeypatch) -> None:
     monkeypatch.setattr(lexicographic, "MAX_BINARIES", 0)  # stage 2 "too large"
-    res = mel_opt.solve(mel_opt.load_instance(K20), "exact")
+    # s* = 2 here: the MILP stage (s* = 1 is solved without it, at any size)
+    res = mel_opt.solve(mel_opt.load_instance(ROOT / "instances/mel-async/k20_T15.json"),
+                        "exact")
+    assert res.metrics["max_staleness"] == 2
     assert res.status.value == "optimal" and res.metrics["proven"] == ["max_staleness"]
     assert "second stage too large" in res.message
 

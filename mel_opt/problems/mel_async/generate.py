@@ -33,10 +33,12 @@ import numpy as np
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import check_params, param_value
 
-PRESETS = ("mohammad2020", "random")
+PRESETS = ("mohammad2020", "random", "large-tau")
 PRESET_DOCS = {
     "mohammad2020": "paper 000 Sec. V: MNIST, the DNN, half laptops, half Pis, 802.11, T = 15 s",
     "random": "coefficient form with random C2, C1, C0 per learner (scaling studies)",
+    "large-tau": "coefficient form, tau in the thousands, few samples per learner (one more "
+                 "sample moves tau by tens to hundreds of updates)",
 }
 
 MODEL_BITS = 8_974_080  # Section V-A
@@ -70,7 +72,9 @@ def generate(
     ``mode``, ``min_samples_factor`` (default 0.6), ``max_samples_factor`` (default 1.25),
     or absolute ``min_samples``, ``max_samples``, which win over the factors) and ``random``
     (coefficient form with spread-out learners, for tests and scaling studies; params
-    ``cycle_time_s``, ``total_samples``).
+    ``cycle_time_s``, ``total_samples``) and ``large-tau`` (coefficient form with tau in the
+    thousands; params ``cycle_time_s`` (default 10), ``samples_per_learner``, ``min_samples``,
+    ``max_samples``).
     """
     params = dict(params or {})
     preset = preset or "mohammad2020"
@@ -81,7 +85,43 @@ def generate(
     T = param_value(params, "cycle_time_s", 15.0)
     if preset == "random":
         return _random(params, K, seed, rng, T)
+    if preset == "large-tau":
+        return _large_tau(params, K, seed, rng, param_value(params, "cycle_time_s", 10.0))
     return _mohammad2020(params, K, seed, rng, T)
+
+
+def _large_tau(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
+               T: float) -> dict[str, Any]:
+    """Preset ``large-tau``: C2 uniform in [2e-5, 8e-5] s, C1 in [1e-4, 5e-4] s, C0 in
+    [0.05, 0.3] s, T = 10 s, 40 samples per learner on average, d_l = 10, d_u = 200 (params
+    ``cycle_time_s``, ``samples_per_learner``, ``min_samples``, ``max_samples``). Updates are
+    cheap next to the cycle, so tau runs into the thousands and one sample more or less moves
+    it by tens to hundreds: the optimal window is wide (s* = 249 at K = 1,000,000, seed 0)."""
+    check_params(params, ("cycle_time_s", "samples_per_learner", "min_samples", "max_samples"),
+                 "mel-async preset large-tau")
+    per = param_value(params, "samples_per_learner", 40, int)
+    d_l = param_value(params, "min_samples", 10, int)
+    d_u = param_value(params, "max_samples", 200, int)
+    if not 1 <= d_l <= per <= d_u:
+        raise UsageError(f"--param min_samples = {d_l}, samples_per_learner = {per} and "
+                         f"max_samples = {d_u} must satisfy 1 <= min <= per learner <= max")
+    c2 = rng.uniform(2e-5, 8e-5, K)
+    c1 = rng.uniform(1e-4, 5e-4, K)
+    c0 = rng.uniform(0.05, 0.3, K)
+    return {
+        "problem": "mel-async",
+        "schema_version": 1,
+        "name": f"large_tau_k{K}_s{seed}",
+        "description": f"coefficient-form instance with tau in the thousands (seed {seed})",
+        "cycle_time_s": T,
+        "total_samples": per * K,
+        "min_samples": d_l,
+        "max_samples": d_u,
+        "learners": [
+            {"name": f"n{k}", "c2": float(c2[k]), "c1": float(c1[k]), "c0": float(c0[k])}
+            for k in range(K)
+        ],
+    }
 
 
 def _random(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,

@@ -20,6 +20,27 @@ consecutive levels that some learner can reach share m_theta, so one y-row per s
 cost weighted by the run's length, does the work of all of them. HiGHS solves it; every window
 proven optimal makes the average level proven. Its size is the number of reachable (learner,
 level) pairs plus (K + 1) per run, small in the paper's regime (s* of a few updates).
+
+With s* = 1 (two levels: the random preset at every K we tried up to 10,000) only the number
+m of learners at the lower level matters, the objective m (K - m) is concave in m, and the
+feasible m form a subset of an interval whose ends are the fewest and the most learners
+that can take the lower level; those two counts come from sorting (a greedy set that meets
+the bound proves itself) or, when both sample constraints bind, from a MILP with one binary per
+learner and two rows. That is exact at any K, in milliseconds (see :func:`_two_level_window`).
+For s* >= 2 each threshold theta on its own is such a two-level problem (at or below theta,
+or above it), which gives the fewest and the most learners m_theta can count
+(:func:`threshold_bounds`) and the lower bound sum_theta min(g(m_min), g(m_max)), g(m) =
+m (K - m). A window whose balanced fill meets the bound, or whose bound cannot beat the best
+found, is settled without a MILP; the others get the MILP above with each run's count
+binaries cut to [m_min, m_max] (from K + 1 to a few). Measured on the mohammad2020 preset
+(s* = 12-42 at K = 144-250, 41-85 at K = 500, 700-1,350 at K = 10,000; tau grows with the
+cycle while the samples per learner shrink): proven in 0.06-3 s up to K = 250 (the full
+MILP took 10-17 s at K = 144-192 and was skipped from K = 196). From about K = 500 the bound
+stays below the optimum (5e-6 relative at K = 10,000, seed 1, T = 7.5: it lets a learner
+count at or below theta and above theta - 1 at a level it cannot reach, i.e. it drops the
+coupling of the thresholds through each learner's gaps) and the cut MILP has 11,000-19,000 binaries
+(HiGHS proves them in 6-22 s), past ``MAX_BINARIES``: the result is then the best found,
+reported not proven, with its bound in the message.
 """
 
 from __future__ import annotations
@@ -33,8 +54,11 @@ import numpy as np
 from mel_opt.problems.mel_async import windows as W
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 
-MAX_BINARIES = 10_000  # over all optimal windows; beyond it the second stage is not attempted
-# (the linearised concave objective has a weak LP bound: HiGHS needs seconds at K = 2,000)
+MAX_BINARIES = 10_000  # per window MILP (s* >= 2); beyond it the window is not proven
+# (the linearised concave objective has a weak LP bound; with the counts cut by
+# threshold_bounds HiGHS still needs 6-22 s at 11,000-19,000 binaries, K = 500-10,000)
+MAX_THRESHOLD_WORK = 20_000_000  # learners x thresholds x windows for threshold_bounds
+# (about 0.05 s per million; past it, e.g. 1,000,000 learners with s* = 249, it is skipped)
 
 
 @dataclass(frozen=True)
@@ -72,18 +96,28 @@ class _WindowMILP:
     row_hi: np.ndarray
 
 
-def _levels(inst: MelAsyncInstance, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+def _levels(inst: MelAsyncInstance, lo: int, hi: int,
+            span: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per learner, the range of levels in [lo, hi] its d in [d_l, d_u] can give (may be
-    empty: first > last). tau_k falls as d_k grows, so the range is [tau(d_u), tau(d_l)]."""
+    empty: first > last). tau_k falls as d_k grows, so the range is [tau(d_u), tau(d_l)]
+    (``span``: those two arrays, if already computed)."""
     K = inst.K
-    first = W.max_updates(inst, np.full(K, float(inst.max_samples)))
-    last = W.max_updates(inst, np.full(K, float(inst.min_samples)))
+    if span is None:
+        span = (W.max_updates(inst, np.full(K, float(inst.max_samples))),
+                W.max_updates(inst, np.full(K, float(inst.min_samples))))
+    first, last = span
     return np.maximum(first, lo).astype(np.int64), np.minimum(last, hi).astype(np.int64)
 
 
-def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray
-                  ) -> _WindowMILP | None:
-    """The MILP of one window from each learner's level range (None: a learner has none)."""
+def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray,
+                  lo: int | None = None, m_min: np.ndarray | None = None,
+                  m_max: np.ndarray | None = None) -> _WindowMILP | None:
+    """The MILP of one window from each learner's level range (None: a learner has none).
+
+    ``m_min``, ``m_max`` (indexed by threshold - ``lo``): bounds every feasible allocation
+    satisfies on the count at or below each threshold (:func:`threshold_bounds`); the count
+    binaries of a run then cover only the counts its thresholds' bounds allow.
+    """
     K = inst.K
     counts = np.maximum(0, last - first + 1)
     k = np.repeat(np.arange(K), counts)
@@ -100,8 +134,18 @@ def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray
     u = np.unique(t)  # reachable levels; thresholds between u[r] and u[r+1] - 1 share m
     runs, length = u[:-1], np.diff(u).astype(float)
     R = runs.size
-    r_of, j = np.divmod(np.arange(R * (K + 1)), K + 1)
-    ycol = nx + np.arange(R * (K + 1))
+    j_lo = np.zeros(R, dtype=np.int64)
+    j_hi = np.full(R, K, dtype=np.int64)
+    if m_min is not None and m_max is not None and lo is not None:
+        for r in range(R):  # every threshold of the run has the run's count
+            j_lo[r] = int(m_min[runs[r] - lo:u[r + 1] - lo].max())
+            j_hi[r] = int(m_max[runs[r] - lo:u[r + 1] - lo].min())
+    if np.any(j_lo > j_hi):
+        return None
+    width = j_hi - j_lo + 1
+    r_of = np.repeat(np.arange(R), width)
+    j = j_lo[r_of] + (np.arange(r_of.size) - np.repeat(np.cumsum(width) - width, width))
+    ycol = nx + np.arange(r_of.size)
     d_tot = float(inst.total_samples)
     below_r, below_x = np.nonzero(t[None, :] <= runs[:, None])  # x counted by run r
     # rows: 0..K-1 one level per learner; K low; K+1 high; K+2.. pick; K+2+R.. count
@@ -116,20 +160,249 @@ def _window_model(inst: MelAsyncInstance, first: np.ndarray, last: np.ndarray
     return _WindowMILP(k, t, a, b, cost, rows, cols, values.astype(float), row_lo, row_hi)
 
 
+def pair_sum(tau: np.ndarray) -> int:
+    """sum_{k<l} |tau_k - tau_l| (N times (13)) in O(K log K): sum_i (2i - K + 1) tau_(i)."""
+    t = np.sort(np.asarray(tau, dtype=np.int64))
+    K = t.size
+    return int(((2 * np.arange(K) - K + 1) * t).sum())
+
+
+def threshold_bounds(inst: MelAsyncInstance, lo: int, hi: int,
+                     time_limit: float | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
+    """For each threshold theta = lo..hi-1, the fewest and the most learners that can be at
+    or below theta in an allocation with every tau_k in [lo, hi]; and whether all are proven.
+
+    Each theta on its own is a two-level problem: learner k can sit at or below theta on the
+    samples [a_k(theta), b_k(lo)] and above it on [a_k(hi), b_k(theta + 1)] (contiguous, as
+    tau_k falls with d_k), so the extremes come from :func:`extreme_count` exactly as in
+    :func:`_two_level_window`. Every allocation of the window has m_theta within them; the
+    sum over theta of min(g(m_min), g(m_max)), g(m) = m (K - m), is therefore a lower bound
+    on sum_{k<l} |tau_k - tau_l| (it ignores that one allocation must meet all thresholds).
+    """
+    K, d_tot = inst.K, float(inst.total_samples)
+    dl, du = float(inst.min_samples), float(inst.max_samples)
+    A = W.lower_d(inst, np.full(K, float(hi)))
+    B = W.upper_d(inst, np.full(K, float(lo)))
+    n = hi - lo
+    m_min = np.zeros(n, dtype=np.int64)
+    m_max = np.zeros(n, dtype=np.int64)
+    proven = True
+    chunk = max(1, 2_000_000 // max(1, K))
+    for c0 in range(0, n, chunk):
+        thetas = np.arange(lo + c0, min(hi, lo + c0 + chunk), dtype=float)
+        cut = W.max_samples_for(inst, (thetas + 1.0)[:, None] * np.ones((1, K)))
+        for i in range(thetas.size):
+            a_le = np.maximum(dl, cut[i] + 1.0)  # a_k(theta)
+            b_gt = np.minimum(du, cut[i])  # b_k(theta + 1)
+            can_le, can_gt = a_le <= B, A <= b_gt
+            flex = can_le & can_gt
+            room = d_tot - np.where(can_gt, A, a_le).sum()
+            need = d_tot - np.where(can_gt, b_gt, B).sum()
+            alpha, beta = (a_le - A)[flex], (B - b_gt)[flex]
+            forced = int((can_le & ~can_gt).sum())
+            few, ok1 = extreme_count(alpha, beta, room, need, False, time_limit)
+            many, ok2 = extreme_count(alpha, beta, room, need, True, time_limit)
+            proven = proven and ok1 and ok2
+            m_min[c0 + i] = forced + (0 if few is None else int(few.sum()))
+            m_max[c0 + i] = forced + (int(flex.sum()) if many is None else int(many.sum()))
+    return m_min, m_max, proven
+
+
+# --------------------------------------------------------------------------------------------
+# s* = 1: two levels, solved exactly without the general MILP.
+# --------------------------------------------------------------------------------------------
+def extreme_count(alpha: np.ndarray, beta: np.ndarray, room: float, need: float, most: bool,
+                  time_limit: float | None = None) -> tuple[np.ndarray | None, bool]:
+    """A subset S of the items, as small (``most`` False) or as large (True) as possible, with
+    sum_S alpha <= room and sum_S beta >= need; returns (its mask or None if none exists,
+    proven).
+
+    The count alone bounds it: no S smaller than the fewest largest betas reaching ``need``,
+    none larger than the most smallest alphas fitting in ``room``. The greedy set of that
+    size (largest betas, resp. smallest alphas) usually meets the other constraint too, and
+    is then optimal; otherwise (both sides bind: a subset-sum-like case) a MILP with one
+    binary per item and two rows decides it (HiGHS, proven unless it hits the time limit).
+    """
+    n = alpha.size
+    if most and alpha.sum() <= room and beta.sum() >= need:
+        return np.ones(n, dtype=bool), True  # all of them
+    if not most and need <= 0 <= room:
+        return np.zeros(n, dtype=bool), True  # none of them
+    if most:
+        order = np.argsort(alpha, kind="stable")
+        fits = np.cumsum(alpha[order]) <= room
+        j = int(fits.sum())  # cumsum is increasing: the first j fit
+    else:
+        order = np.argsort(-beta, kind="stable")
+        reach = np.cumsum(beta[order]) >= need
+        j = 0 if need <= 0 else (int(np.argmax(reach)) + 1 if reach.any() else n + 1)
+    if j <= n:  # the bound is attained if the greedy set of that size is feasible
+        mask = np.zeros(n, dtype=bool)
+        mask[order[:j]] = True
+        if alpha[mask].sum() <= room and beta[mask].sum() >= need:
+            return mask, True
+    if n == 0:
+        return None, True
+    from mel_opt.solvers import highs
+
+    idx = np.arange(n)
+    res = highs.solve_arrays(np.full(n, -1.0 if most else 1.0),
+                             np.concatenate([np.zeros(n, dtype=np.int64),
+                                             np.ones(n, dtype=np.int64)]),
+                             np.concatenate([idx, idx]),
+                             np.concatenate([alpha, beta]).astype(float),
+                             (np.array([-np.inf, need]), np.array([room, np.inf])),
+                             (np.zeros(n), np.ones(n)), np.ones(n, dtype=bool),
+                             time_limit=time_limit, mip_gap=0.0)
+    if not res.has_solution:
+        return None, res.is_optimal or res.termination.value == "infeasible"
+    return res.x > 0.5, res.is_optimal
+
+
+def _two_level_window(inst: MelAsyncInstance, lo: int, time_limit: float | None
+                      ) -> tuple[LexResult | None, bool]:
+    """Least (13) in the window [lo, lo + 1], exactly, and whether that is proven (None: no
+    allocation found; proven: the window holds none).
+
+    Only m = #{k : tau_k = lo} matters: sum_{k<l} |tau_k - tau_l| = m (K - m), concave in m.
+    Learners reaching one level only are fixed; a flexible learner k moved from lo + 1 to lo
+    raises the two ends of the samples' sum range [sum a, sum b] by alpha_k = a_k(lo) -
+    a_k(lo + 1) and beta_k = b_k(lo) - b_k(lo + 1) (its two d-intervals are adjacent). A set S
+    of them at lo is feasible iff sum_S alpha <= room = d - (sum a with S empty) and
+    sum_S beta >= need = d - (sum b with S empty). Every feasible m lies between the fewest
+    and the most learners that can be at lo (:func:`extreme_count`), and a concave function
+    on an interval is least at an end: the better end is the optimum.
+    """
+    K, hi = inst.K, lo + 1
+    a_lo, b_lo = W.lower_d(inst, np.full(K, float(lo))), W.upper_d(inst, np.full(K, float(lo)))
+    a_hi, b_hi = W.lower_d(inst, np.full(K, float(hi))), W.upper_d(inst, np.full(K, float(hi)))
+    at_lo, at_hi = a_lo <= b_lo, a_hi <= b_hi  # tau_k = t exactly on [a_k(t), b_k(t)]
+    if np.any(~at_lo & ~at_hi):
+        return None, True
+    flex = at_lo & at_hi
+    base_a = np.where(at_hi, a_hi, a_lo)
+    base_b = np.where(at_hi, b_hi, b_lo)
+    d_tot = float(inst.total_samples)
+    room, need = d_tot - base_a.sum(), d_tot - base_b.sum()
+    alpha, beta = (a_lo - a_hi)[flex], (b_lo - b_hi)[flex]
+    forced = int((at_lo & ~at_hi).sum())
+    proven = True
+    best: tuple[int, np.ndarray] | None = None
+    for most in (False, True):
+        mask, ok = extreme_count(alpha, beta, room, need, most, time_limit)
+        proven = proven and ok
+        if mask is None:
+            continue
+        m = forced + int(mask.sum())
+        if best is None or m * (K - m) < best[0] * (K - best[0]):
+            best = (m, mask)
+    if best is None:
+        return None, proven
+    m, mask = best
+    low = at_lo & ~at_hi
+    low[np.flatnonzero(flex)[mask]] = True
+    d = W.fill(np.where(low, a_lo, a_hi), np.where(low, b_lo, b_hi), inst.total_samples)
+    tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
+    return LexResult(d, tau, m * (K - m), proven, 1), proven
+
+
 def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
                   time_limit: float | None = None) -> LexResult | None:
     """Minimise (13) over the windows [lo, lo + s_star], lo in ``los`` (tried in that order;
     a later window replaces the incumbent only if strictly better).
 
-    Returns None when s_star = 0 (nothing to do: every optimum has (13) = 0) or the problem is
-    too large (more than ``MAX_BINARIES`` binaries over all windows).
+    s_star = 1 (two levels per window) is solved exactly for any K without the general MILP
+    (:func:`_two_level_window`); s_star >= 2 by bounds and, only where they do not settle a
+    window, its MILP with the counts cut to the bounds (:func:`_bounded_stage`). Returns None
+    when s_star = 0 (nothing to do: every optimum has (13) = 0) or the bounds would cost more
+    than ``MAX_THRESHOLD_WORK``; a result is not ``proven`` when a window's MILP exceeds
+    ``MAX_BINARIES`` binaries or the time limit.
+    """
+    s = int(s_star)
+    if s == 0 or not los:
+        return None
+    if s == 1:
+        return _two_levels(inst, los, time_limit)
+    return _bounded_stage(inst, s, los, time_limit)
+
+
+def _bounded_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
+                   time_limit: float | None) -> LexResult | None:
+    """:func:`least_average` for s* >= 2: bounds first, a (smaller) MILP only where needed.
+
+    Incumbents first: each window's balanced fill (:func:`windows.fill`). Then per window the
+    lower bound of :func:`threshold_bounds`: a window whose bound cannot beat the best found
+    (nor tie it from a larger lo) is settled, and so is one whose own fill meets its bound.
+    Only the others get the window MILP, with its count binaries cut to the bounds; past
+    ``MAX_BINARIES`` binaries the stage stops there (no later bound or MILP could make the
+    result proven) and returns the best found, not proven.
     """
     from mel_opt.solvers import highs
 
-    K, s = inst.K, int(s_star)
-    if s == 0 or not los:
+    K, d_tot = inst.K, inst.total_samples
+    if K * s * len(los) > MAX_THRESHOLD_WORK:
         return None
-    ranges = [_levels(inst, lo, lo + s) for lo in los]
+    span = (W.max_updates(inst, np.full(K, float(inst.max_samples))),
+            W.max_updates(inst, np.full(K, float(inst.min_samples))))
+    proven = True
+    notes: list[str] = []
+    fills = []
+    for lo in los:
+        d = W.fill(W.lower_d(inst, np.full(K, float(lo + s))),
+                   W.upper_d(inst, np.full(K, float(lo))), d_tot)
+        tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
+        fills.append(LexResult(d, tau, pair_sum(tau), True, 1))
+    best_i = min(range(len(fills)), key=lambda i: (fills[i].pair_sum, i))
+    best = fills[best_i]
+    for i, (lo, inc) in enumerate(zip(los, fills, strict=True)):
+        m_min, m_max, ok = threshold_bounds(inst, lo, lo + s, time_limit)
+        proven = proven and ok
+        bound = int(np.minimum(m_min * (K - m_min), m_max * (K - m_max)).sum())
+        if inc.pair_sum == bound or bound > best.pair_sum or (
+                bound == best.pair_sum and i >= best_i):
+            continue  # settled: optimal in its window, or cannot beat (or tie earlier) the best
+        first, last = _levels(inst, lo, lo + s, span)
+        model = _window_model(inst, first, last, lo, m_min, m_max)
+        if model is None:
+            continue
+        n = model.cost.size
+        if n > MAX_BINARIES:  # unproven now: more bounds or MILPs cannot change that
+            proven = False
+            notes.append(f"window [{lo}, {lo + s}]: second stage too large for its MILP "
+                         f"({n:,} binaries); best found {best.pair_sum}, bound {bound}"
+                         + (f"; {len(los) - i - 1} more window(s) not tried"
+                            if i + 1 < len(los) else ""))
+            break
+        res = highs.solve_arrays(model.cost, model.rows, model.cols, model.values,
+                                 (model.row_lo, model.row_hi), (np.zeros(n), np.ones(n)),
+                                 np.ones(n, dtype=bool), time_limit=time_limit, mip_gap=0.0)
+        if not res.is_optimal:
+            proven = False
+            notes.append(f"window [{lo}, {lo + s}]: HiGHS {res.termination.value}")
+            if not res.has_solution:
+                continue
+        chosen = res.x[:model.k.size] > 0.5
+        a = np.zeros(K)
+        b = np.zeros(K)
+        a[model.k[chosen]] = model.a[chosen]
+        b[model.k[chosen]] = model.b[chosen]
+        d = W.fill(a, b, d_tot)
+        tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
+        total = pair_sum(tau)
+        if total < best.pair_sum or (total == best.pair_sum and i < best_i):
+            best, best_i = LexResult(d, tau, total, True, 1), i
+    return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), "; ".join(notes))
+
+
+def milp_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
+               time_limit: float | None = None) -> LexResult | None:
+    """:func:`least_average` by one MILP per window (any s >= 1; None if too large)."""
+    from mel_opt.solvers import highs
+
+    K = inst.K
+    span = (W.max_updates(inst, np.full(K, float(inst.max_samples))),
+            W.max_updates(inst, np.full(K, float(inst.min_samples))))
+    ranges = [_levels(inst, lo, lo + s, span) for lo in los]
     pairs = sum(int(np.maximum(0, last - first + 1).sum()) for first, last in ranges)
     if pairs + len(los) * (min(s, pairs) + 1) * (K + 1) > MAX_BINARIES:
         return None
@@ -157,10 +430,27 @@ def least_average(inst: MelAsyncInstance, s_star: int, los: Sequence[int],
         b[model.k[chosen]] = model.b[chosen]
         d = W.fill(a, b, inst.total_samples)
         tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
-        ii, jj = np.triu_indices(K, 1)
-        pair_sum = int(np.abs(tau[ii] - tau[jj]).sum())
-        if best is None or pair_sum < best.pair_sum:
-            best = LexResult(d, tau, pair_sum, True, 0)
+        total = pair_sum(tau)
+        if best is None or total < best.pair_sum:
+            best = LexResult(d, tau, total, True, 0)
     if best is None:
         return None
     return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), "; ".join(notes))
+
+
+def _two_levels(inst: MelAsyncInstance, los: Sequence[int], time_limit: float | None
+                ) -> LexResult | None:
+    """:func:`least_average` for s* = 1: :func:`_two_level_window` on every window."""
+    best: LexResult | None = None
+    proven = True
+    for lo in los:
+        res, ok = _two_level_window(inst, lo, time_limit)
+        proven = proven and ok
+        if res is None:
+            continue
+        if best is None or res.pair_sum < best.pair_sum:
+            best = res
+    if best is None:
+        return None
+    note = "" if proven else "a subset MILP of the two-level stage hit the time limit"
+    return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), note)

@@ -64,10 +64,14 @@ def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
     Stage 1, the window algorithm (:func:`windows.exact_integer`), proves the least maximum
     staleness s* and lists every optimal window [lo, lo + s*]. Stage 2
     (:func:`lexicographic.least_average`) minimises (13) over all of them by an exact MILP per
-    window (HiGHS); among equal averages the window with the larger lo (more updates) wins.
-    ``proven_levels`` names the objectives proven optimal: both when every MILP finished
-    optimal (or s* = 0, where every optimum has (13) = 0), only ``max_staleness`` when stage 2
-    was too large (``lexicographic.MAX_BINARIES``) or hit the time limit. It also reports the
+    window (HiGHS), cut by per-threshold count bounds and skipped where the bounds settle the
+    window, or for s* = 1 by the exact two-level count argument at any K; among equal
+    averages the window with the larger lo (more updates) wins.
+    ``proven_levels`` names the objectives proven optimal: both when stage 2 finished proven
+    (or s* = 0, where every optimum has (13) = 0), only ``max_staleness`` when stage 2 was
+    skipped (``lexicographic.MAX_THRESHOLD_WORK``), a window's MILP was too large
+    (``lexicographic.MAX_BINARIES``: the best allocation found is returned) or it hit the
+    time limit. It also reports the
     certified global optimum of the relaxation (8) as ``relaxed_optimum``, the yardstick for
     IPOPT.
     """
@@ -79,7 +83,7 @@ def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
     ok, why = W.integer_feasible(inst)
     if not ok:
         return _infeasible(_EXACT, why, **extras)
-    win = W.exact_integer(inst)
+    win = W.exact_integer(inst, checked=True)
     assert win is not None
     s_star = win.hi - win.lo
     d, tau, levels = win.d, win.tau, ["max_staleness"]
