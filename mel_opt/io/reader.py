@@ -172,11 +172,17 @@ def _read_rows(v: Validator, items: list[Any], p: str, f: Field, root: dict[str,
                 objs.append(None)
     if f.names:
         rows.names = _names(v, objs, p, f)
-    _unknown_in_items(v, objs, p, f, root)
+    present: set[str] = set().union(*(o for o in objs if o is not None))  # at C speed
+    _unknown_in_items(v, objs, p, f, root, present)
     is_obj = np.array([o is not None for o in objs], dtype=bool) if objs is not items else (
         np.ones(rows.n, dtype=bool))
-    form_of = _forms(v, objs, p, f.forms, is_obj)
-    rows.forms = [None if k < 0 else f.forms[k].name if f.forms else "" for k in form_of.tolist()]
+    form_of = _forms(v, objs, p, f.forms, is_obj, present)
+    names: list[str | None] = [form.name for form in f.forms] if f.forms else [""]
+    names.append(None)  # index -1: not an object, or two forms at once
+    if rows.n and bool(np.all(form_of == form_of[0])):
+        rows.forms = [names[int(form_of[0])]] * rows.n
+    else:
+        rows.forms = list(map(names.__getitem__, form_of.tolist()))
     groups: list[tuple[np.ndarray, tuple[Field, ...]]] = [(form_of >= 0, f.fields)]
     groups += [(form_of == k, form.fields) for k, form in enumerate(f.forms)]
     for mask, table in groups:
@@ -190,12 +196,11 @@ def _read_rows(v: Validator, items: list[Any], p: str, f: Field, root: dict[str,
 
 
 def _unknown_in_items(v: Validator, objs: list[dict[str, Any] | None], p: str, f: Field,
-                      root: dict[str, Any]) -> None:
-    """Unknown keys of the items of a list of objects: the keys of all items are gathered at
-    C speed first, and only items holding an unknown one are looked at."""
+                      root: dict[str, Any], present: set[str]) -> None:
+    """Unknown keys of the items of a list of objects: ``present`` (the keys of all items,
+    gathered at C speed) first, and only items holding an unknown one are looked at."""
     table = f.fields + tuple(g for form in f.forms for g in form.fields)
     extra = ("name",) if f.names else ()
-    present = set().union(*(o for o in objs if o is not None))
     known = {g.key for g in table if _applies(g, root)} | set(extra)
     if present <= known:
         return
@@ -226,8 +231,11 @@ def _read_column(v: Validator, objs: list[dict[str, Any] | None], sel: list[int]
     else:
         raw = [objs[i].get(key, miss) for i in sel]  # type: ignore[union-attr]
     if fld.numeric and (fld.required or fld.default is not None):
+        checked = v.check_column(raw, lambda j: f"{p}[{sel[j]}].{key}", fld)
+        if len(sel) == n:  # every item, in order: no scatter through an index list
+            return checked
         col = np.full(n, np.nan)
-        col[sel] = v.check_column(raw, lambda j: f"{p}[{sel[j]}].{key}", fld)
+        col[sel] = checked
         return col
     out: list[Any] = [None] * n
     for j, i in enumerate(sel):
@@ -249,7 +257,7 @@ def _names(v: Validator, objs: list[dict[str, Any] | None], p: str, f: Field) ->
     template = f.name_default_single if len(objs) == 1 and f.name_default_single else (
         f.name_default)
     if None not in objs:  # the common case, at C speed: distinct non-empty strings
-        given = [o.get("name", _MISSING) for o in objs]  # type: ignore[union-attr]
+        given = list(map(methodcaller("get", "name", _MISSING), objs))
         if set(map(type, given)) == {str} and "" not in given and len(set(given)) == len(given):
             return given
     names: list[str] = []
@@ -275,20 +283,29 @@ def _has(objs: list[dict[str, Any] | None], key: str) -> np.ndarray:
     """Which items carry ``key`` (False for non-objects)."""
     if None in objs:
         return np.array([o is not None and key in o for o in objs], dtype=bool)
-    return np.array(list(map(methodcaller("__contains__", key), objs)), dtype=bool)
+    return np.fromiter(map(methodcaller("__contains__", key), objs), dtype=bool,
+                       count=len(objs))
 
 
 def _forms(v: Validator, objs: list[dict[str, Any] | None], p: str, forms: tuple[Form, ...],
-           is_obj: np.ndarray) -> np.ndarray:
+           is_obj: np.ndarray, present: set[str]) -> np.ndarray:
     """Index of the form each item takes (see :class:`~mel_opt.io.fields.Form`); -1 for an
-    item that is not an object or carries the marks of two forms. Without forms: 0."""
+    item that is not an object or carries the marks of two forms. Without forms: 0.
+
+    ``present`` holds every key of every item: a mark no item carries is not looked for, and
+    when no item carries a mark of any form but the last (the default), every object takes
+    the last form without looking at the items."""
     out = np.where(is_obj, 0, -1)
     if not forms:
         return out
+    last = len(forms) - 1
+    if not any(m in present for form in forms[:-1] for m in form.marks):
+        return np.where(is_obj, last, -1)
     marked = np.zeros((len(forms), len(objs)), dtype=bool)
     for k, form in enumerate(forms):
         for m in form.marks:
-            marked[k] |= _has(objs, m)
+            if m in present:
+                marked[k] |= _has(objs, m)
     count = marked.sum(axis=0)
     out = np.where(count == 0, len(forms) - 1, np.argmax(marked, axis=0))
     for i in np.flatnonzero(count > 1).tolist():
