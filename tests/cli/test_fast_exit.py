@@ -40,8 +40,10 @@ def test_exit_codes_and_when_the_teardown_is_kept(capsys, monkeypatch) -> None:
 
     calls: list[int] = []
     monkeypatch.setattr(os, "_exit", calls.append)
-    # the test runner's own threads (a timeout watcher) would keep the ordinary exit
+    # the test runner's own threads (a timeout watcher) would keep the ordinary exit, and so
+    # would Ray, had an earlier test loaded it
     monkeypatch.setattr(threading, "enumerate", lambda: [threading.main_thread()])
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
     cli._leave("stopped: reason")
     cli._leave(None)
     cli._leave(130)
