@@ -11,6 +11,10 @@ loop over learners:
   *prefix* of the learner axis and the step works on views ``param[:m_j]``: no masking of
   whole learners, no copies, no wasted arithmetic on learners that have finished.
 
+Learners are independent within a round, so :func:`local_sgd` can share them among threads
+(``workers``); numpy releases the GIL in its products, and every learner's numbers are the same
+whichever thread trains it.
+
 :func:`make_schedule` draws every shuffle up front, so the batched trainer
 (:func:`local_sgd`) and the plain per-learner loop (:func:`local_sgd_loop`, the reference the
 tests and the benchmark compare against) consume exactly the same minibatches.
