@@ -2,16 +2,25 @@
 
 Usage::
 
-    python benchmarks/bench_train.py [speed] [paper000] [table2] [gpu] [dab] [fashion]
-        [--seeds N] [--out DIR]
+    python benchmarks/bench_train.py [speed] [mlp000] [paper000] [precision] [fullsize]
+        [table2] [gpu] [dab] [fashion] [--seeds N] [--out DIR]
 
 With no section named, all run. Sections:
 
 - ``speed``: the batched trainer against the plain per-learner loop (same minibatches, same
   numbers), K = 20 learners with ragged d_k and tau_k on the digits, per model.
+- ``mlp000``: where a step of the batched trainer spends its time with paper 000's network,
+  K = 20 learners, minibatch 32, on the digits' 64 features and on MNIST's 784 (synthetic
+  images), float64 and float32; and a round with one and with two learner threads.
+- ``precision``: paper 000's experiment (mlp000, 5 seeds) in float32 and in float64: final
+  accuracies per (K, scheme) side by side, and the wall time of each.
+- ``fullsize``: paper 000's mel-async cycle at Fashion-MNIST's full size (60,000 training images
+  of 784 pixels; synthetic images of that shape where Debian's dataset-fashion-mnist is not
+  installed), mlp000, K = 20, 20 cycles, scheme ``exact``, one seed: wall time.
 - ``paper000``: paper 000, Fig. 3: cycles to 95% / 97% for K = 10, 15, 20, T = 15 s, schemes
   exact / kkt-sai / eta / sync, 20 cycles, with the paper's [F, 300, 124, 60, 10] network and
-  with TwoNN; the wall time of each whole experiment.
+  with TwoNN; the wall time of each whole experiment (float32, the learners shared among the
+  CPUs this process may use, as ``melopt reproduce 000-fig3`` runs it).
 - ``table2``: paper 004, Table II (K = 6 and 12, IID and non-IID): test accuracy and training
   speedup against individual learning.
 - ``gpu``: paper 004, Figs. 4-5: the proposed allocation against online, full-batch and random
@@ -41,9 +50,10 @@ from mel_opt.reproduce.catalogue import Claim, verdict_of
 from mel_opt.subset_benchmarking import blas_threads
 from mel_opt.training import experiments as E
 from mel_opt.training import load_dataset
-from mel_opt.training.data import KNOWN_IDX_DIRS
+from mel_opt.training.data import KNOWN_IDX_DIRS, Dataset
 from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_schedule
-from mel_opt.training.mlp import MLP, init_params, layers_for
+from mel_opt.training.mlp import MLP, _forward, init_params, layers_for, stacked_gradients
+from mel_opt.training.run import TrainSettings, available_cpus, train
 
 console = Console(width=160)
 
@@ -121,6 +131,159 @@ def speed(repeats: int = 15) -> None:
     console.print(table)
 
 
+def synthetic_images(n_train: int, n_test: int, features: int = 784, classes: int = 10,
+                     seed: int = 0) -> Dataset:
+    """MNIST-shaped stand-in data: each class a random prototype image in [0, 1], each sample
+    its class's prototype plus uniform noise, clipped to [0, 1] (learnable, not MNIST)."""
+    rng = np.random.default_rng(seed)
+    proto = rng.random((classes, features))
+    parts = []
+    for n in (n_train, n_test):
+        y = rng.integers(0, classes, n)
+        x = np.clip(proto[y] + rng.uniform(-0.6, 0.6, (n, features)), 0.0, 1.0)
+        parts.append((x.astype(np.float32), y.astype(np.int64)))
+    return Dataset(f"synthetic {features}-pixel images", parts[0][0], parts[0][1], parts[1][0],
+                   parts[1][1], classes)
+
+
+def _best(fn: Callable[[], Any], repeats: int) -> float:
+    """Least wall time of ``repeats`` calls [s] (the least disturbed by other processes)."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _step_times(F: int, dt: np.dtype, K: int, bs: int,
+                repeats: int) -> tuple[float, float, float, float, float]:
+    """Least wall times [s] of one mlp000 step's forward pass, forward and backward, update,
+    minibatch gather, and of its matrix products alone (in the trainer's layouts)."""
+    rng = np.random.default_rng(0)
+    layers = layers_for("mlp000", F, 10)
+    p = broadcast(init_params(layers, 0, dt), K)
+    data = rng.random((4096, F)).astype(dt)
+    rows = rng.integers(0, 4096, (K, bs))
+    x = data[rows]
+    w = np.full((K, bs), 1.0 / bs, dtype=dt)
+    y = rng.integers(0, 10, (K, bs))
+    target = np.zeros((K, 10, bs), dtype=dt)
+    np.put_along_axis(target, y[:, None, :], w[:, None, :], axis=1)
+    g = stacked_gradients(p, x, None, w, target)
+    acts = [x, *(np.ones((K, bs, n), dtype=dt) for n in layers[1:])]
+
+    def products() -> None:
+        for i, W in enumerate(p[0::2]):
+            acts[i] @ W  # forward
+            acts[i].transpose(0, 2, 1) @ acts[i + 1]  # weight gradient
+            if i:
+                acts[i + 1] @ W.transpose(0, 2, 1)  # input gradient
+
+    def update() -> None:
+        for a, da in zip(p, g, strict=True):
+            a -= da
+
+    return (_best(lambda: _forward(p, x), repeats),
+            _best(lambda: stacked_gradients(p, x, None, w, target), repeats),
+            _best(update, repeats), _best(lambda: data[rows], repeats),
+            _best(products, repeats))
+
+
+def mlp000_profile(repeats: int = 20) -> None:
+    """Where a step goes at paper 000's network, and what float32 and threads change."""
+    K, bs = 20, 32
+    table = Table(title="mlp000 [F, 300, 124, 60, 10], K = 20 learners x minibatch 32, one "
+                        "BLAS thread: one step of the batched trainer in microseconds (least "
+                        f"wall time of {repeats}; busy machine), and the products alone")
+    for col in ("F", "dtype", "forward", "backward", "update", "gather", "step",
+                "products alone", "step GFLOP/s"):
+        table.add_column(col, justify="right")
+    for F in (64, 784):
+        step_flop = MLP(layers_for("mlp000", F, 10)).train_flops_per_sample() * K * bs
+        for dt in (np.float64, np.float32):
+            fwd, full, upd, gather, prod = _step_times(F, np.dtype(dt), K, bs, repeats)
+            step = full + upd + gather
+            table.add_row(str(F), np.dtype(dt).name, f"{fwd * 1e6:.0f}",
+                          f"{(full - fwd) * 1e6:.0f}", f"{upd * 1e6:.0f}",
+                          f"{gather * 1e6:.0f}", f"{step * 1e6:.0f}", f"{prod * 1e6:.0f}",
+                          f"{step_flop / step / 1e9:.1f}")
+    console.print(table)
+    rng = np.random.default_rng(0)
+    rounds = Table(title="One round of the batched trainer with mlp000, K = 20 learners, 8-10 "
+                         "passes over 72 (digits-sized) or 300 samples each, float32: seconds "
+                         "(least wall time of 3), one and two learner threads")
+    for col in ("F", "samples / learner", "1 thread [s]", "2 threads [s]", "speedup",
+                "identical"):
+        rounds.add_column(col, justify="right")
+    for F, per in ((64, 72), (784, 300)):
+        x = rng.random((K * per, F)).astype(np.float32)
+        y = rng.integers(0, 10, K * per)
+        samples = list(np.array_split(rng.permutation(K * per), K))
+        sched = make_schedule(samples, rng.integers(8, 11, K), bs, rng, np.float32)
+        p = broadcast(init_params(layers_for("mlp000", F, 10), 0, np.float32), K)
+        res = {}
+        times: dict[int, list[float]] = {1: [], 2: []}
+        for _ in range(3):
+            for n in (1, 2):  # alternating, so both see the same neighbours
+                t = time.perf_counter()
+                res[n] = local_sgd(p, x, y, sched, 0.1, workers=n)
+                times[n].append(time.perf_counter() - t)
+        same = all(np.array_equal(a, b) for a, b in zip(res[1], res[2], strict=True))
+        rounds.add_row(str(F), str(per), f"{min(times[1]):.3f}", f"{min(times[2]):.3f}",
+                       f"{min(times[1]) / min(times[2]):.2f}x", str(same))
+    console.print(rounds)
+
+
+def precision(seeds: int) -> None:
+    """Paper 000's experiment in float32 and float64: final accuracies side by side."""
+    outs = {dt: E.paper000_fig3(None, seeds=seeds, model="mlp000", dtype=dt)
+            for dt in ("float32", "float64")}
+    table = Table(title=f"Paper 000 Fig. 3 experiment (mlp000, digits, {seeds} seeds, 20 cycles) "
+                        "in float32 and float64: final validation accuracy, mean [95% CI] "
+                        "over seeds; wall: float32 "
+                        f"{outs['float32'].wall_s:.1f} s, float64 "
+                        f"{outs['float64'].wall_s:.1f} s (busy machine)")
+    for col in ("K", "scheme", "float32", "float64", "difference", "cycles to ceiling - 3 "
+                "points, float32 / float64"):
+        table.add_column(col, justify="right")
+    pick = {dt: [r for r in o.rows if r.get("part") == "to target"
+                 and r["target"] == min(q["target"] for q in o.rows
+                                        if q.get("part") == "to target")]
+            for dt, o in outs.items()}
+    for a, b in zip(pick["float32"], pick["float64"], strict=True):
+        table.add_row(str(a["K"]), a["scheme"], cell(a, "final_accuracy"),
+                      cell(b, "final_accuracy"),
+                      f"{a['final_accuracy'] - b['final_accuracy']:+.4f}",
+                      f"{cell(a, 'cycles')} / {cell(b, 'cycles')}")
+    console.print(table)
+
+
+def fullsize() -> None:
+    """Paper 000's cycle at Fashion-MNIST's full size: mlp000, K = 20, 20 cycles, one run."""
+    if Path(KNOWN_IDX_DIRS["fashion-mnist"]).is_dir():
+        data = load_dataset("fashion-mnist")
+        what = "Fashion-MNIST"
+    else:
+        data = synthetic_images(60_000, 10_000)
+        what = "synthetic 28 x 28 images (Fashion-MNIST is not installed)"
+    inst = E._instance("mel-async", "mohammad2020", 20, 2020)
+    table = Table(title=f"mel-async mohammad2020 K = 20, scheme exact, mlp000, 20 cycles, one "
+                        f"seed, {data.y_train.size:,} training images: {what}; wall time "
+                        "(busy machine)")
+    for col in ("dtype", "threads", "wall [s]", "final accuracy"):
+        table.add_column(col, justify="right")
+    for dtype, threads in (("float32", available_cpus()), ("float32", 1)):
+        t = time.perf_counter()
+        run = train(inst, TrainSettings(schemes=("exact",), cycles=20, seeds=1,
+                                        model="mlp000", dtype=dtype, threads=threads),
+                    data=data)
+        table.add_row(dtype, str(threads), f"{time.perf_counter() - t:.1f}",
+                      f"{run.rows[-1]['accuracy']:.3f}")
+    console.print(table)
+
+
 def paper000(out: Path, seeds: int, data: Any = None, label: str = "digits") -> None:
     for model in ("mlp000", "twonn"):
         o = E.paper000_fig3(out / f"paper000_{label}_{model}", seeds=seeds, model=model,
@@ -172,17 +335,25 @@ def fashion(out: Path, seeds: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sections", nargs="*",
-                    choices=[[], "speed", "paper000", "table2", "gpu", "dab", "fashion"])
+                    choices=[[], "speed", "mlp000", "paper000", "precision", "fullsize",
+                             "table2", "gpu", "dab", "fashion"])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", default="results/bench_train")
     args = ap.parse_args()
-    sections = args.sections or ["speed", "paper000", "table2", "gpu", "dab", "fashion"]
+    sections = args.sections or ["speed", "mlp000", "paper000", "precision", "fullsize",
+                                 "table2", "gpu", "dab", "fashion"]
     out = Path(args.out)
     with blas_threads(1):  # small products: one BLAS thread is fastest on a shared machine
         for s in sections:
             start = time.perf_counter()
             if s == "speed":
                 speed()
+            elif s == "mlp000":
+                mlp000_profile()
+            elif s == "precision":
+                precision(args.seeds)
+            elif s == "fullsize":
+                fullsize()
             elif s == "paper000":
                 paper000(out, args.seeds)
             elif s == "table2":

@@ -69,12 +69,16 @@ class Trainer:
         Learning rate (times the plan's ``lr_scale``).
     batch_size : int
         Local minibatch size, unless the plan sets its own.
+    threads : int
+        Threads that train the learners of a cycle
+        (:func:`~mel_opt.training.local.local_sgd`'s ``workers``).
     """
 
     data: Dataset
     init: Params
     lr: float
     batch_size: int
+    threads: int = 1
 
     def record(self, cycle: int, t: float, model: Params,
                truancy: float | None = None) -> CycleRecord:
@@ -168,7 +172,7 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
             start = broadcast(model, ids.size)
         else:
             start = [a[ids] for a in own]
-        trained = local_sgd(start, x, y, sched, tr.lr * plan.lr_scale)
+        trained = local_sgd(start, x, y, sched, tr.lr * plan.lr_scale, tr.threads)
         if not plan.restart:
             if own is None:
                 own = broadcast(model, len(pools))

@@ -11,6 +11,10 @@ loop over learners:
   *prefix* of the learner axis and the step works on views ``param[:m_j]``: no masking of
   whole learners, no copies, no wasted arithmetic on learners that have finished.
 
+Learners are independent within a round, so :func:`local_sgd` can share them among threads
+(``workers``); numpy releases the GIL in its products, and every learner's numbers are the same
+whichever thread trains it.
+
 :func:`make_schedule` draws every shuffle up front, so the batched trainer
 (:func:`local_sgd`) and the plain per-learner loop (:func:`local_sgd_loop`, the reference the
 tests and the benchmark compare against) consume exactly the same minibatches.
@@ -18,6 +22,7 @@ tests and the benchmark compare against) consume exactly the same minibatches.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +34,9 @@ __all__ = ["Schedule", "average", "broadcast", "evaluate", "local_sgd", "local_s
            "make_schedule", "one_step_schedule"]
 
 GATHER_BYTES = 1 << 25  # minibatch features gathered at once by local_sgd [bytes]
+#: Matrix-product FLOPs a thread of local_sgd gets per step at least: below it, the threads'
+#: Python work per step (serialised by the GIL) costs more than the products they share
+MIN_SHARE_FLOP = 2e7
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,7 +128,7 @@ def one_step_schedule(samples: list[np.ndarray],
 
 
 def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
-              lr: float) -> Params:
+              lr: float, workers: int = 1) -> Params:
     """Run every learner's minibatches of ``sched`` at once; returns the trained parameters.
 
     Parameters
@@ -132,19 +140,49 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
     sched : Schedule
     lr : float
         SGD learning rate.
+    workers : int
+        At most this many threads train the learners, each a share of them (learners are
+        independent within a round, so the numbers do not depend on it). numpy releases the
+        GIL in its products, so on free cores the shares run in parallel; fewer threads are
+        used where a step's products are small (:data:`MIN_SHARE_FLOP` each at least). Keep
+        BLAS at one thread meanwhile (:func:`mel_opt.subset_benchmarking.blas_threads`).
     """
     order = np.argsort(-sched.steps, kind="stable")
-    p = [a[order] for a in params]
-    steps = sched.steps[order]
+    pairs = sum(a.shape[1] * a.shape[2] for a in params[0::2])
+    step_flop = 6.0 * pairs * sched.index.shape[2] * order.size  # forward and backward
+    n = max(1, min(int(workers), order.size, int(step_flop // max(MIN_SHARE_FLOP, 1.0))))
+    # learners dealt out in order of their step counts: every share has a similar amount of
+    # work, and each share stays sorted by steps (what _train_sorted needs)
+    shares = [order[i::n] for i in range(n)]
+    out = [np.empty_like(a) for a in params]
+
+    def run(share: np.ndarray) -> None:
+        p = [a[share] for a in params]
+        _train_sorted(p, x, y, sched.index[share], sched.weight[share], sched.steps[share], lr)
+        for a, b in zip(out, p, strict=True):
+            a[share] = b
+
+    if n == 1:
+        run(shares[0])
+    else:
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            for f in [pool.submit(run, share) for share in shares]:
+                f.result()
+    return out
+
+
+def _train_sorted(p: Params, x: np.ndarray, y: np.ndarray, index: np.ndarray,
+                  weight: np.ndarray, steps: np.ndarray, lr: float) -> None:
+    """:func:`local_sgd` on learners sorted by their step counts (largest first), in place."""
     n_steps = int(steps.max()) if steps.size else 0
-    bs = sched.index.shape[2]
+    bs = index.shape[2]
     # the learner-steps that are trained, step by step: at step j the learners still training
     # are a prefix of the sorted axis, active[j] long, and their minibatches are the rows
     # offsets[j]:offsets[j + 1] of `rows`, so nothing is gathered or computed for learners
     # that have finished and every step's slice of the gathered arrays is contiguous
     j_of, k_of = np.nonzero(steps[None, :] > np.arange(n_steps)[:, None])
-    rows = sched.index[order[k_of], j_of]
-    coef = sched.weight[order[k_of], j_of] * np.asarray(lr, dtype=sched.weight.dtype)
+    rows = index[k_of, j_of]
+    coef = weight[k_of, j_of] * np.asarray(lr, dtype=weight.dtype)
     active = np.bincount(j_of, minlength=n_steps).tolist()
     offsets = np.concatenate([[0], np.cumsum(active, dtype=np.int64)])
     starts = offsets.tolist()
@@ -172,8 +210,6 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
             for a, da in zip(p, g, strict=True):
                 a[:m] -= da
         j0 = j1
-    inverse = np.argsort(order)
-    return [a[inverse] for a in p]
 
 
 def local_sgd_loop(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
