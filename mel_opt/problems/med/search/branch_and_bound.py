@@ -4,12 +4,15 @@ When learners are all different (random heterogeneous instances) the type progra
 many states. This module proves optimality (or reports a gap at the time limit) with three
 parts.
 
-Primal (``local``). A greedy assignment repaired and improved by local search, each candidate
-valued exactly (``evaluate``). After the root bound, an iterated local search improves the
-incumbent; the subproblems' covers seed more polishing during branching.
+Primal (``local``). A greedy assignment; after the root bound, the restricted master LP over
+the root's subproblem answers, rounded and polished by local search (each candidate valued
+exactly, ``evaluate``); an iterated local search then improves the incumbent; the subproblems'
+covers seed more polishing during branching.
 
 Bound (``lagrangian``). The Lagrangian relaxation of "each learner serves exactly one task" and
-of the budget, maximised by a deflected subgradient method from each node's parent multipliers.
+of the budget. At the root a short subgradient warm start, then a box-step bundle method
+(``bundle``) that stops with a certificate at the dual optimum; children re-optimise from their
+parent's multipliers by a deflected subgradient method.
 
 Branching. Best bound first (the global bound at a time limit is the least open bound) on the
 learner whose subproblem answers disagree most (it appears in no task or in several), fixed to
@@ -34,6 +37,7 @@ import numpy as np
 from mel_opt.problems.med import split
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.latency import Coefficients, budget_can_bind
+from mel_opt.problems.med.search import bundle
 from mel_opt.problems.med.search.evaluate import Evaluator
 from mel_opt.problems.med.search.lagrangian import Lagrangian, Node, OutOfTime
 from mel_opt.problems.med.search.local import greedy, iterated_local_search, local_search
@@ -43,7 +47,8 @@ from mel_opt.status import TerminationCondition as TC
 ROOT_SHARE = 0.35  # with a time limit: the root bound stops at this share of it
 ILS_SHARE = 0.7  # ... and the iterated local search at this share (branching gets the rest)
 CHILD_ITERS = 15  # subgradient steps per child node (from the parent's multipliers)
-ROOT_ITERS = 300  # subgradient steps at the root
+ROOT_WARM_ITERS = 30  # subgradient steps at the root before the bundle method
+ROOT_ITERS = 300  # bundle steps at the root
 FIRST_SEARCH_CAP = 30.0  # s, the first local search's cap
 COVER_SEARCH_CAP = 5.0  # s, the cap of one polish of a subproblem cover
 ILS_PATIENCE = 30  # kicks in a row without a gain that end the iterated local search (no limit)
@@ -111,6 +116,7 @@ class _Search:
         self.m, self.n = inst.n_tasks, inst.n_learners
         self.stats: dict[str, Any] = {"method": "lagrangian branch and bound", "nodes": 0}
         self.best = _Incumbent(math.inf, None)
+        self.columns = bundle.Columns()
 
     def _share_end(self, share: float) -> float:
         """The end of a phase that may use ``share`` of the time limit (deadline if none)."""
@@ -215,31 +221,70 @@ class _Search:
         return Outcome(TC.CONVERGED, assignment, d, val, val, stats=stats,
                        message="proven optimal (Lagrangian branch and bound)")
 
+    def root(self, lag: Lagrangian, root: Node, upper: float) -> tuple[float, np.ndarray]:
+        """The root bound: a short subgradient warm start, then the box-step bundle method
+        (``bundle``) until its certificate, the root's share of the time or ``ROOT_ITERS``."""
+        end = min(self.deadline, self._share_end(ROOT_SHARE))
+        warm, cover = lag.optimise(root, upper, ROOT_WARM_ITERS, end)
+        if not math.isfinite(warm):
+            return warm, cover
+        got, got_cover = bundle.ascend(lag, root, upper, ROOT_ITERS, end, self.columns,
+                                       self.stats)
+        return (got, got_cover) if got >= warm else (warm, cover)
+
+    def primal_from_master(self, lag: Lagrangian) -> None:
+        """Round the restricted master LP over the root's columns and polish it."""
+        cand = bundle.rounded_assignment(lag, self.columns,
+                                         max(0.0, self.deadline - time.perf_counter()))
+        if cand is None:
+            return
+        got, val = local_search(self.ev, cand,
+                                min(self.deadline, time.perf_counter() + FIRST_SEARCH_CAP))
+        self.stats["incumbent_from_master"] = val
+        self.best.offer(val, got)
+
     def run(self) -> Outcome:
         inst, coef, stats = self.inst, self.coef, self.stats
-        assign, value = local_search(self.ev, greedy(self.ev),
-                                     min(self.deadline, self.start + FIRST_SEARCH_CAP))
-        stats["incumbent_after_local_search"] = value
+        start_assign = greedy(self.ev)
+        excess, value, _ = self.ev.value(parts_of(start_assign, self.m))
+        if excess == 0:
+            self.best.offer(value, start_assign)
         floor_levels = _floor_levels(inst, coef)
         if not np.all(np.isfinite(floor_levels)):
             return Outcome(TC.INFEASIBLE, message="a task cannot meet its deadline "
                            "even with every learner", stats=stats)
-        self.best.offer(value, assign)
         try:
-            lag = Lagrangian(inst, coef, self.ev.binds, floor_levels, value, self.deadline)
-        except OutOfTime:  # many learners: the first search took the time the bound needed
+            lag = Lagrangian(inst, coef, self.ev.binds, floor_levels, self.best.value,
+                             self.deadline)
+            root = Node(np.full(self.n, -1, dtype=np.int64),
+                        np.zeros((self.m, self.n), dtype=bool), np.zeros(self.n), 0.0)
+            root_bound, cover = self.root(lag, root, self.best.value)
+        except OutOfTime:  # many learners: the level tables took the time the bound needed
+            assign, value = local_search(self.ev, start_assign,
+                                         min(self.deadline, self.start + FIRST_SEARCH_CAP))
+            self.best.offer(value, assign)
             floor = float(floor_levels.sum())
             stats["root_bound"] = floor
             return self.outcome(True, [floor], floor, bound_kind="the tasks' least levels")
-        root = Node(np.full(self.n, -1, dtype=np.int64), np.zeros((self.m, self.n), dtype=bool),
-                    np.zeros(self.n), 0.0)
-        root_bound, cover = lag.optimise(root, value, ROOT_ITERS,
-                                         min(self.deadline, self._share_end(ROOT_SHARE)))
         stats["root_bound"] = root_bound
-        self.improve_from(cover)
         if not self.proven(root_bound):
-            self.iterate(assign, root_bound)
+            self.primal_from_master(lag)
+            self.improve_from(cover)
+        if self.best.assign is None or not self.proven(root_bound):
+            assign, value = local_search(self.ev, start_assign,
+                                         min(self.deadline, time.perf_counter()
+                                             + FIRST_SEARCH_CAP))
+            self.best.offer(value, assign)
+        stats["incumbent_after_local_search"] = self.best.value
+        if not self.proven(root_bound):
+            self.iterate(start_assign, root_bound)
         stats["incumbent_before_branching"] = self.best.value
+        if math.isfinite(self.best.value):  # tables for the incumbent: fewer levels
+            try:
+                lag = Lagrangian(inst, coef, self.ev.binds, floor_levels, self.best.value,
+                                 self.deadline)
+            except OutOfTime:
+                return self.outcome(True, [root_bound], root_bound)
         timed_out, open_bounds = self.branch(lag, root, root_bound, cover)
         return self.outcome(timed_out, open_bounds, root_bound)
 

@@ -1,0 +1,196 @@
+"""The root multipliers of the Lagrangian bound by a box-step cutting-plane (bundle) method.
+
+``Lagrangian.evaluate`` returns, with the bound L(mu, lam), each task's minimiser: a column
+(task i, learners W, level H, price of its shards c). A column's value H + sum_{j in W} mu_j +
+lam c is affine in (mu, lam), so the columns seen so far give a piecewise-linear model of the
+dual function from above,
+
+    L^(mu, lam) = sum_i min_{p of task i} (H_p + mu . a_p + lam c_p) - sum_j mu_j - lam B,
+
+whose maximum over a box around the best multipliers so far is a linear programme (HiGHS):
+variables z_i (task i's minimum), mu and lam; one row z_i - mu . a_p - lam c_p <= H_p per
+column. The box-step method evaluates L at the LP's answer, moves the box there when it raises
+the bound (a serious step) and shrinks the box otherwise (a null step). Unlike a subgradient
+method it stops with a certificate: when the model's maximum over the box equals the best
+value, the best multipliers maximise L over the box and, L being concave, over everything.
+
+The bound is always ``evaluate``'s value at some multipliers, so it is valid whatever the LP
+answers; the LP only chooses where to look.
+
+The same columns give the restricted master programme (the LP dual of the model): a convex
+combination of each task's columns covering every learner once and within the budget. Its
+fractional answer, rounded learner by learner to the task that covers it most, is a start for
+the local search (``rounded_assignment``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mel_opt.problems.med.search.lagrangian import Lagrangian, Node
+from mel_opt.problems.med.search.types import REL_GAP
+from mel_opt.solvers.highs import solve_arrays
+
+SHRINK = 0.7  # the box after a null step that did not raise the bound
+GROW = 1.5  # ... after a serious step that gained at least GOOD of what the model promised
+GOOD = 0.3
+FIRST_BOX = 0.05  # the first box's half-width, relative to the largest |mu_j|
+UNCOVERED = 1e3  # per learner: the master's penalty for leaving one uncovered [s]
+
+
+@dataclass
+class Columns:
+    """The subproblem answers seen so far: task, learners (bool n), level, price of shards."""
+
+    task: list[int] = field(default_factory=list)
+    cover: list[np.ndarray] = field(default_factory=list)
+    level: list[float] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    seen: set[tuple[int, bytes, float]] = field(default_factory=set)
+
+    def add(self, lag: Lagrangian, cover: np.ndarray, rows: np.ndarray, spent: np.ndarray
+            ) -> None:
+        for i in range(cover.shape[0]):
+            key = (i, np.packbits(cover[i]).tobytes(), float(lag.tasks[i].levels[rows[i]]))
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            self.task.append(i)
+            self.cover.append(cover[i].copy())
+            self.level.append(key[2])
+            self.cost.append(float(spent[i]))
+
+    def __len__(self) -> int:
+        return len(self.task)
+
+    def triplets(self, first_row: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(column index, learner, 1.0) for every learner of every column."""
+        cols, learners = np.nonzero(np.array(self.cover))
+        return cols + first_row, learners, np.ones(cols.size)
+
+
+def _model_max(lag: Lagrangian, cols: Columns, mu: np.ndarray, lam: float, box: float
+               ) -> tuple[np.ndarray, float, float] | None:
+    """The model's maximiser over the box around (mu, lam) and its value (None if HiGHS
+    gives no point)."""
+    m, n, P = lag.m, lag.n, len(cols)
+    cost = np.concatenate([-np.ones(m), np.ones(n), [lag.inst.budget]])
+    # row p: z_task - sum_{j in W_p} mu_j - c_p lam <= H_p
+    r_mu, c_mu, _ = cols.triplets()
+    rows = np.concatenate([np.arange(P), r_mu, np.arange(P)])
+    vars_ = np.concatenate([np.array(cols.task), m + c_mu, np.full(P, m + n)])
+    vals = np.concatenate([np.ones(P), -np.ones(r_mu.size), -np.array(cols.cost)])
+    lo = np.concatenate([np.full(m, -np.inf), mu - box, [max(0.0, lam - box)]])
+    hi = np.concatenate([np.full(m, np.inf), mu + box, [lam + box]])
+    if lag.inst.min_shards == 0:  # "at most one task": mu_j >= 0
+        lo[m:m + n] = np.maximum(lo[m:m + n], 0.0)
+    if not lag.binds:
+        lo[-1] = hi[-1] = 0.0
+    res = solve_arrays(cost, rows, vars_, vals,
+                       (np.full(P, -np.inf), np.array(cols.level)), (lo, hi),
+                       np.zeros(m + n + 1, dtype=bool))
+    if res.objective is None or res.x.size != m + n + 1 or not np.all(np.isfinite(res.x)):
+        return None
+    return res.x[m:m + n], float(res.x[-1]), -float(res.objective)
+
+
+def _evaluate(lag: Lagrangian, node: Node, mu: np.ndarray, lam: float, cutoff: float,
+              cols: Columns) -> tuple[float, np.ndarray]:
+    """L(mu, lam) and the cover, storing the tasks' minimisers as columns."""
+    low, rows, forced, allowed = lag.task_mins(node, mu, lam, cutoff)
+    cover = np.zeros((lag.m, lag.n), dtype=bool)
+    if not np.all(np.isfinite(low)):
+        return math.inf, cover
+    spent = np.zeros(lag.m)
+    for i, t in enumerate(lag.tasks):
+        cover[i], spent[i] = lag._choose(t, int(rows[i]), mu, lam, forced[i], allowed[i])
+    cols.add(lag, cover, rows, spent)
+    return float(low.sum()) - float(mu.sum()) - lam * lag.inst.budget, cover
+
+
+def ascend(lag: Lagrangian, node: Node, upper: float, iters: int, deadline: float,
+           cols: Columns, stats: dict | None = None) -> tuple[float, np.ndarray]:
+    """Box-step ascent from the node's multipliers (a subgradient warm start is expected in
+    them); updates node.mu / node.lam to the best point. Returns the best bound and the
+    subproblems' cover there.
+
+    Stops at ``iters`` evaluations, at ``deadline``, when the bound reaches ``upper`` (it
+    proves the incumbent), or when the model's maximum is within 1e-7 of the best (the dual
+    optimum is reached)."""
+    mu, lam = node.mu.copy(), node.lam
+    best, best_cover = _evaluate(lag, node, mu, lam, upper, cols)
+    if not math.isfinite(best):
+        return best, best_cover
+    box = FIRST_BOX * max(1e-3, float(np.abs(mu).max()), lam)
+    done = 0
+    converged = False
+    for _ in range(iters):
+        if time.perf_counter() > deadline or best >= upper - REL_GAP * max(1.0, abs(upper)):
+            break
+        got = _model_max(lag, cols, mu, lam, box)
+        if got is None:
+            break
+        new_mu, new_lam, model = got
+        if model - best <= 1e-7 * max(1.0, abs(best)):
+            converged = True
+            break
+        val, cover = _evaluate(lag, node, new_mu, new_lam, upper, cols)
+        done += 1
+        if not math.isfinite(val):
+            return val, cover
+        if val > best + 1e-4 * (model - best):
+            if val - best >= GOOD * (model - best):
+                box *= GROW
+            best, best_cover, mu, lam = val, cover, new_mu, new_lam
+        else:
+            box *= SHRINK
+            if box < 1e-9:
+                break
+    node.mu, node.lam = mu.copy(), lam
+    if stats is not None:
+        stats["bundle_steps"] = done
+        stats["bundle_columns"] = len(cols)
+        stats["bundle_converged"] = converged
+    return best, best_cover
+
+
+def rounded_assignment(lag: Lagrangian, cols: Columns, time_limit: float | None = None
+                       ) -> np.ndarray | None:
+    """The restricted master LP over the columns (each task one convex combination of its
+    columns; each learner covered once, a penalised slack otherwise; the budget), rounded:
+    each learner to the task whose columns cover it most (uncovered: its fastest allowed
+    task). None when HiGHS gives no point."""
+    m, n, P = lag.m, lag.n, len(cols)
+    if P == 0:
+        return None
+    cost = np.concatenate([np.array(cols.level), np.full(n, UNCOVERED)])
+    c_idx, learners, ones = cols.triplets()
+    rows = np.concatenate([np.array(cols.task), m + learners, np.full(P, m + n),
+                           m + np.arange(n)])
+    vars_ = np.concatenate([np.arange(P), c_idx, np.arange(P), P + np.arange(n)])
+    vals = np.concatenate([np.ones(P), ones, np.array(cols.cost), np.ones(n)])
+    learner_lo = np.zeros(n) if lag.inst.min_shards == 0 else np.ones(n)
+    row_lo = np.concatenate([np.ones(m), learner_lo, [-np.inf]])
+    row_hi = np.concatenate([np.ones(m), np.ones(n), [lag.inst.budget if lag.binds else np.inf]])
+    res = solve_arrays(cost, rows, vars_, vals, (row_lo, row_hi),
+                       (np.zeros(P + n), np.ones(P + n)), np.zeros(P + n, dtype=bool),
+                       time_limit=time_limit)
+    if res.objective is None or res.x.size != P + n:
+        return None
+    x = res.x[:P]
+    score = np.zeros((m, n))
+    for p in np.nonzero(x > 1e-9)[0]:
+        score[cols.task[p], cols.cover[p]] += x[p]
+    coef = lag.coef
+    assign = np.argmax(score, axis=0).astype(np.int64)
+    for j in np.nonzero(score.max(axis=0) <= 1e-9)[0]:
+        if lag.inst.min_shards == 0:
+            assign[j] = -1
+            continue
+        ok = np.nonzero(coef.allowed[:, j])[0]
+        assign[j] = int(ok[np.argmin(coef.C[ok, j])]) if ok.size else 0
+    return assign
