@@ -337,7 +337,10 @@ def test_every_entry_has_an_expected_time_shown_by_list() -> None:
     entries = all_entries()
     assert all(e.expected_s is not None and e.expected_s > 0 for e in entries.values())
     res = CliRunner().invoke(cli, ["reproduce", "--list"], terminal_width=250)
-    assert "time (full)" in res.output and "~50 s" in res.output and "--quick" in res.output
+    shown = f"~{entries['000-fig3'].expected_s:g} s"  # the measured time, as --list shows it
+    assert "time (full)" in res.output and shown in res.output and "--quick" in res.output
+    total = sum(e.expected_s or 0 for e in entries.values())
+    assert f"about {total:.0f} s" in res.output
 
 
 @pytest.mark.skipif(not have_matplotlib(), reason="matplotlib not installed")
