@@ -374,45 +374,35 @@ def _end_ray(pool: Any, started: bool, timeout: float = 10.0) -> None:
         _reap(left, until)
 
 
-def _ray_descendants() -> list[int]:
-    """Process ids of the Ray processes below this one (Linux ``/proc``; elsewhere none)."""
-    parents: dict[int, int] = {}
-    ray_like: set[int] = set()
-    for proc in Path("/proc").glob("[0-9]*"):
+def _ray_descendants() -> list[tuple[int, str | None]]:
+    """(pid, start time) of the Ray processes below this one (their command line names Ray;
+    found where the command line can be read, Linux ``/proc``)."""
+    from mel_opt.live.throttle import descendants, process_table
+
+    table = process_table()
+    out = []
+    for pid in sorted(descendants([os.getpid()], table) - {os.getpid()}):
         try:
-            stat = (proc / "stat").read_text()
-            cmd = (proc / "cmdline").read_bytes()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
         if b"ray" in cmd:
-            ray_like.add(int(proc.name))
-    below: set[int] = {os.getpid()}
-    grew = True
-    while grew:
-        more = {pid for pid, ppid in parents.items() if ppid in below} - below
-        below |= more
-        grew = bool(more)
-    return sorted((below - {os.getpid()}) & ray_like)
+            out.append((pid, table[pid].start))
+    return out
 
 
-def _reap(pids: Sequence[int], until: float) -> None:
-    """Wait until ``until`` (monotonic seconds) for ``pids`` to end; kill what is left."""
-    def running(pid: int) -> bool:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return False
-        return state != "Z"
+def _reap(procs: Sequence[tuple[int, str | None]], until: float) -> None:
+    """Wait until ``until`` (monotonic seconds) for ``procs`` to end; kill what is left (a
+    pid reused by another process since, told apart by its start time, is left alone)."""
+    from mel_opt.live.throttle import is_alive, send
 
-    left = [p for p in pids if running(p)]
+    left = [p for p in procs if is_alive(*p)]
     stop = max(until, time.monotonic() + 1.0)  # ray.shutdown may have used the whole wait
     while left and time.monotonic() < stop:
         time.sleep(0.05)
-        left = [p for p in left if running(p)]
-    for pid in left:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+        left = [p for p in left if is_alive(*p)]
+    for pid, _ in left:
+        send(pid, signal.SIGKILL)
 
 
 def _execute(todo: list[Job], executor: str, jobs: int,

@@ -196,6 +196,7 @@ def job_count() -> click.IntRange:
     """A number of parallel workers: 1 to :data:`MAX_JOBS`."""
     return click.IntRange(min=1, max=MAX_JOBS)
 
+
 def fail(message: str, code: int = 2) -> None:
     err.print(f"error: {message}", markup=False)
     sys.exit(code)

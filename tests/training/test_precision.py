@@ -73,12 +73,8 @@ def test_float32_run_matches_float64_cycle_by_cycle(digits: Any) -> None:
     np.testing.assert_allclose(loss32, loss64, rtol=0, atol=1e-3)
 
 
-@pytest.mark.parametrize("workers", [2, 3, 7])
-def test_learner_threads_give_the_same_numbers(digits: Any, workers: int,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each learner's arithmetic is its own, whichever thread runs it: bit for bit equal."""
-    one = _round(digits, "twonn", np.float32, workers=1)
-    monkeypatch.setattr(L, "MIN_SHARE_FLOP", 0.0)  # threads even for this small model
+def _shares(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, the number of learners of each share a training thread gets."""
     used: list[int] = []
     real = L._train_sorted
 
@@ -87,6 +83,16 @@ def test_learner_threads_give_the_same_numbers(digits: Any, workers: int,
         real(p, *args)
 
     monkeypatch.setattr(L, "_train_sorted", spy)
+    return used
+
+
+@pytest.mark.parametrize("workers", [2, 3, 7])
+def test_learner_threads_give_the_same_numbers(digits: Any, workers: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each learner's arithmetic is its own, whichever thread runs it: bit for bit equal."""
+    one = _round(digits, "twonn", np.float32, workers=1)
+    monkeypatch.setattr(L, "MIN_SHARE_FLOP", 0.0)  # threads even for this small model
+    used = _shares(monkeypatch)
     many = _round(digits, "twonn", np.float32, workers=workers)
     assert sorted(used, reverse=True) == [len(s) for s in np.array_split(
         np.arange(6), min(workers, 6))]  # min(workers, K) shares of the six learners
@@ -95,14 +101,7 @@ def test_learner_threads_give_the_same_numbers(digits: Any, workers: int,
 
 
 def test_small_products_stay_on_one_thread(digits: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    used: list[int] = []
-    real = L._train_sorted
-
-    def spy(p: list[np.ndarray], *args: Any) -> None:
-        used.append(p[0].shape[0])
-        real(p, *args)
-
-    monkeypatch.setattr(L, "_train_sorted", spy)
+    used = _shares(monkeypatch)
     _round(digits, "softmax", np.float32, workers=4)  # 6 x 32 x 640 x 6 FLOPs a step: small
     assert used == [6]
 

@@ -108,18 +108,27 @@ def _large_tau(params: dict[str, str], K: int, seed: int, rng: np.random.Generat
     c2 = rng.uniform(2e-5, 8e-5, K)
     c1 = rng.uniform(1e-4, 5e-4, K)
     c0 = rng.uniform(0.05, 0.3, K)
+    return _coefficient_doc(f"large_tau_k{K}_s{seed}",
+                            f"coefficient-form instance with tau in the thousands (seed {seed})",
+                            T, per * K, d_l, d_u, (c2, c1, c0))
+
+
+def _coefficient_doc(name: str, description: str, T: float, d: int, d_l: int, d_u: int,
+                     coeffs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """An instance document in the coefficient form (C2_k, C1_k, C0_k of Eq. (5))."""
+    c2, c1, c0 = coeffs
     return {
         "problem": "mel-async",
         "schema_version": 1,
-        "name": f"large_tau_k{K}_s{seed}",
-        "description": f"coefficient-form instance with tau in the thousands (seed {seed})",
+        "name": name,
+        "description": description,
         "cycle_time_s": T,
-        "total_samples": per * K,
+        "total_samples": d,
         "min_samples": d_l,
         "max_samples": d_u,
         "learners": [
             {"name": f"n{k}", "c2": float(c2[k]), "c1": float(c1[k]), "c0": float(c0[k])}
-            for k in range(K)
+            for k in range(c2.size)
         ],
     }
 
@@ -132,20 +141,9 @@ def _random(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
     c2 = 10 ** rng.uniform(-4.5, -3.0, K)
     c1 = 10 ** rng.uniform(-5.0, -3.5, K)
     c0 = rng.uniform(0.05, 0.5, K)
-    return {
-        "problem": "mel-async",
-        "schema_version": 1,
-        "name": f"random_k{K}_s{seed}",
-        "description": f"random coefficient-form instance (seed {seed})",
-        "cycle_time_s": T,
-        "total_samples": d,
-        "min_samples": max(1, d // (20 * K)),
-        "max_samples": d,
-        "learners": [
-            {"name": f"n{k}", "c2": float(c2[k]), "c1": float(c1[k]), "c0": float(c0[k])}
-            for k in range(K)
-        ],
-    }
+    return _coefficient_doc(f"random_k{K}_s{seed}",
+                            f"random coefficient-form instance (seed {seed})", T, d,
+                            max(1, d // (20 * K)), d, (c2, c1, c0))
 
 
 def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,

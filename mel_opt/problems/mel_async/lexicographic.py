@@ -53,6 +53,7 @@ import numpy as np
 
 from mel_opt.problems.mel_async import windows as W
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
+from mel_opt.solvers.base import SolverResult
 
 MAX_BINARIES = 10_000  # per window MILP (s* >= 2); beyond it the window is not proven
 # (the linearised concave objective has a weak LP bound; with the counts cut by
@@ -96,16 +97,20 @@ class _WindowMILP:
     row_hi: np.ndarray
 
 
+def _span(inst: MelAsyncInstance) -> tuple[np.ndarray, np.ndarray]:
+    """Per learner, the fewest and the most updates its d in [d_l, d_u] can give:
+    tau(d_u), tau(d_l) (tau_k falls as d_k grows)."""
+    K = inst.K
+    return (W.max_updates(inst, np.full(K, float(inst.max_samples))),
+            W.max_updates(inst, np.full(K, float(inst.min_samples))))
+
+
 def _levels(inst: MelAsyncInstance, lo: int, hi: int,
             span: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per learner, the range of levels in [lo, hi] its d in [d_l, d_u] can give (may be
-    empty: first > last). tau_k falls as d_k grows, so the range is [tau(d_u), tau(d_l)]
-    (``span``: those two arrays, if already computed)."""
-    K = inst.K
-    if span is None:
-        span = (W.max_updates(inst, np.full(K, float(inst.max_samples))),
-                W.max_updates(inst, np.full(K, float(inst.min_samples))))
-    first, last = span
+    empty: first > last): [tau(d_u), tau(d_l)] clipped to the window (``span``: those two
+    arrays, :func:`_span`, if already computed)."""
+    first, last = _span(inst) if span is None else span
     return np.maximum(first, lo).astype(np.int64), np.minimum(last, hi).astype(np.int64)
 
 
@@ -337,13 +342,11 @@ def _bounded_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
     ``MAX_BINARIES`` binaries the stage stops there (no later bound or MILP could make the
     result proven) and returns the best found, not proven.
     """
-    from mel_opt.solvers import highs
 
     K, d_tot = inst.K, inst.total_samples
     if K * s * len(los) > MAX_THRESHOLD_WORK:
         return None
-    span = (W.max_updates(inst, np.full(K, float(inst.max_samples))),
-            W.max_updates(inst, np.full(K, float(inst.min_samples))))
+    span = _span(inst)
     proven = True
     notes: list[str] = []
     fills = []
@@ -373,35 +376,44 @@ def _bounded_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
                          + (f"; {len(los) - i - 1} more window(s) not tried"
                             if i + 1 < len(los) else ""))
             break
-        res = highs.solve_arrays(model.cost, model.rows, model.cols, model.values,
-                                 (model.row_lo, model.row_hi), (np.zeros(n), np.ones(n)),
-                                 np.ones(n, dtype=bool), time_limit=time_limit, mip_gap=0.0)
+        res, found = _solve_window(inst, model, time_limit)
         if not res.is_optimal:
             proven = False
             notes.append(f"window [{lo}, {lo + s}]: HiGHS {res.termination.value}")
-            if not res.has_solution:
-                continue
-        chosen = res.x[:model.k.size] > 0.5
-        a = np.zeros(K)
-        b = np.zeros(K)
-        a[model.k[chosen]] = model.a[chosen]
-        b[model.k[chosen]] = model.b[chosen]
-        d = W.fill(a, b, d_tot)
-        tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
-        total = pair_sum(tau)
-        if total < best.pair_sum or (total == best.pair_sum and i < best_i):
-            best, best_i = LexResult(d, tau, total, True, 1), i
+        if found is not None and (found.pair_sum < best.pair_sum or (
+                found.pair_sum == best.pair_sum and i < best_i)):
+            best, best_i = found, i
     return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), "; ".join(notes))
+
+
+def _solve_window(inst: MelAsyncInstance, model: _WindowMILP,
+                  time_limit: float | None) -> tuple[SolverResult, LexResult | None]:
+    """HiGHS on one window's MILP: its result, and the allocation it chose (each learner's
+    d-interval filled to the sample budget; None without a point)."""
+    from mel_opt.solvers import highs
+
+    n = model.cost.size
+    res = highs.solve_arrays(model.cost, model.rows, model.cols, model.values,
+                             (model.row_lo, model.row_hi), (np.zeros(n), np.ones(n)),
+                             np.ones(n, dtype=bool), time_limit=time_limit, mip_gap=0.0)
+    if not res.has_solution:
+        return res, None
+    chosen = res.x[:model.k.size] > 0.5
+    a = np.zeros(inst.K)
+    b = np.zeros(inst.K)
+    a[model.k[chosen]] = model.a[chosen]
+    b[model.k[chosen]] = model.b[chosen]
+    d = W.fill(a, b, inst.total_samples)
+    tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
+    return res, LexResult(d, tau, pair_sum(tau), True, 1)
 
 
 def milp_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
                time_limit: float | None = None) -> LexResult | None:
     """:func:`least_average` by one MILP per window (any s >= 1; None if too large)."""
-    from mel_opt.solvers import highs
 
     K = inst.K
-    span = (W.max_updates(inst, np.full(K, float(inst.max_samples))),
-            W.max_updates(inst, np.full(K, float(inst.min_samples))))
+    span = _span(inst)
     ranges = [_levels(inst, lo, lo + s, span) for lo in los]
     pairs = sum(int(np.maximum(0, last - first + 1).sum()) for first, last in ranges)
     if pairs + len(los) * (min(s, pairs) + 1) * (K + 1) > MAX_BINARIES:
@@ -414,25 +426,12 @@ def milp_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
         model = _window_model(inst, first, last)
         if model is None:
             continue
-        n = model.cost.size
-        res = highs.solve_arrays(model.cost, model.rows, model.cols, model.values,
-                                 (model.row_lo, model.row_hi), (np.zeros(n), np.ones(n)),
-                                 np.ones(n, dtype=bool), time_limit=time_limit, mip_gap=0.0)
+        res, found = _solve_window(inst, model, time_limit)
         if not res.is_optimal:
             proven = False
             notes.append(f"window [{lo}, {hi}]: HiGHS {res.termination.value}")
-            if not res.has_solution:
-                continue
-        chosen = res.x[:model.k.size] > 0.5
-        a = np.zeros(K)
-        b = np.zeros(K)
-        a[model.k[chosen]] = model.a[chosen]
-        b[model.k[chosen]] = model.b[chosen]
-        d = W.fill(a, b, inst.total_samples)
-        tau = W.max_updates(inst, d.astype(float)).astype(np.int64)
-        total = pair_sum(tau)
-        if best is None or total < best.pair_sum:
-            best = LexResult(d, tau, total, True, 0)
+        if found is not None and (best is None or found.pair_sum < best.pair_sum):
+            best = found
     if best is None:
         return None
     return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), "; ".join(notes))
