@@ -23,7 +23,8 @@ def test_exact_proves_both_stages_and_says_so() -> None:
 
 
 def test_a_skipped_second_stage_proves_only_the_maximum(monkeypatch) -> None:
-    monkeypatch.setattr(lexicographic, "MAX_BINARIES", 0)  # stage 2 "too large"
+    monkeypatch.setattr(lexicographic, "MAX_BINARIES", 0)  # stage 2 "too large": its
+    monkeypatch.setattr(lexicographic, "MAX_DP_WORK", 0)  # MILP, and the DP that avoids it
     # s* = 2 here: the MILP stage (s* = 1 is solved without it, at any size)
     res = mel_opt.solve(mel_opt.load_instance(ROOT / "instances/mel-async/k20_T15.json"),
                         "exact")

@@ -63,10 +63,11 @@ def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
 
     Stage 1, the window algorithm (:func:`windows.exact_integer`), proves the least maximum
     staleness s* and lists every optimal window [lo, lo + s*]. Stage 2
-    (:func:`lexicographic.least_average`) minimises (13) over all of them by an exact MILP per
-    window (HiGHS), cut by per-threshold count bounds and skipped where the bounds settle the
-    window, or for s* = 1 by the exact two-level count argument at any K; among equal
-    averages the window with the larger lo (more updates) wins.
+    (:func:`lexicographic.least_average`) minimises (13) over all of them: for s* = 1 by the
+    exact two-level count argument at any K; for s* >= 2 by a knapsack DP over each window's
+    sample reductions (bound, allocation, fixing, branch and bound) and, where a gap is left,
+    a small MILP (HiGHS) over the learners the DP could not fix; among equal averages the
+    window with the larger lo (more updates) wins.
     ``proven_levels`` names the objectives proven optimal: both when stage 2 finished proven
     (or s* = 0, where every optimum has (13) = 0), only ``max_staleness`` when stage 2 was
     skipped (``lexicographic.MAX_THRESHOLD_WORK``), a window's MILP was too large

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import mel_opt
 from mel_opt.problems.mel_async import lexicographic as LX
+from mel_opt.problems.mel_async import reduction as RD
 from mel_opt.problems.mel_async import windows as W
 
 
@@ -153,3 +154,120 @@ def test_threshold_bounds_are_the_per_threshold_extremes(seed, make_doc):
     assert proven
     assert m_min.tolist() == np.min(counts, axis=0).tolist()
     assert m_max.tolist() == np.max(counts, axis=0).tolist()
+
+
+# --------------------------------------------------------------------------------------------
+# s* >= 2: the reduction DP, its fixing, its branch and bound and the reduced MILP
+# --------------------------------------------------------------------------------------------
+def _gap_windows():
+    """Six-learner instances and windows (the optimal one and one two levels wider on each
+    side) where the DP's root bound or its allocation misses the window's optimum, so that
+    fixing, branching and the reduced MILP have work to do."""
+    out = []
+    for seed in (3, 4, 5, 10, 17, 22, 24, 33, 38, 40):
+        rng = np.random.default_rng(seed)
+        co = [(float(rng.uniform(0.001, 0.01)), float(rng.uniform(0, 0.02)),
+               float(rng.uniform(0, 0.3))) for _ in range(6)]
+        out.append(pytest.param(co, int(rng.integers(60, 110)), id=f"seed{seed}"))
+    return out
+
+
+def _window_optimum(inst, lo, hi):
+    """Every allocation of a tiny instance with its taus in [lo, hi], and the least pair
+    sum among them (vectorised enumeration of the first K - 1 samples)."""
+    rng = range(inst.min_samples, inst.max_samples + 1)
+    heads = np.array(list(itertools.product(rng, repeat=inst.K - 1)), dtype=float)
+    last = inst.total_samples - heads.sum(axis=1)
+    ok = (last >= inst.min_samples) & (last <= inst.max_samples)
+    d = np.column_stack([heads[ok], last[ok]])
+    tau = W.max_updates(inst, d).astype(int)
+    inside = (tau.min(axis=1) >= lo) & (tau.max(axis=1) <= hi)
+    tau = tau[inside]
+    K = inst.K
+    sums = ((2 * np.arange(K) - K + 1) * np.sort(tau, axis=1)).sum(axis=1)
+    return tau, sums, int(sums.min())
+
+
+@pytest.mark.parametrize("co,d_tot", _gap_windows())
+@pytest.mark.parametrize("widen", [0, 2])
+def test_window_dp_against_enumeration(co, d_tot, widen, make_doc):
+    inst = mel_opt.parse_instance(make_doc(3.0, d_tot, 8, 20, co))
+    win = W.exact_integer(inst)
+    assert win is not None
+    lo, hi = max(1, win.lo - widen), win.hi + widen
+    if hi - lo < 2:
+        pytest.skip("a two-level window: the two-level stage's case")
+    tau, sums, opt = _window_optimum(inst, lo, hi)
+    m_min, m_max, proven = LX.threshold_bounds(inst, lo, hi)
+    assert proven
+    w = RD.window_dp(inst, lo, hi, m_min, m_max, LX.MAX_DP_WORK)
+    assert w is not None
+    # the root: a valid bound and a real allocation of the window
+    assert w.bound <= opt <= w.incumbent.pair_sum
+    inc = w.incumbent
+    assert int(inc.d.sum()) == inst.total_samples
+    assert inc.tau.min() >= lo and inc.tau.max() <= hi
+    assert inc.pair_sum == LX.pair_sum(W.max_updates(inst, inc.d.astype(float)))
+    # fixing keeps every allocation that beats the target inside the surviving ranges
+    for target in (opt + 1, inc.pair_sum, inc.pair_sum + 5):
+        first, last = RD.surviving_levels(w, target)
+        beat = sums < target
+        assert np.all((tau[beat] >= first) & (tau[beat] <= last))
+    # the branch and bound alone reaches the window's optimum and closes
+    closed, best = RD.refine(inst, w, 10**12, 10_000)
+    assert closed and best.pair_sum == opt
+    assert best.tau.min() >= lo and best.tau.max() <= hi
+    assert int(best.d.sum()) == inst.total_samples
+    # so does the reduced MILP with nothing fixed, and the whole stage on this window
+    first, last = RD.surviving_levels(w, 10**12)
+    res, found, _ = RD.reduced_window(inst, w, first, last, m_min, m_max, None,
+                                           LX.MAX_BINARIES)
+    assert found is not None and found.pair_sum == opt
+    assert res is None or res.is_optimal  # None: nobody could move, nothing to solve
+    stage = LX._bounded_stage(inst, hi - lo, [lo], None)
+    assert stage is not None and stage.proven and stage.pair_sum == opt
+
+
+def test_enough_windows_with_a_root_gap(make_doc):
+    # the cases above are only worth their time if the DP's root does not settle them
+    gaps = 0
+    for param in _gap_windows():
+        co, d_tot = param.values
+        inst = mel_opt.parse_instance(make_doc(3.0, d_tot, 8, 20, co))
+        win = W.exact_integer(inst)
+        assert win is not None
+        for widen in (0, 2):
+            lo, hi = max(1, win.lo - widen), win.hi + widen
+            m_min, m_max, _ = LX.threshold_bounds(inst, lo, hi)
+            w = RD.window_dp(inst, lo, hi, m_min, m_max, LX.MAX_DP_WORK)
+            gaps += w is not None and w.bound < w.incumbent.pair_sum
+    assert gaps >= 12
+
+
+@pytest.mark.parametrize("K,seed,T", [(300, 0, "15"), (500, 0, "7.5"), (2000, 1, "15")])
+def test_the_two_routes_of_the_bounded_stage_agree(K, seed, T, monkeypatch):
+    # branch and bound first (every window) against fixing and the reduced MILP first
+    # (never branching): two independent proofs of the same least pair sum
+    inst, s, los = _preset_windows(K, seed, T)
+    monkeypatch.setattr(LX, "SMALL_REDUCED", -1)
+    branched = LX.least_average(inst, s, los)
+    monkeypatch.setattr(LX, "SMALL_REDUCED", 10**9)
+    monkeypatch.setattr(LX, "MAX_DP_NODES", 0)
+    fixed = LX.least_average(inst, s, los)
+    assert branched is not None and fixed is not None
+    assert branched.proven and fixed.proven
+    assert branched.pair_sum == fixed.pair_sum == LX.pair_sum(fixed.tau)
+    for r in (branched, fixed):
+        assert int(r.d.sum()) == inst.total_samples
+        assert int(np.ptp(r.tau)) <= s and int(r.tau.min()) in los
+
+
+def test_the_second_stage_is_proven_at_ten_thousand_learners():
+    # K = 10,000, maximum staleness 678: the per-threshold bound alone left a MILP of
+    # 19,000 binaries here, and the best it found was 9,904,166,706
+    inst, s, los = _preset_windows(10_000, 1, "7.5")
+    assert s == 678
+    res = LX.least_average(inst, s, los)
+    assert res is not None and res.proven
+    assert res.pair_sum == LX.pair_sum(res.tau) <= 9_904_166_706
+    assert int(res.d.sum()) == inst.total_samples and int(np.ptp(res.tau)) <= s
