@@ -75,22 +75,30 @@ def size_values(text: str, option: str) -> list[int]:
     return out
 
 
-def make_grid(
+def grid_size(learners: Sequence[int] | None, tasks: Sequence[int] | None,
+              params: dict[str, list[str]], seeds: int) -> int:
+    """How many instances :func:`make_grid` would write for these values."""
+    n = max(1, len(learners or ())) * max(1, len(tasks or ())) * seeds
+    for values in params.values():
+        n *= len(values)
+    return n
+
+
+def grid_documents(
     problem: str,
     preset: str | None,
-    out_dir: Path,
     learners: Sequence[int] | None,
     tasks: Sequence[int] | None,
     params: dict[str, list[str]],
     seeds: int,
-) -> list[Path]:
-    """Generate and validate every instance of the grid into ``out_dir/instances``."""
+) -> list[tuple[str, dict[str, Any], Any]]:
+    """Every instance of the grid, generated and validated in memory: (tag, document,
+    parsed instance)."""
     spec = get_problem(problem)
     if spec.generate is None:
         raise UsageError(f"problem {problem!r} has no generator")
-    inst_dir = out_dir / "instances"
     keys = sorted(params)
-    files = []
+    out = []
     sizes_n: Sequence[int | None] = list(learners) if learners else [None]
     sizes_m: Sequence[int | None] = list(tasks) if tasks else [None]
     for n, m, combo, seed in itertools.product(
@@ -106,11 +114,31 @@ def make_grid(
         doc["name"] = f"{problem}_{tag}"
         meta = doc.setdefault("meta", {})  # free-form metadata: mel_opt reads only its own key
         meta["sweep"] = {"learners": n, "tasks": m, **point, "seed": seed, "preset": preset}
-        parse_instance(doc, tag)
-        path = inst_dir / f"{tag}.json"
+        out.append((tag, doc, parse_instance(doc, tag)))
+    return out
+
+
+def write_grid(out_dir: Path, documents: list[tuple[str, dict[str, Any], Any]]) -> list[Path]:
+    """Write :func:`grid_documents` into ``out_dir/instances`` (atomically, one by one)."""
+    files = []
+    for tag, doc, _ in documents:
+        path = out_dir / "instances" / f"{tag}.json"
         atomic_write(path, json.dumps(doc, indent=1) + "\n")
         files.append(path)
     return files
+
+
+def make_grid(
+    problem: str,
+    preset: str | None,
+    out_dir: Path,
+    learners: Sequence[int] | None,
+    tasks: Sequence[int] | None,
+    params: dict[str, list[str]],
+    seeds: int,
+) -> list[Path]:
+    """Generate and validate every instance of the grid into ``out_dir/instances``."""
+    return write_grid(out_dir, grid_documents(problem, preset, learners, tasks, params, seeds))
 
 
 def collect(report: BatchReport) -> list[dict[str, Any]]:
@@ -196,16 +224,17 @@ def _evaluate_grid(spec: Any, problem: str, out: Path, preset: str | None,
 
     trials, cycles = int(options.get("trials") or 1), int(options.get("cycles") or 1)
     schemes = len(options.get("schemes") or ()) or 3
-    files = make_grid(problem, preset, out, learners, tasks, params, seeds)
-    if len(files) * trials * schemes > MAX_EVALUATION_ROWS:
-        raise UsageError(f"{len(files):,} points x {trials:,} trials x {schemes} schemes would "
-                         f"make {len(files) * trials * schemes:,} rows, more than the "
+    points = grid_size(learners, tasks, params, seeds)  # refused before any file is written
+    if points * trials * schemes > MAX_EVALUATION_ROWS:
+        raise UsageError(f"{points:,} points x {trials:,} trials x {schemes} schemes would "
+                         f"make {points * trials * schemes:,} rows, more than the "
                          f"{MAX_EVALUATION_ROWS:,} an evaluation table may have; use fewer "
                          "trials or points")
-    for f in files:  # every point's simulation size checked before any is evaluated
-        inst = load_instance(f)
+    documents = grid_documents(problem, preset, learners, tasks, params, seeds)
+    for _, _, inst in documents:  # every point's simulation size checked before any file
         check_simulation(trials, cycles, getattr(inst, "n_learners", 1),
                          getattr(inst, "n_states", 1), schemes)
+    files = write_grid(out, documents)
     if on_plan is not None:
         on_plan(len(files), 0)
     rows: list[dict[str, Any]] = []

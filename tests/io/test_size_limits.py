@@ -94,6 +94,8 @@ def test_the_simulation_limit_is_configurable(tmp_path: Path,
     res = CliRunner().invoke(cli, ["sweep", "med", "--learners", "4:6", "--evaluate",
                                    "--trials", "400000", "-o", str(tmp_path / "sw2")])
     assert res.exit_code == 2 and "rows, more than the 1,000,000" in res.output, res.output
+    for folder in ("sw", "sw2"):  # refused before the grid's files were written
+        assert not list((tmp_path / folder).rglob("*.json")), folder
 
 
 def test_running_out_of_memory_anyway_is_one_line_not_an_internal_error(
