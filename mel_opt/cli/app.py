@@ -161,7 +161,7 @@ MAX_SEED = 2**63 - 1
 class FiniteFloatRange(click.FloatRange):
     """A :class:`click.FloatRange` that refuses NaN and infinities, whatever its bounds."""
 
-    name = "float range"
+    name = "number"  # shown as NUMBER in --help: the CLI reference says it is finite
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:

@@ -39,7 +39,7 @@ def type_text(p: click.Parameter) -> str:
     if isinstance(t, click.Choice):
         return "one of " + ", ".join(f"`{c}`" for c in t.choices)
     if isinstance(t, (click.IntRange, click.FloatRange)):
-        kind = "integer" if isinstance(t, click.IntRange) else "number"
+        kind = "integer" if isinstance(t, click.IntRange) else "finite number"
         lo = "" if t.min is None else f"{'>' if t.min_open else '>='} {t.min}"
         hi = "" if t.max is None else f"{'<' if t.max_open else '<='} {t.max}"
         return f"{kind} {lo}{', ' if lo and hi else ''}{hi}".strip()

@@ -13,7 +13,7 @@ import click
 import pytest
 
 from mel_opt.cli import cli
-from mel_opt.cli.reference import cli_markdown, default_text
+from mel_opt.cli.reference import cli_markdown, default_text, type_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +40,9 @@ def test_the_reference_reads_as_text() -> None:
     opts = {p.name: p for p in solve.params}
     assert default_text(opts["seed"]) == "`0`" and default_text(opts["as_json"]) == "off"
     assert default_text(opts["time_limit"]) == "-"
+    # float options refuse NaN and infinities: the reference and --help say so
+    assert type_text(opts["time_limit"]) == "finite number > 0"
+    assert "--time-limit NUMBER" in solve.get_help(click.Context(solve, info_name="solve"))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="docs extra missing")
