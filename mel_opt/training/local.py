@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mel_opt.problems.learning import weighted_average as average
-from mel_opt.training.mlp import Params, stacked_forward, stacked_gradients
+from mel_opt.training.mlp import Params, stacked_forward, stacked_gradients, stacked_sgd_step
 
 __all__ = ["Schedule", "average", "broadcast", "evaluate", "local_sgd", "local_sgd_loop",
            "make_schedule", "one_step_schedule"]
@@ -190,6 +190,7 @@ def _train_sorted(p: Params, x: np.ndarray, y: np.ndarray, index: np.ndarray,
     # of one per step), the block kept to about GATHER_BYTES; the block's one-hot targets are
     # built in one call too, and the learning rate is folded into the loss weights, so a step
     # is the forward and backward products and one in-place update per parameter
+    # (stacked_sgd_step)
     per_block = max(1, GATHER_BYTES // max(1, bs * x.shape[1] * x.itemsize))
     classes = p[-1].shape[-1]
     j0 = 0
@@ -206,9 +207,7 @@ def _train_sorted(p: Params, x: np.ndarray, y: np.ndarray, index: np.ndarray,
         for j in range(j0, j1):
             m = active[j]
             s = slice(starts[j] - r0, starts[j + 1] - r0)
-            g = stacked_gradients([a[:m] for a in p], xs[s], None, ws[s], target[s])
-            for a, da in zip(p, g, strict=True):
-                a[:m] -= da
+            stacked_sgd_step([a[:m] for a in p], xs[s], ws[s], target[s])
         j0 = j1
 
 
