@@ -9,6 +9,7 @@ import pytest
 from mel_opt.training import mlp
 from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_schedule
 from mel_opt.training.mlp import (
+    StepBuffers,
     init_params,
     layers_for,
     stacked_forward,
@@ -80,10 +81,18 @@ def test_sgd_step_is_the_gradients_then_the_update_bit_for_bit(
     target = np.zeros((K, 4, m), dtype=dtype)
     np.put_along_axis(target, y[:, None, :], w[:, None, :], axis=1)
     want = [a - g for a, g in zip(p, stacked_gradients(p, x, None, w, target), strict=True)]
-    got = [a.copy() for a in p]
-    stacked_sgd_step(got, x, w, target)
-    for a, b, start in zip(got, want, p, strict=True):
-        assert a.dtype == dtype
-        np.testing.assert_array_equal(a, b)
-        assert np.array_equal(a[2], start[2])  # no real sample: no change
-        assert not np.array_equal(a[0], start[0])
+    # buffers for more learners than step (the trainer's prefix of learners still training),
+    # full of NaN (what a step reads before writing would show)
+    work = StepBuffers(layers_for(model, 6, 4), K + 2, m, dtype)
+    for buf in [*work.hidden, *work.down, work.e, *work.grad, *work.bias]:
+        buf.fill(np.nan)
+    for buf in work.active:
+        buf.fill(True)
+    for buffers in (None, work, work):  # fresh arrays, then the same buffers twice
+        got = [a.copy() for a in p]
+        stacked_sgd_step(got, x, w, target, buffers)
+        for a, b, start in zip(got, want, p, strict=True):
+            assert a.dtype == dtype
+            np.testing.assert_array_equal(a, b)
+            assert np.array_equal(a[2], start[2])  # no real sample: no change
+            assert not np.array_equal(a[0], start[0])
