@@ -9,7 +9,9 @@ The arithmetic lives in :func:`stacked_forward` and :func:`stacked_gradients`, w
 parameters stacked over a leading *learner axis* (shape (K, n_in, n_out) and (K, n_out)) and
 on minibatches of shape (K, m, features) with a per-sample weight (K, m). K learners with
 different models and different (ragged) minibatches are one batched computation; a single
-model is the case K = 1. :class:`MLP` wraps one model for subset benchmarking and tests.
+model is the case K = 1. The trainer's step, :func:`stacked_sgd_step`, is the same arithmetic
+with the update done in place, into arrays (:class:`StepBuffers`) it reuses from step to step.
+:class:`MLP` wraps one model for subset benchmarking and tests.
 
 Named shapes (:data:`MODELS`, adapted to a data set by :func:`layers_for`):
 
@@ -197,9 +199,11 @@ class StepBuffers:
     """The arrays :func:`stacked_sgd_step` writes into, allocated once for many steps.
 
     Fresh arrays every step cost more than their arithmetic where the allocator hands the
-    larger ones back to the system and takes them again (page faults: measured 600-1,300 a
-    step of mlp000 on 64 features, about a fifth of the step). Sized for ``K`` learners and
-    minibatches of ``m``; a step of fewer learners uses the leading part.
+    larger ones back to the system and takes them again (page faults: measured 600-1,800 a
+    step of mlp000 with 20 learners on 64 features, up to half of the step's time; 170,000
+    over the full-size run of ``benchmarks/bench_train.py fullsize``, 37,000 with these).
+    Sized for ``K`` learners and minibatches of ``m``; a step of fewer learners uses the
+    leading part.
 
     Parameters
     ----------
