@@ -52,7 +52,15 @@ from mel_opt.training import experiments as E
 from mel_opt.training import load_dataset
 from mel_opt.training.data import KNOWN_IDX_DIRS, Dataset
 from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_schedule
-from mel_opt.training.mlp import MLP, _forward, init_params, layers_for, stacked_gradients
+from mel_opt.training.mlp import (
+    MLP,
+    StepBuffers,
+    _forward,
+    init_params,
+    layers_for,
+    stacked_gradients,
+    stacked_sgd_step,
+)
 from mel_opt.training.run import TrainSettings, available_cpus, train
 
 console = Console(width=160)
@@ -159,19 +167,22 @@ def _best(fn: Callable[[], Any], repeats: int) -> float:
 
 def _step_times(F: int, dt: np.dtype, K: int, bs: int,
                 repeats: int) -> tuple[float, float, float, float, float]:
-    """Least wall times [s] of one mlp000 step's forward pass, forward and backward, update,
-    minibatch gather, and of its matrix products alone (in the trainer's layouts)."""
+    """Least wall times [s] of one mlp000 step of the trainer (stacked_sgd_step into its
+    reused buffers): its forward pass, the whole step, the minibatch gather, its matrix
+    products alone (in the trainer's layouts), and the step as fresh arrays (the gradients,
+    then the update)."""
     rng = np.random.default_rng(0)
     layers = layers_for("mlp000", F, 10)
     p = broadcast(init_params(layers, 0, dt), K)
     data = rng.random((4096, F)).astype(dt)
     rows = rng.integers(0, 4096, (K, bs))
     x = data[rows]
-    w = np.full((K, bs), 1.0 / bs, dtype=dt)
+    # a tiny learning rate folded into the weights: the timed steps update p in place
+    w = np.full((K, bs), 1e-6 / bs, dtype=dt)
     y = rng.integers(0, 10, (K, bs))
     target = np.zeros((K, 10, bs), dtype=dt)
     np.put_along_axis(target, y[:, None, :], w[:, None, :], axis=1)
-    g = stacked_gradients(p, x, None, w, target)
+    work = StepBuffers(layers, K, bs, dt)
     acts = [x, *(np.ones((K, bs, n), dtype=dt) for n in layers[1:])]
 
     def products() -> None:
@@ -181,14 +192,14 @@ def _step_times(F: int, dt: np.dtype, K: int, bs: int,
             if i:
                 acts[i + 1] @ W.transpose(0, 2, 1)  # input gradient
 
-    def update() -> None:
-        for a, da in zip(p, g, strict=True):
+    def fresh() -> None:
+        for a, da in zip(p, stacked_gradients(p, x, None, w, target), strict=True):
             a -= da
 
-    return (_best(lambda: _forward(p, x), repeats),
-            _best(lambda: stacked_gradients(p, x, None, w, target), repeats),
-            _best(update, repeats), _best(lambda: data[rows], repeats),
-            _best(products, repeats))
+    return (_best(lambda: _forward(p, x, work), repeats),
+            _best(lambda: stacked_sgd_step(p, x, w, target, work), repeats),
+            _best(lambda: data[rows], repeats), _best(products, repeats),
+            _best(fresh, repeats))
 
 
 def mlp000_profile(repeats: int = 20) -> None:
@@ -196,19 +207,20 @@ def mlp000_profile(repeats: int = 20) -> None:
     K, bs = 20, 32
     table = Table(title="mlp000 [F, 300, 124, 60, 10], K = 20 learners x minibatch 32, one "
                         "BLAS thread: one step of the batched trainer in microseconds (least "
-                        f"wall time of {repeats}; busy machine), and the products alone")
-    for col in ("F", "dtype", "forward", "backward", "update", "gather", "step",
-                "products alone", "step GFLOP/s"):
+                        f"wall time of {repeats}; busy machine), its products alone, and the "
+                        "step as fresh arrays (gradients, then update) instead of reused buffers")
+    for col in ("F", "dtype", "forward", "backward + update", "gather", "step",
+                "products alone", "step GFLOP/s", "step, fresh arrays"):
         table.add_column(col, justify="right")
     for F in (64, 784):
         step_flop = MLP(layers_for("mlp000", F, 10)).train_flops_per_sample() * K * bs
         for dt in (np.float64, np.float32):
-            fwd, full, upd, gather, prod = _step_times(F, np.dtype(dt), K, bs, repeats)
-            step = full + upd + gather
+            fwd, inplace, gather, prod, fresh = _step_times(F, np.dtype(dt), K, bs, repeats)
+            step = inplace + gather
             table.add_row(str(F), np.dtype(dt).name, f"{fwd * 1e6:.0f}",
-                          f"{(full - fwd) * 1e6:.0f}", f"{upd * 1e6:.0f}",
-                          f"{gather * 1e6:.0f}", f"{step * 1e6:.0f}", f"{prod * 1e6:.0f}",
-                          f"{step_flop / step / 1e9:.1f}")
+                          f"{(inplace - fwd) * 1e6:.0f}", f"{gather * 1e6:.0f}",
+                          f"{step * 1e6:.0f}", f"{prod * 1e6:.0f}",
+                          f"{step_flop / step / 1e9:.1f}", f"{(fresh + gather) * 1e6:.0f}")
     console.print(table)
     rng = np.random.default_rng(0)
     rounds = Table(title="One round of the batched trainer with mlp000, K = 20 learners, 8-10 "
@@ -260,6 +272,19 @@ def precision(seeds: int) -> None:
     console.print(table)
 
 
+def blas_kernels() -> str:
+    """The BLAS numpy's products run on and the kernels it picked for this CPU (OpenBLAS
+    names them by the CPU it takes this one for; ``OPENBLAS_CORETYPE`` overrides it)."""
+    from threadpoolctl import threadpool_info
+
+    for info in threadpool_info():
+        if info.get("user_api") == "blas" and "numpy" in str(info.get("filepath", "")):
+            arch = info.get("architecture")
+            return f"{info.get('internal_api')} {info.get('version')}" + (
+                f", {arch} kernels" if arch else "")
+    return "unknown BLAS"
+
+
 def fullsize() -> None:
     """Paper 000's cycle at Fashion-MNIST's full size: mlp000, K = 20, 20 cycles, one run."""
     if Path(KNOWN_IDX_DIRS["fashion-mnist"]).is_dir():
@@ -271,7 +296,7 @@ def fullsize() -> None:
     inst = E._instance("mel-async", "mohammad2020", 20, 2020)
     table = Table(title=f"mel-async mohammad2020 K = 20, scheme exact, mlp000, 20 cycles, one "
                         f"seed, {data.y_train.size:,} training images: {what}; wall time "
-                        "(busy machine)")
+                        f"(busy machine; {blas_kernels()})")
     for col in ("dtype", "threads", "wall [s]", "final accuracy"):
         table.add_column(col, justify="right")
     for dtype, threads in (("float32", available_cpus()), ("float32", 1)):

@@ -28,7 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from mel_opt.problems.learning import weighted_average as average
-from mel_opt.training.mlp import Params, stacked_forward, stacked_gradients
+from mel_opt.training.mlp import (
+    Params,
+    StepBuffers,
+    stacked_forward,
+    stacked_gradients,
+    stacked_sgd_step,
+)
 
 __all__ = ["Schedule", "average", "broadcast", "evaluate", "local_sgd", "local_sgd_loop",
            "make_schedule", "one_step_schedule"]
@@ -190,25 +196,31 @@ def _train_sorted(p: Params, x: np.ndarray, y: np.ndarray, index: np.ndarray,
     # of one per step), the block kept to about GATHER_BYTES; the block's one-hot targets are
     # built in one call too, and the learning rate is folded into the loss weights, so a step
     # is the forward and backward products and one in-place update per parameter
+    # (stacked_sgd_step); every array a step or a block writes is allocated once, here
     per_block = max(1, GATHER_BYTES // max(1, bs * x.shape[1] * x.itemsize))
     classes = p[-1].shape[-1]
+    K = p[0].shape[0]
+    layers = [p[0].shape[1], *(w.shape[2] for w in p[0::2])]
+    work = StepBuffers(layers, K, bs, np.result_type(p[0], x))
+    block = min(max(per_block, K), rows.shape[0])
+    x_block = np.empty((block, bs, x.shape[1]), dtype=x.dtype)
+    t_block = np.empty((block, classes, bs), dtype=coef.dtype)
     j0 = 0
     while j0 < n_steps:
         fits = int(np.searchsorted(offsets, offsets[j0] + per_block, side="right")) - 1
         j1 = min(max(j0 + 1, fits), n_steps)
         r0, r1 = starts[j0], starts[j1]
-        xs = x[rows[r0:r1]]
+        xs = np.take(x, rows[r0:r1], axis=0, out=x_block[:r1 - r0], mode="clip")
         ws = coef[r0:r1]
         # one-hot targets times the weights, class axis before the sample axis (the layout
         # stacked_gradients takes them in)
-        target = np.zeros((r1 - r0, classes, bs), dtype=ws.dtype)
+        target = t_block[:r1 - r0]
+        target.fill(0)
         np.put_along_axis(target, y[rows[r0:r1]][:, None, :], ws[:, None, :], axis=1)
         for j in range(j0, j1):
             m = active[j]
             s = slice(starts[j] - r0, starts[j + 1] - r0)
-            g = stacked_gradients([a[:m] for a in p], xs[s], None, ws[s], target[s])
-            for a, da in zip(p, g, strict=True):
-                a[:m] -= da
+            stacked_sgd_step([a[:m] for a in p], xs[s], ws[s], target[s], work)
         j0 = j1
 
 

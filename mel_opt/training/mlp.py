@@ -9,7 +9,9 @@ The arithmetic lives in :func:`stacked_forward` and :func:`stacked_gradients`, w
 parameters stacked over a leading *learner axis* (shape (K, n_in, n_out) and (K, n_out)) and
 on minibatches of shape (K, m, features) with a per-sample weight (K, m). K learners with
 different models and different (ragged) minibatches are one batched computation; a single
-model is the case K = 1. :class:`MLP` wraps one model for subset benchmarking and tests.
+model is the case K = 1. The trainer's step, :func:`stacked_sgd_step`, is the same arithmetic
+with the update done in place, into arrays (:class:`StepBuffers`) it reuses from step to step.
+:class:`MLP` wraps one model for subset benchmarking and tests.
 
 Named shapes (:data:`MODELS`, adapted to a data set by :func:`layers_for`):
 
@@ -71,7 +73,8 @@ def init_params(layers: Sequence[int], seed: int = 0, dtype: DTypeLike = np.floa
     return out
 
 
-def _forward(params: Params, x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+def _forward(params: Params, x: np.ndarray,
+             work: StepBuffers | None = None) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """The forward pass up to the softmax's unnormalised terms.
 
     Parameters
@@ -79,6 +82,8 @@ def _forward(params: Params, x: np.ndarray) -> tuple[list[np.ndarray], np.ndarra
     params : list of ndarray
         Stacked parameters (see :func:`stacked_forward`).
     x : ndarray, shape (K, m, features)
+    work : StepBuffers, optional
+        Arrays to write the activations and ``e`` into (fresh ones where not given).
 
     Returns
     -------
@@ -95,13 +100,18 @@ def _forward(params: Params, x: np.ndarray) -> tuple[list[np.ndarray], np.ndarra
     """
     acts = [x]
     n_layers = len(params) // 2
+    K = x.shape[0]
     for i in range(n_layers - 1):
-        z = acts[-1] @ params[2 * i]
+        z = np.matmul(acts[-1], params[2 * i], out=None if work is None else work.hidden[i][:K])
         z += params[2 * i + 1][:, None, :]
         acts.append(np.maximum(z, 0, out=z))
     w_out, b_out = params[-2], params[-1]
-    K, _, classes = w_out.shape
-    e = np.empty((classes, K, x.shape[1]), dtype=np.result_type(w_out, x)).transpose(1, 0, 2)
+    classes = w_out.shape[2]
+    if work is None:
+        e = np.empty((classes, K, x.shape[1]),
+                     dtype=np.result_type(w_out, x)).transpose(1, 0, 2)
+    else:
+        e = work.e[:K]
     np.matmul(w_out.transpose(0, 2, 1), acts[-1].transpose(0, 2, 1), out=e)
     e += b_out[:, :, None]
     e -= np.maximum.reduce(e, axis=1, keepdims=True)  # the shift keeps exp finite
@@ -175,6 +185,124 @@ def stacked_gradients(params: Params, x: np.ndarray, y: np.ndarray | None,
             g = g @ params[2 * i].transpose(0, 2, 1)
             g *= acts[i] > 0
     return grads
+
+
+#: Bytes of one learner's weight matrix from which :func:`stacked_sgd_step` forms its gradient
+#: learner by learner in one reused buffer (that stays in the core's cache) instead of as a
+#: (K, n_in, n_out) array written out and read back for the update: the first layer of
+#: mlp000 on 784 pixels (0.9 MB a learner in float32), not the small layers, where the per-
+#: learner Python calls would cost more than the memory traffic saved
+PER_LEARNER_BYTES = 1 << 18
+
+
+class StepBuffers:
+    """The arrays :func:`stacked_sgd_step` writes into, allocated once for many steps.
+
+    Fresh arrays every step cost more than their arithmetic where the allocator hands the
+    larger ones back to the system and takes them again (page faults: measured 600-1,800 a
+    step of mlp000 with 20 learners on 64 features, up to half of the step's time; 170,000
+    over the full-size run of ``benchmarks/bench_train.py fullsize``, 37,000 with these).
+    Sized for ``K`` learners and minibatches of ``m``; a step of fewer learners uses the
+    leading part.
+
+    Parameters
+    ----------
+    layers : sequence of int
+        Widths from input to output.
+    K, m : int
+        Learners and minibatch size.
+    dtype : numpy dtype
+    """
+
+    def __init__(self, layers: Sequence[int], K: int, m: int, dtype: DTypeLike) -> None:
+        dt = np.dtype(dtype)
+        hidden = [int(n) for n in layers[1:-1]]
+        #: the hidden layers' activations (K, m, n) and the gradients passed down to them
+        self.hidden = [np.empty((K, m, n), dtype=dt) for n in hidden]
+        self.down = [np.empty((K, m, n), dtype=dt) for n in hidden]
+        self.active = [np.empty((K, m, n), dtype=bool) for n in hidden]
+        #: the softmax's terms, class-major (see :func:`_forward`)
+        self.e = np.empty((int(layers[-1]), K, m), dtype=dt).transpose(1, 0, 2)
+        #: each weight matrix's gradient: one learner's where it is formed learner by
+        #: learner (PER_LEARNER_BYTES), else every learner's
+        self.grad: list[np.ndarray] = []
+        for n_in, n_out in zip(layers[:-1], layers[1:], strict=True):
+            one = (int(n_in), int(n_out))
+            big = K > 1 and n_in * n_out * dt.itemsize >= PER_LEARNER_BYTES
+            self.grad.append(np.empty(one if big else (K, *one), dtype=dt))
+        self.bias = [np.empty((K, 1, int(n)), dtype=dt) for n in layers[1:]]
+        self.ones = np.ones((m, 1), dtype=dt)
+
+
+def _subtract_product(w: np.ndarray, a: np.ndarray, g: np.ndarray,
+                      buf: np.ndarray | None = None) -> None:
+    """w -= a^T g for every learner (w: (K, n_in, n_out), a: (K, m, n_in), g: (K, m, n_out)).
+
+    The same products as the batched ``a.transpose(0, 2, 1) @ g`` (numpy forms a stacked
+    product one learner at a time), so the same numbers bit for bit. ``buf``: where to form
+    the gradient, of shape (n_in, n_out) (learner by learner) or (>= K, n_in, n_out).
+    """
+    K = w.shape[0]
+    if buf is None:
+        per_learner = K > 1 and w[0].nbytes >= PER_LEARNER_BYTES
+        buf = np.empty(w.shape[1:] if per_learner else w.shape, dtype=np.result_type(a, g))
+    if buf.ndim == 2:
+        for k in range(K):
+            np.matmul(a[k].T, g[k], out=buf)
+            w[k] -= buf
+    else:
+        w -= np.matmul(a.transpose(0, 2, 1), g, out=buf[:K])
+
+
+def stacked_sgd_step(params: Params, x: np.ndarray, weight: np.ndarray,
+                     target: np.ndarray, work: StepBuffers | None = None) -> None:
+    """One SGD step of every learner, in place: each parameter minus its gradient.
+
+    The arithmetic of :func:`stacked_gradients` (with ``target``) followed by
+    ``params[i] -= grads[i]``, bit for bit, with the learning rate folded into ``weight``
+    (lr / m_k on the real samples). It uses less memory traffic: each layer is updated as soon
+    as its gradient and the gradient it passes down are known, and the gradient of a large
+    weight matrix (:data:`PER_LEARNER_BYTES`) is formed and subtracted learner by learner.
+
+    Parameters
+    ----------
+    params : list of ndarray
+        Stacked parameters (see :func:`stacked_forward`), updated in place.
+    x : ndarray, shape (K, m, features)
+    weight : ndarray, shape (K, m)
+    target : ndarray, shape (K, classes, m)
+        The one-hot labels times ``weight``, class axis before the sample axis.
+    work : StepBuffers, optional
+        Arrays for the intermediate results, for at least K learners and minibatches of m
+        (fresh ones where not given; the numbers are the same).
+    """
+    K, m = weight.shape
+    if work is None:
+        work = StepBuffers([params[0].shape[1], *(w.shape[2] for w in params[0::2])], K, m,
+                           np.result_type(params[0], x))
+    acts, e, s = _forward(params, x, work)
+    g = e  # class-major (K, C, m), as in stacked_gradients
+    g *= weight[:, None, :] / s
+    g -= target
+    n_layers = len(params) // 2
+    ones = work.ones
+    gs = g.transpose(0, 2, 1)  # the sample-major (K, m, n) view the weight gradients take
+    for i in range(n_layers - 1, -1, -1):
+        w, b = params[2 * i], params[2 * i + 1]
+        db = work.bias[i][:K]  # (K, 1, n)
+        if i == n_layers - 1:
+            np.matmul(g, ones, out=db.transpose(0, 2, 1))
+        else:
+            np.matmul(ones.T, gs, out=db)
+        down = None
+        if i > 0:  # the gradient passed down, from the weights before this step's update
+            down = np.matmul(gs, w.transpose(0, 2, 1), out=work.down[i - 1][:K])
+            active = np.greater(acts[i], 0, out=work.active[i - 1][:K])
+            down *= active  # the derivative of ReLU
+        _subtract_product(w, acts[i], gs, work.grad[i])
+        b -= db[:, 0, :]
+        if down is not None:
+            gs = down
 
 
 class MLP:

@@ -6,8 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mel_opt.training import mlp
 from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_schedule
-from mel_opt.training.mlp import init_params, layers_for, stacked_forward, stacked_gradients
+from mel_opt.training.mlp import (
+    StepBuffers,
+    init_params,
+    layers_for,
+    stacked_forward,
+    stacked_gradients,
+    stacked_sgd_step,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,3 +58,41 @@ def test_no_learner_training_leaves_every_model_as_it_was() -> None:
     for got in (local_sgd(p, x, y, sched, 0.5), local_sgd_loop(p, x, y, sched, 0.5)):
         for a, b in zip(got, p, strict=True):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("model", ["softmax", "mlp000"])
+@pytest.mark.parametrize("per_learner_bytes", [0, 1 << 40])  # every matrix / none by learner
+def test_sgd_step_is_the_gradients_then_the_update_bit_for_bit(
+        dtype: type, model: str, per_learner_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the trainer's in-place step against stacked_gradients followed by params -= grads, with
+    # ragged loss weights (learner 1 has 5 real samples, learner 2 none) and the learning
+    # rate folded into them
+    monkeypatch.setattr(mlp, "PER_LEARNER_BYTES", per_learner_bytes)
+    rng = np.random.default_rng(7)
+    K, m = 3, 8
+    p = broadcast(init_params(layers_for(model, 6, 4), seed=2, dtype=dtype), K)
+    p = [a + rng.normal(scale=0.1, size=a.shape).astype(dtype) for a in p]
+    x = rng.normal(size=(K, m, 6)).astype(dtype)
+    y = rng.integers(0, 4, (K, m))
+    w = np.full((K, m), 0.3 / m, dtype=dtype)
+    w[1] = np.where(np.arange(m) < 5, 0.3 / 5, 0.0)
+    w[2] = 0.0
+    target = np.zeros((K, 4, m), dtype=dtype)
+    np.put_along_axis(target, y[:, None, :], w[:, None, :], axis=1)
+    want = [a - g for a, g in zip(p, stacked_gradients(p, x, None, w, target), strict=True)]
+    # buffers for more learners than step (the trainer's prefix of learners still training),
+    # full of NaN (what a step reads before writing would show)
+    work = StepBuffers(layers_for(model, 6, 4), K + 2, m, dtype)
+    for buf in [*work.hidden, *work.down, work.e, *work.grad, *work.bias]:
+        buf.fill(np.nan)
+    for buf in work.active:
+        buf.fill(True)
+    for buffers in (None, work, work):  # fresh arrays, then the same buffers twice
+        got = [a.copy() for a in p]
+        stacked_sgd_step(got, x, w, target, buffers)
+        for a, b, start in zip(got, want, p, strict=True):
+            assert a.dtype == dtype
+            np.testing.assert_array_equal(a, b)
+            assert np.array_equal(a[2], start[2])  # no real sample: no change
+            assert not np.array_equal(a[0], start[0])
