@@ -273,16 +273,13 @@ def precision(seeds: int) -> None:
 
 
 def blas_kernels() -> str:
-    """The BLAS numpy's products run on and the kernels it picked for this CPU (OpenBLAS
-    names them by the CPU it takes this one for; ``OPENBLAS_CORETYPE`` overrides it)."""
-    from threadpoolctl import threadpool_info
+    """The BLAS numpy's products run on, the kernels that ran, and whether the environment
+    (``OPENBLAS_CORETYPE``) chose them."""
+    from mel_opt.blas import describe
 
-    for info in threadpool_info():
-        if info.get("user_api") == "blas" and "numpy" in str(info.get("filepath", "")):
-            arch = info.get("architecture")
-            return f"{info.get('internal_api')} {info.get('version')}" + (
-                f", {arch} kernels" if arch else "")
-    return "unknown BLAS"
+    b = describe()
+    return (f"{b['library']} {b['version']}, {b['architecture']} kernels"
+            + (f" ({b['forced_by']})" if b["forced_by"] else ""))
 
 
 def fullsize() -> None:

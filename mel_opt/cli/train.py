@@ -124,6 +124,10 @@ def train_cmd(path: str, schemes: str, cycles: int, seeds: int, dataset: str, pa
             err.print(f"warning: scheme {scheme} has no allocation ({why}); not trained",
                       markup=False)
         out.print(summary_table(summary))
+        blas = summary["blas"]
+        err.print(f"BLAS: {blas['library']} {blas['version']}, {blas['architecture']} kernels"
+                  + (f" (set by {blas['forced_by']} in the environment)"
+                     if blas["forced_by"] else ""), markup=False)
         files = "train.csv, summary.json" + (f", {summary['figure']}" if summary["figure"]
                                              else " (no figure: matplotlib is missing)")
         out.print(f"wrote {files} to {out_dir}", markup=False)

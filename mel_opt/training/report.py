@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt.blas import describe
 from mel_opt.io import atomic_write
 from mel_opt.io.csvsafe import csv_text as safe_csv_text
 from mel_opt.stats import band, mean_interval
@@ -146,6 +147,7 @@ def write_outputs(run: TrainRun, out_dir: str | Path) -> dict[str, Any]:
     summary (with ``figure``: the figure's path or None)."""
     out = Path(out_dir)
     summary = summarise(run)
+    summary["blas"] = describe()
     fig = plot_run(run, out / "train.png") if run.rows else None
     summary["figure"] = None if fig is None else fig.name
     atomic_write(out / "train.csv", csv_text(run))

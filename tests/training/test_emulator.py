@@ -225,6 +225,29 @@ def test_idx_reader_on_written_files(tmp_path: Path) -> None:
         load_dataset(f"idx:{tmp_path / 'none'}")
 
 
+def test_a_training_run_records_the_blas_kernels_that_ran(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadpoolctl import threadpool_info
+
+    inst = str(ROOT / "instances/mel-async/k10_T15.json")
+    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    assert blas  # numpy is loaded by now
+    for env, forced in ((None, None), ("Haswell", "OPENBLAS_CORETYPE=Haswell")):
+        if env is None:
+            monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+        else:
+            monkeypatch.setenv("OPENBLAS_CORETYPE", env)
+        out = tmp_path / str(env)
+        res = CliRunner().invoke(cli, ["train", inst, "--schemes", "exact", "--cycles", "1",
+                                       "--seeds", "1", "--model", "softmax", "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        got = json.loads((out / "summary.json").read_text())["blas"]
+        assert got == {"library": blas[0]["internal_api"], "version": blas[0]["version"],
+                       "architecture": blas[0]["architecture"], "forced_by": forced}
+        assert f"{blas[0]['architecture']} kernels" in res.output
+        assert ("in the environment" in res.output) == (forced is not None)
+
+
 def test_cli_writes_files_and_rejects_bad_input(tmp_path: Path) -> None:
     inst = str(ROOT / "instances/mel-async/k10_T15.json")
     out = tmp_path / "o"
