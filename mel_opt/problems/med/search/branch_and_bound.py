@@ -46,7 +46,7 @@ from mel_opt.status import TerminationCondition as TC
 
 ROOT_SHARE = 0.35  # with a time limit: the root bound stops at this share of it
 ILS_SHARE = 0.7  # ... and the iterated local search at this share (branching gets the rest)
-CHILD_ITERS = 15  # subgradient steps per child node (from the parent's multipliers)
+CHILD_ITERS = 40  # bundle steps per child node (from the parent's multipliers and columns)
 ROOT_WARM_ITERS = 30  # subgradient steps at the root before the bundle method
 ROOT_ITERS = 300  # bundle steps at the root
 FIRST_SEARCH_CAP = 30.0  # s, the first local search's cap
@@ -179,13 +179,23 @@ class _Search:
                     self.best.offer(leaf_value, leaf)
                 continue
             for child in kids:
-                b, cov = lag.optimise(child, self.best.value, CHILD_ITERS, self.deadline)
+                b, cov = self.child_bound(lag, child)
                 b = max(b, bound)
                 if self.stats["nodes"] % 10 == 1:
                     self.improve_from(cov)
                 if not self.proven(b):
                     heapq.heappush(heap, (b, -child.depth, next(counter), child, cov))
         return False, []
+
+    def child_bound(self, lag: Lagrangian, child: Node) -> tuple[float, np.ndarray]:
+        """A child's bound: the box-step bundle method from its parent's multipliers, its
+        model of the dual function warm from the columns seen so far that the child's
+        subproblems can still answer (a few subgradient steps from the parent's multipliers
+        raised no child's bound on the benchmark instances); its new columns join the pool."""
+        cols = self.columns.consistent(child)
+        got = bundle.ascend(lag, child, self.best.value, CHILD_ITERS, self.deadline, cols)
+        self.columns.merge(cols)
+        return got
 
     def allocation(self, assignment: np.ndarray) -> tuple[float, np.ndarray]:
         """The value of a feasible assignment and its whole shards d (m, n) at its levels."""
