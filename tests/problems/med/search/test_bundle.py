@@ -161,3 +161,6 @@ def test_child_bounds_from_the_warm_bundle_are_valid(seed, random_doc, brute_for
                 b, _ = search.child_bound(lag, child)
                 opt = _node_optimum(inst, child)
                 assert b <= opt * (1 + 1e-9) + 1e-9
+                # the child's master, rounded and polished: never below the optimum
+                search.polish_master(lag)
+                assert search.best.value >= want * (1 - 1e-9)
