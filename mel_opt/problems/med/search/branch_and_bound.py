@@ -188,7 +188,8 @@ class _Search:
             for child in kids:
                 b, cov = self.child_bound(lag, child)
                 b = max(b, bound)
-                if self.stats["nodes"] % POLISH_EVERY == 1:
+                if (self.stats["nodes"] % POLISH_EVERY == 1
+                        and time.perf_counter() < self.deadline):
                     self.polish_master(lag)
                 if not self.proven(b):
                     heapq.heappush(heap, (b, -child.depth, next(counter), child, cov))
