@@ -67,6 +67,37 @@ class Columns:
     def __len__(self) -> int:
         return len(self.task)
 
+    def consistent(self, node: Node) -> Columns:
+        """The columns a node's subproblems can still answer: task i's column holds every
+        learner fixed to i and none fixed elsewhere or barred from i (a copy; a child's
+        bundle method starts from its parent's model of the dual function)."""
+        out = Columns()
+        forced = node.fixed[None, :] == np.arange(node.barred.shape[0])[:, None]
+        allowed = ~node.barred & ((node.fixed < 0)[None, :] | forced)
+        for i, cover, level, cost in zip(self.task, self.cover, self.level, self.cost,
+                                         strict=True):
+            if np.any(cover & ~allowed[i]) or np.any(forced[i] & ~cover):
+                continue
+            out.task.append(i)
+            out.cover.append(cover)
+            out.level.append(level)
+            out.cost.append(cost)
+        out.seen = set(self.seen)
+        return out
+
+    def merge(self, other: Columns) -> None:
+        """Add the columns of ``other`` not seen here."""
+        for i, cover, level, cost in zip(other.task, other.cover, other.level, other.cost,
+                                         strict=True):
+            key = (i, np.packbits(cover).tobytes(), level)
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            self.task.append(i)
+            self.cover.append(cover)
+            self.level.append(level)
+            self.cost.append(cost)
+
     def triplets(self, first_row: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(column index, learner, 1.0) for every learner of every column."""
         cols, learners = np.nonzero(np.array(self.cover))

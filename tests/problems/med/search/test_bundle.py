@@ -79,3 +79,88 @@ def test_bundle_certificate_on_a_larger_instance():
     assert got >= plain - 1e-9 * abs(plain)
     res = solve(inst, "exact", time_limit=20)
     assert res.ok and got <= res.objective
+
+
+def test_consistent_columns_keep_only_what_a_node_allows():
+    raw = bundle.Columns()
+    covers = [np.array([1, 1, 0], bool), np.array([0, 1, 1], bool), np.array([1, 0, 0], bool)]
+    for i, c in zip((0, 1, 1), covers, strict=True):
+        raw.task.append(i)
+        raw.cover.append(c)
+        raw.level.append(1.0 + i)
+        raw.cost.append(2.0)
+    cols = bundle.Columns()
+    cols.merge(raw)
+    assert len(cols) == 3
+    # learner 0 fixed to task 0: task 1's column holding it goes, task 0's column without it
+    # would go too; learner 2 barred from task 1
+    node = Node(np.array([0, -1, -1]), np.zeros((2, 3), dtype=bool), np.zeros(3), 0.0)
+    assert cols.consistent(node).task == [0, 1]
+    node.barred[1, 2] = True
+    kept = cols.consistent(node)
+    assert kept.task == [0] and kept.cover[0].tolist() == [True, True, False]
+    # merging adds only what is new
+    more = bundle.Columns()
+    more.task, more.cover, more.level, more.cost = [0, 1], [covers[0], covers[0]], [1.0, 5.0], \
+        [2.0, 3.0]
+    before = len(cols)
+    cols.merge(more)
+    assert len(cols) == before + 1 and cols.level[-1] == 5.0
+
+
+def _node_optimum(inst, node) -> float:
+    """The optimum over the assignments a node allows, by enumeration (exact values)."""
+    import itertools
+
+    from mel_opt.problems.med.search.types import parts_of
+
+    coef = coefficients(inst)
+    ev = Evaluator(inst, coef, budget_can_bind(inst))
+    m, n = inst.n_tasks, inst.n_learners
+    choices = range(m) if inst.min_shards > 0 else range(-1, m)
+    best = math.inf
+    for assign in itertools.product(choices, repeat=n):
+        a = np.array(assign, dtype=np.int64)
+        if any(node.fixed[j] >= 0 and a[j] != node.fixed[j] for j in range(n)):
+            continue
+        if any(a[j] >= 0 and node.barred[a[j], j] for j in range(n)):
+            continue
+        excess, val, _ = ev.value(parts_of(a, m))
+        if excess == 0:
+            best = min(best, val)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_child_bounds_from_the_warm_bundle_are_valid(seed, random_doc, brute_force):
+    # every child (a learner fixed to a task, or barred from it) of the root: the bundle
+    # bound from the root's multipliers and its columns is at most the child's optimum by
+    # enumeration, and the root's at most the brute-force optimum
+    rng = np.random.default_rng(500 + seed)
+    doc = random_doc(rng, int(rng.integers(3, 6)), 2)
+    inst = parse_instance(doc)
+    coef = coefficients(inst)
+    search = branch_and_bound._Search(inst, coef, None)
+    _, lag, root = _root(inst)
+    got, _ = search.root(lag, root, math.inf)
+    want = brute_force(doc)
+    if not math.isfinite(want):
+        return
+    assert got <= want * (1 + 1e-9)
+    for j in range(inst.n_learners):
+        for i in range(inst.n_tasks):
+            fixed = root.fixed.copy()
+            fixed[j] = i
+            barred = np.zeros_like(root.barred)
+            barred[:, j] = True
+            barred[i, j] = False
+            bar = np.zeros_like(root.barred)
+            bar[i, j] = True
+            for child in (Node(fixed, barred, root.mu.copy(), root.lam, 1),
+                          Node(root.fixed.copy(), bar, root.mu.copy(), root.lam, 1)):
+                b, _ = search.child_bound(lag, child)
+                opt = _node_optimum(inst, child)
+                assert b <= opt * (1 + 1e-9) + 1e-9
+                # the child's master, rounded and polished: never below the optimum
+                search.polish_master(lag)
+                assert search.best.value >= want * (1 - 1e-9)
