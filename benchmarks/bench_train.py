@@ -293,7 +293,7 @@ def fullsize() -> None:
     inst = E._instance("mel-async", "mohammad2020", 20, 2020)
     table = Table(title=f"mel-async mohammad2020 K = 20, scheme exact, mlp000, 20 cycles, one "
                         f"seed, {data.y_train.size:,} training images: {what}; wall time "
-                        f"(busy machine; {blas_kernels()})")
+                        f"({blas_kernels()})")
     for col in ("dtype", "threads", "wall [s]", "final accuracy"):
         table.add_column(col, justify="right")
     for dtype, threads in (("float32", available_cpus()), ("float32", 1)):

@@ -25,7 +25,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +38,7 @@ __all__ = [
     "check",
     "current",
     "hard_stop",
+    "keep_incumbent",
     "limit",
     "process_start",
 ]
@@ -201,13 +202,41 @@ class _GuardStop(BaseException):
     that no ``except Exception`` on the way (Pyomo's rule wrappers, availability probes)
     swallows it; :func:`hard_stop` turns it into :class:`TimeLimitReached` at its boundary."""
 
+    def __init__(self, message: str, incumbent: Any = None) -> None:
+        super().__init__(message)
+        self.incumbent = incumbent
+
+
+# What a method that holds an incumbent registered (keep_incumbent) for the guard timer.
+_KEEPER: ContextVar[Callable[[], Any] | None] = ContextVar("melopt_incumbent", default=None)
+
+
+@contextlib.contextmanager
+def keep_incumbent(snapshot: Callable[[], Any]) -> Iterator[None]:
+    """While the block runs, a stop by the guard timer (:func:`hard_stop`) carries
+    ``snapshot()`` (the best answer so far, as ``api.solve`` expects it, or None) instead of
+    nothing: a method that overruns its limit in a step that forgot to check still returns
+    its incumbent."""
+    token = _KEEPER.set(snapshot)
+    try:
+        yield
+    finally:
+        _KEEPER.reset(token)
+
 
 def _raise_on_alarm(signum: int, frame: Any) -> None:
     if _importing(frame):
         signal.setitimer(signal.ITIMER_REAL, _IMPORT_RETRY_S)
         return
+    keeper, incumbent = _KEEPER.get(), None
+    if keeper is not None:
+        try:
+            incumbent = keeper()
+        except Exception:  # noqa: BLE001 - the stop must happen; its incumbent is optional
+            incumbent = None
     raise _GuardStop(
-        f"time limit of {current().time_limit:g} s reached (stopped by the guard timer)")
+        f"time limit of {current().time_limit:g} s reached (stopped by the guard timer)",
+        incumbent)
 
 
 @contextlib.contextmanager
@@ -237,7 +266,7 @@ def hard_stop(deadline: Deadline, grace: float) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, max(1e-3, deadline.remaining() + grace))
         yield
     except _GuardStop as exc:
-        raise TimeLimitReached(str(exc)) from None
+        raise TimeLimitReached(str(exc), exc.incumbent) from None
     finally:
         while True:  # an alarm landing while disarming is moot: the block already ended
             try:

@@ -76,3 +76,23 @@ def test_hard_stop_is_quiet_when_the_block_ends_in_time() -> None:
     with deadline.limit(0.3) as d, deadline.hard_stop(d, 0.0):
         pass
     time.sleep(0.4)  # an alarm left armed would raise here
+
+
+def test_a_guard_stop_carries_the_registered_incumbent() -> None:
+    def overrun() -> None:
+        t = time.perf_counter()
+        while time.perf_counter() - t < 30.0:  # bounded: an unarmed guard fails, not hangs
+            time.sleep(0.01)
+
+    def boom() -> str:
+        raise ValueError("a broken snapshot")
+
+    for keeper, want in ((lambda: "best so far", "best so far"), (boom, None), (None, None)):
+        with pytest.raises(TimeLimitReached) as info:
+            with deadline.limit(0.05) as dl, deadline.hard_stop(dl, 0.02):
+                if keeper is None:
+                    overrun()
+                with deadline.keep_incumbent(keeper):
+                    overrun()
+        assert info.value.incumbent == want  # a broken snapshot still stops, without one
+        assert deadline._KEEPER.get() is None  # the keeper is gone with its block

@@ -16,7 +16,8 @@ from mel_opt import deadline
 from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.med import formulation
 from mel_opt.problems.med.instance import MedInstance
-from mel_opt.problems.med.search import dispatch
+from mel_opt.problems.med.search import branch_and_bound, dispatch
+from mel_opt.problems.med.search.types import Outcome
 from mel_opt.problems.options import Option
 from mel_opt.result import SolverInfo
 from mel_opt.solvers import highs
@@ -47,7 +48,17 @@ def solve_exact(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
 
     Extras: ``bound`` (proven lower bound), ``gap`` (relative), and the search statistics.
     """
-    out = dispatch.solve(inst, time_limit=_search_limit())
+    with deadline.keep_incumbent(lambda: _exact_output(branch_and_bound.snapshot())):
+        out = dispatch.solve(inst, time_limit=_search_limit())
+    output = _exact_output(out)
+    assert output is not None
+    return output
+
+
+def _exact_output(out: Outcome | None) -> MethodOutput | None:
+    """``exact``'s answer from the search's outcome (None: none)."""
+    if out is None:
+        return None
     extras: dict[str, Any] = {"bound": out.bound}
     if out.objective is not None and out.bound is not None:
         extras["gap"] = max(0.0, out.objective - out.bound) / max(1e-12, abs(out.objective))

@@ -31,6 +31,7 @@ import heapq
 import itertools
 import math
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -317,8 +318,31 @@ class _Search:
         return self.outcome(timed_out, open_bounds, root_bound)
 
 
+# The search running in this context, for snapshot() (read by the guard timer's keeper).
+_RUNNING: ContextVar[_Search | None] = ContextVar("melopt_med_search", default=None)
+
+
 def solve(inst: MedInstance, coef: Coefficients, *, time_limit: float | None = None
           ) -> Outcome:
     """Lagrangian branch and bound (module docstring) within ``time_limit`` seconds (None: to
     the end, a proof)."""
-    return _Search(inst, coef, time_limit).run()
+    search = _Search(inst, coef, time_limit)
+    token = _RUNNING.set(search)
+    try:
+        return search.run()
+    finally:
+        _RUNNING.reset(token)
+
+
+def snapshot() -> Outcome | None:
+    """The running search's incumbent as a time-limit outcome, bounded by its root bound (or
+    the tasks' least levels before the root is done); None without a running search or an
+    incumbent. What a stop by the guard timer keeps (:func:`mel_opt.deadline.keep_incumbent`)."""
+    search = _RUNNING.get()
+    if search is None or search.best.assign is None:
+        return None
+    floor = search.stats.get("root_bound")
+    if floor is None:
+        floor = float(_floor_levels(search.inst, search.coef).sum())
+    return search.outcome(True, [float(floor)], float(floor),
+                          bound_kind="its root bound (stopped by the guard timer)")

@@ -73,3 +73,26 @@ def test_no_time_for_the_lagrangian_tables_still_returns_the_incumbent(monkeypat
     assert out.bound == pytest.approx(floor)
     assert floor <= out.objective  # the recorded optimum region: 45.87-46.13 (test above)
     assert out.objective >= 45.8727
+
+
+def test_a_step_that_overruns_the_limit_still_returns_the_incumbent(monkeypatch):
+    # A phase that never looks at the clock (here the master-LP rounding made to hang after
+    # the root) is stopped by the guard timer; the answer is then the incumbent so far, with
+    # the root bound, not a time_limit stop without a point (which a 1,200 s run of 50 x 5
+    # returned once).
+    import time as _time
+
+    def hang(self, lag):
+        t = _time.perf_counter()
+        while _time.perf_counter() - t < 60.0:  # bounded: without the guard the test fails
+            _time.sleep(0.05)
+
+    monkeypatch.setattr(branch_and_bound._Search, "primal_from_master", hang)
+    inst = parse_instance(generate("hetero", learners=40, tasks=5, seed=5))
+    res = solve(inst, "exact", time_limit=4)
+    assert res.status.value == "feasible" and res.ok  # a point, verified; not proven
+    assert "guard timer" in res.message
+    bound = float(res.metrics["bound"])
+    assert bound == pytest.approx(float(res.metrics["search_root_bound"]))
+    assert bound <= res.objective and res.objective >= 45.8727  # the optimum's region
+    assert branch_and_bound.snapshot() is None  # nothing left running
