@@ -128,8 +128,9 @@ def test_the_timeout_bounds_the_whole_download_not_each_shard():
         # six shards of 0.4 s each: every one is within 1 s, the whole is not
         with pytest.raises(BenchmarkError, match=r"did not finish within --timeout 1 s"):
             time_download([f"{base}/slowish{i}" for i in range(6)], timeout=1)
-        # two of them fit
-        assert time_download([f"{base}/slowish{i}" for i in range(2)], timeout=5).bytes == 200
+        # two of them fit (0.8 s; the limit is generous for a loaded machine, where the
+        # helper server's threads may wait for a core)
+        assert time_download([f"{base}/slowish{i}" for i in range(2)], timeout=30).bytes == 200
 
 
 @pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:99999/x",
