@@ -200,8 +200,7 @@ def _train_sorted(p: Params, x: np.ndarray, y: np.ndarray, index: np.ndarray,
     per_block = max(1, GATHER_BYTES // max(1, bs * x.shape[1] * x.itemsize))
     classes = p[-1].shape[-1]
     K = p[0].shape[0]
-    layers = [p[0].shape[1], *(w.shape[2] for w in p[0::2])]
-    work = StepBuffers(layers, K, bs, np.result_type(p[0], x))
+    work = StepBuffers.for_params(p, bs, np.result_type(p[0], x))
     block = min(max(per_block, K), rows.shape[0])
     x_block = np.empty((block, bs, x.shape[1]), dtype=x.dtype)
     t_block = np.empty((block, classes, bs), dtype=coef.dtype)

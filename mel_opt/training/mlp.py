@@ -233,6 +233,12 @@ class StepBuffers:
         self.bias = [np.empty((K, 1, int(n)), dtype=dt) for n in layers[1:]]
         self.ones = np.ones((m, 1), dtype=dt)
 
+    @classmethod
+    def for_params(cls, params: Params, m: int, dtype: DTypeLike) -> StepBuffers:
+        """Buffers for steps of these stacked parameters (their learners and widths)."""
+        return cls([params[0].shape[1], *(w.shape[2] for w in params[0::2])],
+                   params[0].shape[0], m, dtype)
+
 
 def _subtract_product(w: np.ndarray, a: np.ndarray, g: np.ndarray,
                       buf: np.ndarray | None = None) -> None:
@@ -278,8 +284,7 @@ def stacked_sgd_step(params: Params, x: np.ndarray, weight: np.ndarray,
     """
     K, m = weight.shape
     if work is None:
-        work = StepBuffers([params[0].shape[1], *(w.shape[2] for w in params[0::2])], K, m,
-                           np.result_type(params[0], x))
+        work = StepBuffers.for_params(params, m, np.result_type(params[0], x))
     acts, e, s = _forward(params, x, work)
     g = e  # class-major (K, C, m), as in stacked_gradients
     g *= weight[:, None, :] / s

@@ -209,12 +209,12 @@ def refine(inst: MelAsyncInstance, w: WindowDP, target: int, max_nodes: int
     def chord_loss(rk: np.ndarray, lo_u: np.ndarray, hi_u: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
         """Per threshold, the allocation's count u and how much the chord overvalues it."""
-        t = W.max_updates(inst, (w.base - w.step * rk).astype(float)).astype(np.int64)
+        t = w.tau[np.arange(f.size), rk]  # each learner's level at its r (the DP's table)
         a, b = (f, t) if w.step == 1 else (t, f)
         u = ((a[None, :] <= thetas[:, None]) & (b[None, :] > thetas[:, None])).sum(axis=1)
         return u, (hi_u - u) * (u - lo_u)
 
-    root_rk = (w.incumbent.d - w.base) * -w.step
+    root_rk = np.rint((w.base - w.incumbent.d) * w.step).astype(np.int64)
     if best.pair_sum - w.bound > BRANCH_SPREAD * int(chord_loss(root_rk, w.L, w.U)[1].max()):
         return False, best  # the gap is spread over many thresholds: splitting one at a
         # time would not close it within the budget

@@ -92,3 +92,19 @@ def random_doc():
 def brute_force():
     """``brute_force(doc)``: the optimum of (4.4) by enumeration (inf if infeasible)."""
     return _brute_force
+
+
+def _tiny_case(seed: int) -> tuple[object, float]:
+    """A random instance of 3-5 learners and 1-2 tasks drawn from ``seed``, and its optimum by
+    enumeration (inf if infeasible)."""
+    from mel_opt.api import parse_instance
+
+    rng = np.random.default_rng(seed)
+    doc = _random_doc(rng, int(rng.integers(3, 6)), int(rng.integers(1, 3)))
+    return parse_instance(doc), _brute_force(doc)
+
+
+@pytest.fixture
+def tiny_case():
+    """``tiny_case(seed)``: (instance, its brute-force optimum) of 3-5 learners, 1-2 tasks."""
+    return _tiny_case

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from mel_opt.api import parse_instance, solve
@@ -15,12 +14,9 @@ from mel_opt.problems.med.search import branch_and_bound
 
 
 @pytest.mark.parametrize("seed", range(25))
-def test_lagrangian_branch_and_bound_matches_brute_force(seed, random_doc, brute_force):
+def test_lagrangian_branch_and_bound_matches_brute_force(seed, tiny_case):
     # the many-types path of exact (every learner different), called directly
-    rng = np.random.default_rng(100 + seed)
-    doc = random_doc(rng, int(rng.integers(3, 6)), int(rng.integers(1, 3)))
-    inst = parse_instance(doc)
-    want = brute_force(doc)
+    inst, want = tiny_case(100 + seed)
     out = branch_and_bound.solve(inst, coefficients(inst), time_limit=30)
     if math.isinf(want):
         assert out.termination.value == "infeasible"

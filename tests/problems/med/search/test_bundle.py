@@ -28,11 +28,8 @@ def _root(inst):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_bundle_bound_is_below_the_brute_force_optimum(seed, random_doc, brute_force):
-    rng = np.random.default_rng(300 + seed)
-    doc = random_doc(rng, int(rng.integers(3, 6)), int(rng.integers(1, 3)))
-    inst = parse_instance(doc)
-    want = brute_force(doc)
+def test_bundle_bound_is_below_the_brute_force_optimum(seed, tiny_case):
+    inst, want = tiny_case(300 + seed)
     _, lag, node = _root(inst)
     lag.optimise(node, math.inf, 10, math.inf)
     got, _ = bundle.ascend(lag, node, math.inf, 200, math.inf, bundle.Columns())
