@@ -60,15 +60,24 @@ def test_no_learner_training_leaves_every_model_as_it_was() -> None:
             assert np.array_equal(a, b)
 
 
+def _blas_gemm(dtype: np.dtype) -> object:
+    from scipy.linalg import blas
+
+    return blas.sgemm if dtype == np.float32 else blas.dgemm
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("model", ["softmax", "mlp000"])
 @pytest.mark.parametrize("per_learner_bytes", [0, 1 << 40])  # every matrix / none by learner
-def test_sgd_step_is_the_gradients_then_the_update_bit_for_bit(
-        dtype: type, model: str, per_learner_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("one_pass", [True, False])  # gemm with beta = 1, or product then -=
+def test_sgd_step_is_the_gradients_then_the_update(
+        dtype: type, model: str, per_learner_bytes: int, one_pass: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # the trainer's in-place step against stacked_gradients followed by params -= grads, with
     # ragged loss weights (learner 1 has 5 real samples, learner 2 none) and the learning
     # rate folded into them
     monkeypatch.setattr(mlp, "PER_LEARNER_BYTES", per_learner_bytes)
+    monkeypatch.setattr(mlp, "_one_pass_gemm", _blas_gemm if one_pass else lambda dt: None)
     rng = np.random.default_rng(7)
     K, m = 3, 8
     p = broadcast(init_params(layers_for(model, 6, 4), seed=2, dtype=dtype), K)
@@ -91,8 +100,69 @@ def test_sgd_step_is_the_gradients_then_the_update_bit_for_bit(
     for buffers in (None, work, work):  # fresh arrays, then the same buffers twice
         got = [a.copy() for a in p]
         stacked_sgd_step(got, x, w, target, buffers)
-        for a, b, start in zip(got, want, p, strict=True):
+        for i, (a, b, start) in enumerate(zip(got, want, p, strict=True)):
             assert a.dtype == dtype
-            np.testing.assert_array_equal(a, b)
+            if one_pass and per_learner_bytes == 0 and i % 2 == 0:
+                # learner by learner, BLAS's gemm subtracts the product in one pass: the same
+                # sum of m products, whose order of accumulation may differ between numpy's
+                # and scipy's BLAS builds, so within a few roundings of the step's size
+                u = np.finfo(dtype).eps
+                tol = 4 * m * u * np.abs(b - start).max() + 2 * u * np.abs(b)
+                assert np.all(np.abs(a - b) <= tol)
+            else:
+                np.testing.assert_array_equal(a, b)
             assert np.array_equal(a[2], start[2])  # no real sample: no change
             assert not np.array_equal(a[0], start[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_layer_update_in_one_blas_pass_matches_the_gradient(
+        dtype: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    # mlp000's first layer on 784 pixels, updated learner by learner by gemm (alpha = -1,
+    # beta = 1) against w - a^T g formed in float64 from the same float inputs; a learner
+    # whose weights are not contiguous (every other row) takes numpy's path, same numbers
+    rng = np.random.default_rng(11)
+    K, m, n_in, n_out = 3, 32, 784, 300
+    w = rng.normal(scale=0.05, size=(K, n_in, n_out)).astype(dtype)
+    a = rng.random((K, m, n_in)).astype(dtype)
+    g = rng.normal(scale=1e-3, size=(K, m, n_out)).astype(dtype)
+    exact = w.astype(np.float64) - np.matmul(a.astype(np.float64).transpose(0, 2, 1),
+                                             g.astype(np.float64))
+    monkeypatch.setattr(mlp, "_one_pass_gemm", _blas_gemm)
+    got = w.copy()
+    mlp._subtract_product(got, a, g, np.empty((n_in, n_out), dtype=dtype))
+    u = np.finfo(dtype).eps
+    bound = m * u * np.matmul(np.abs(a.astype(np.float64)).transpose(0, 2, 1),
+                              np.abs(g.astype(np.float64))) + u * np.abs(exact)
+    assert np.all(np.abs(got - exact) <= bound)
+    assert np.abs(got - w).max() > 100 * bound.max()  # the update is far above the rounding
+    strided = np.zeros((K, 2 * n_in, n_out), dtype=dtype)[:, ::2]
+    strided[...] = w
+    mlp._subtract_product(strided, a, g, np.empty((n_in, n_out), dtype=dtype))
+    assert np.all(np.abs(strided - exact) <= bound)
+
+
+@pytest.mark.parametrize(("libs", "one_pass"), [
+    ([("openblas", "SkylakeX"), ("openblas", "SkylakeX")], True),
+    ([("openblas", "SkylakeX"), ("openblas", "Haswell")], False),  # scipy's build differs
+    ([("openblas", "Haswell")], False),
+    ([("mkl", None)], False),
+    ([], False),
+])
+def test_one_pass_update_only_with_avx512_openblas(
+        libs: list[tuple[str, str | None]], one_pass: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import threadpoolctl
+
+    info = [{"user_api": "blas", "internal_api": api, "architecture": arch}
+            for api, arch in libs]
+    info.append({"user_api": "openmp", "internal_api": "openmp", "architecture": None})
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: info)
+    mlp._one_pass_gemm.cache_clear()
+    try:
+        got = mlp._one_pass_gemm(np.dtype(np.float32))
+        assert (got is _blas_gemm(np.dtype(np.float32))) is one_pass
+        assert (got is None) is (not one_pass)
+        assert mlp._one_pass_gemm(np.dtype(np.int64)) is None
+    finally:
+        mlp._one_pass_gemm.cache_clear()
