@@ -17,15 +17,37 @@ from typing import Any
 ENV = "OPENBLAS_CORETYPE"
 
 
+def _numpy_first(libs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The BLAS libraries loaded, numpy's first: the one in numpy's own install (a wheel's
+    ``numpy.libs``) or the one numpy was built against (same version), else the first loaded."""
+    import numpy
+
+    home = os.path.dirname(os.path.abspath(numpy.__file__))
+    try:
+        built = numpy.show_config(mode="dicts")["Build Dependencies"]["blas"].get("version")
+    except Exception:  # noqa: BLE001 (an older numpy's config: no dicts)
+        built = None
+
+    def rank(lib: dict[str, Any]) -> int:
+        if str(lib.get("filepath", "")).startswith(home):
+            return 0
+        return 1 if built is not None and lib.get("version") == built else 2
+
+    return sorted(libs, key=rank)
+
+
 def describe() -> dict[str, Any]:
     """Library, version, kernels (``architecture``) and ``forced_by`` (``OPENBLAS_CORETYPE=...``
-    when the environment names the core type, else None) of numpy's BLAS."""
+    when the environment names the core type, else None) of numpy's BLAS, and ``also_loaded``:
+    the other BLAS libraries in the process (scipy's, which the trainer's one-pass update of a
+    large layer runs on), each as library, version and kernels."""
     import numpy  # noqa: F401  (loads the BLAS that threadpoolctl then reports)
     from threadpoolctl import threadpool_info
 
     forced = f"{ENV}={os.environ[ENV]}" if os.environ.get(ENV) else None
-    for lib in threadpool_info():
-        if lib.get("user_api") == "blas":
-            return {"library": lib.get("internal_api"), "version": lib.get("version"),
-                    "architecture": lib.get("architecture"), "forced_by": forced}
-    return {"library": None, "version": None, "architecture": None, "forced_by": forced}
+    libs = _numpy_first([lib for lib in threadpool_info() if lib.get("user_api") == "blas"])
+    brief = [{"library": lib.get("internal_api"), "version": lib.get("version"),
+              "architecture": lib.get("architecture")} for lib in libs]
+    if not brief:
+        brief = [{"library": None, "version": None, "architecture": None}]
+    return {**brief[0], "forced_by": forced, "also_loaded": brief[1:]}
