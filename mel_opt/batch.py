@@ -323,6 +323,20 @@ def init_local_ray(ray: Any, jobs: int) -> None:
         services.resolve_ip_for_localhost = original
 
 
+#: Where POSIX semaphores (a process pool's locks) are files on Linux
+SHM_DIR = "/dev/shm"
+
+
+def _pool_error_text(exc: OSError, jobs: int) -> str:
+    """Why the local pool of ``jobs`` workers did not start, and what to do."""
+    where = exc.filename or (SHM_DIR if exc.errno in STORAGE_ERRNOS | {errno.EACCES} else None)
+    reason = f"{where}: {exc.strerror or exc}" if where else str(exc.strerror or exc)
+    hint = (f" (its semaphores are files in {SHM_DIR}; make room there)"
+            if where == SHM_DIR else "")
+    return (f"cannot start {jobs} worker processes: {reason}{hint}; or run with --jobs 1, "
+            "which needs no pool")
+
+
 def _pool(executor: str, jobs: int, address: str | None) -> tuple[Any, bool]:
     """The pool of ``executor``, and whether melopt started a local Ray for it."""
     if executor == "local":
@@ -332,7 +346,10 @@ def _pool(executor: str, jobs: int, address: str | None) -> tuple[Any, bool]:
         # hold solver thread pools (HiGHS) or locks; preloading keeps worker start-up cheap
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["mel_opt.api", "mel_opt.batch", *_problem_modules()])
-        return ctx.Pool(processes=jobs, initializer=_ignore_sigint), False
+        try:
+            return ctx.Pool(processes=jobs, initializer=_ignore_sigint), False
+        except OSError as exc:  # its semaphores and pipes: a full /dev/shm, no processes left
+            raise UsageError(_pool_error_text(exc, jobs)) from None
     if executor == "ray":
         try:
             import ray

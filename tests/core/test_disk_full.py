@@ -163,3 +163,30 @@ def test_a_parallel_batch_with_no_room_stops_without_a_remote_traceback(tmp_path
     assert "the batch stopped with 0 of 3 results kept" in res.stderr
     assert "resource_tracker" not in res.stderr
     assert not list((out / "results").glob("*")) if (out / "results").exists() else True
+
+
+@pytest.mark.parametrize(("err", "where"), [
+    (OSError(errno.ENOSPC, "No space left on device"), "/dev/shm"),  # semaphores: no name
+    (OSError(errno.EAGAIN, "Resource temporarily unavailable"), None),  # no process left
+])
+def test_a_pool_that_cannot_start_says_where_and_what_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, err: OSError,
+        where: str | None) -> None:
+    import multiprocessing.context
+
+    def refuse(self: object, *args: object, **kwargs: object) -> None:
+        raise err
+
+    monkeypatch.setattr(multiprocessing.context.BaseContext, "Pool", refuse)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["batch", str(INST / "dab"), "-o", str(out), "-j", "2"])
+    assert res.exit_code == 2, res.output
+    line = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
+    assert len(line) == 1 and "Traceback" not in res.output
+    assert "cannot start 2 worker processes" in line[0] and "--jobs 1" in line[0]
+    assert str(err.strerror) in line[0]
+    assert (f"{where}: " in line[0]) if where else ("/dev/shm" not in line[0])
+    assert not list((out / "results").glob("*")) if (out / "results").exists() else True
+    res = CliRunner().invoke(cli, ["batch", str(INST / "dab"), "-o", str(out), "-j", "1"])
+    assert res.exit_code == 0, res.output  # the advice works: no pool, every result
+    assert len(list((out / "results").glob("*.json"))) == 3
