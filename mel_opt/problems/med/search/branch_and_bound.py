@@ -58,21 +58,67 @@ POLISH_EVERY = 3  # while branching: every this many nodes, polish the last chil
 ILS_PATIENCE = 30  # kicks in a row without a gain that end the iterated local search (no limit)
 ILS_PATIENCE_TIMED = 100  # the same with a time limit (its share of the time ends it first)
 
+BRANCH_ON_MASTER = True  # branch on the node's master LP shares (else on answer disagreement)
+LEVEL_SPREAD: float | None = 0.005  # branch on a task's level above this spread of its mix
+
 HeapEntry = tuple[float, int, int, Node, np.ndarray]  # bound, -depth, order, node, cover
 
 
-def _children(node: Node, cover: np.ndarray, coef: Coefficients, must_work: bool
-              ) -> list[Node]:
-    """Branch on the free learner whose subproblem answers disagree most: fixed to the task
-    they favour (fastest such task), then barred from it."""
+def _branch_pair(node: Node, cover: np.ndarray, score: np.ndarray | None,
+                 coef: Coefficients, free: np.ndarray) -> tuple[int, np.ndarray]:
+    """The learner to branch on and the tasks to fix it to (the first of them is taken):
+    the free pair (task, learner) whose share in the node's restricted master LP is nearest
+    one half; when the master is integral on every free learner (or missing), the learner
+    whose subproblem answers disagree most (it appears in no task or in several)."""
+    speed = 1e-3 * (1.0 / coef.C).sum(axis=0)
+    if score is not None:
+        frac = np.where(free[None, :], np.minimum(score, 1.0 - score), 0.0)
+        if frac.max() > 1e-6:
+            ti, tj = np.unravel_index(int(np.argmax(frac + 1e-9 * speed[None, :])), frac.shape)
+            return int(tj), np.array([int(ti)])
+    counts = cover.sum(axis=0)
+    j = int(np.argmax(np.where(free, np.abs(counts - 1) + speed, -1.0)))
+    return j, np.nonzero(cover[:, j])[0]
+
+
+def _level_split(node: Node, got: bundle.Master | None) -> list[Node]:
+    """Branch on a task's level when the master mixes columns of levels spread by more than
+    ``LEVEL_SPREAD`` of their mean (the widest such task): H_i up to the mean in one child,
+    above it in the other. [] when no task's mix is that spread."""
+    if got is None or LEVEL_SPREAD is None:
+        return []
+    best, task, cut = 0.0, -1, 0.0
+    for i, (w, h) in enumerate(got.mix):
+        if w.size < 2 or w.sum() <= 0:
+            continue
+        mean = float((w * h).sum() / w.sum())
+        spread = float((w * np.abs(h - mean)).sum() / w.sum()) / max(mean, 1e-12)
+        if spread > best and h.min() <= mean < h.max():
+            best, task, cut = spread, i, mean
+    if task < 0 or best <= LEVEL_SPREAD:
+        return []
+    m = node.barred.shape[0]
+    above = np.full(m, -math.inf) if node.above is None else node.above
+    upto = np.full(m, math.inf) if node.upto is None else node.upto
+    low_up, high_above = upto.copy(), above.copy()
+    low_up[task] = cut
+    high_above[task] = cut
+    return [Node(node.fixed.copy(), node.barred.copy(), node.mu.copy(), node.lam,
+                 node.depth + 1, above.copy(), low_up),
+            Node(node.fixed.copy(), node.barred.copy(), node.mu.copy(), node.lam,
+                 node.depth + 1, high_above, upto.copy())]
+
+
+def _children(node: Node, cover: np.ndarray, coef: Coefficients, must_work: bool,
+              score: np.ndarray | None = None) -> list[Node]:
+    """Branch on a free learner (``_branch_pair``): fixed to a task (the master's, or the
+    fastest the subproblem answers favour), then barred from it."""
     free = (node.fixed < 0) & (~node.barred & coef.allowed).any(axis=0)
     if not free.any():
         return []
-    counts = cover.sum(axis=0)
-    score = np.where(free, np.abs(counts - 1) + 1e-3 * (1.0 / coef.C).sum(axis=0), -1.0)
-    j = int(np.argmax(score))
+    j, likely = _branch_pair(node, cover, score, coef, free)
     open_tasks = ~node.barred[:, j] & coef.allowed[:, j]
-    likely = np.nonzero(cover[:, j] & open_tasks)[0]
+    likely = likely[open_tasks[likely]]
     options = likely if likely.size else np.nonzero(open_tasks)[0]
     if options.size == 0:
         return []
@@ -82,13 +128,16 @@ def _children(node: Node, cover: np.ndarray, coef: Coefficients, must_work: bool
     barred = node.barred.copy()
     barred[:, j] = True
     barred[i, j] = False
-    fix_child = Node(fixed, barred, node.mu.copy(), node.lam, node.depth + 1)
+    fix_child = Node(fixed, barred, node.mu.copy(), node.lam, node.depth + 1, node.above,
+                     node.upto)
     barred2 = node.barred.copy()
     barred2[i, j] = True
     kids = [fix_child]
     if not must_work or (~barred2[:, j] & coef.allowed[:, j]).any():
-        kids.append(Node(node.fixed.copy(), barred2, node.mu.copy(), node.lam, node.depth + 1))
+        kids.append(Node(node.fixed.copy(), barred2, node.mu.copy(), node.lam, node.depth + 1,
+                         node.above, node.upto))
     return kids
+
 
 @dataclass
 class _Incumbent:
@@ -179,7 +228,10 @@ class _Search:
             self.stats["nodes"] += 1
             if self.proven(bound):
                 continue
-            kids = _children(node, cover, self.coef, self.inst.min_shards > 0)
+            got = self.node_master(lag, node)
+            kids = _level_split(node, got) or _children(
+                node, cover, self.coef, self.inst.min_shards > 0,
+                None if got is None else got.score)
             if not kids:  # every learner fixed (or barred everywhere: unused): a leaf
                 leaf = node.fixed.copy()
                 excess, leaf_value, _ = self.ev.value(parts_of(leaf, self.m))
@@ -206,6 +258,14 @@ class _Search:
         self.columns.merge(cols)
         self.child_columns = cols
         return got
+
+    def node_master(self, lag: Lagrangian, node: Node) -> bundle.Master | None:
+        """The restricted master LP over every column seen so far that the node allows
+        (what the branching reads)."""
+        if not BRANCH_ON_MASTER:
+            return None
+        return bundle.master(lag, self.columns.consistent(node),
+                             max(0.0, self.deadline - time.perf_counter()))
 
     def polish_master(self, lag: Lagrangian) -> None:
         """The restricted master LP over the last child's columns, rounded and polished: its

@@ -46,13 +46,22 @@ class _Task:
 
 @dataclass
 class Node:
-    """Branching decisions: fixed[j] = task j must serve, barred[i, j] = j may not serve i."""
+    """Branching decisions: fixed[j] = task j must serve, barred[i, j] = j may not serve i,
+    and task i's level H_i in (above[i], upto[i]] (None: unrestricted)."""
 
     fixed: np.ndarray
     barred: np.ndarray
     mu: np.ndarray
     lam: float
     depth: int = 0
+    above: np.ndarray | None = None
+    upto: np.ndarray | None = None
+
+    def level_window(self, i: int) -> tuple[float, float]:
+        """Task i's level range (exclusive below, inclusive above)."""
+        lo = -math.inf if self.above is None else float(self.above[i])
+        hi = math.inf if self.upto is None else float(self.upto[i])
+        return lo, hi
 
 
 class OutOfTime(Exception):
@@ -193,8 +202,14 @@ class Lagrangian:
         if any(t.levels.size == 0 for t in self.tasks):
             return low, best_rows, forced, allowed
         vals: list[dict[int, float]] = [{} for _ in range(m)]
-        todo = {i: np.unique(np.linspace(0, t.levels.size - 1, min(t.levels.size, 33))
-                             .astype(np.int64)) for i, t in enumerate(self.tasks)}
+        todo = {}
+        for i, t in enumerate(self.tasks):  # the rows of the node's level window
+            lo, hi = node.level_window(i)
+            a = int(np.searchsorted(t.levels, lo, side="right"))
+            b = int(np.searchsorted(t.levels, hi, side="right")) - 1
+            if b < a:
+                return low, best_rows, forced, allowed
+            todo[i] = np.unique(a + np.linspace(0, b - a, min(b - a + 1, 33)).astype(np.int64))
         tol = 1e-7 * max(1.0, abs(cutoff)) if math.isfinite(cutoff) else 1e-7
         while todo:
             batch = [(i, rows) for i, rows in todo.items() if rows.size]
