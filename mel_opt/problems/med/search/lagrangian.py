@@ -11,11 +11,14 @@ dynamic programme over shards placed (saturating at D_i), with learners taken in
 price so that each takes min(k_ij, shards still missing): that is the least-cost fill of W,
 relaxed only by not charging the L shards of the dearer learners. The level H runs over the
 task's candidate levels A_ij + C_ij k (a task's level is always one of them); the least cost is
-non-increasing in H, so h_a + v(h_b) bounds an interval [h_a, h_b] from below and only intervals
-that could hold the minimum are refined. Levels above UB - sum of the other tasks' least levels
-cannot beat the incumbent and are skipped. Every L(mu, lam) is a lower bound; a deflected
-subgradient method maximises it (the budget row scaled so that its step is commensurate with the
-learners'). One dynamic programme runs the level rows of every task together.
+non-increasing in H, so h_a + v(h_b) bounds an interval [h_a, h_b] from below and only
+intervals that could hold the minimum are refined. Levels above UB - sum of the other tasks'
+least levels cannot beat the incumbent and are skipped; a branch-and-bound node's level window
+(H_i in (above_i, upto_i]) keeps only the levels inside it (a task's level is one of them, so
+the two windows of a level branch together leave nothing out). Every L(mu, lam) is a lower
+bound; a deflected subgradient method maximises it (the budget row scaled so that its step is
+commensurate with the learners'). One dynamic programme runs the level rows of every task
+together.
 
 Two tightenings were tried at the dual optimum of a large benchmark instance and left out
 because they did not raise the bound measurably: charging the dearer learners' L shards exactly
