@@ -16,13 +16,17 @@ of the budget. At the root a short subgradient warm start, then a box-step bundl
 method (at most ``CHILD_ITERS`` steps) from their parent's multipliers, its model warm from
 every column seen so far that the child's subproblems can still answer.
 
-Branching. Best bound first (the global bound at a time limit is the least open bound) on the
-learner whose subproblem answers disagree most (it appears in no task or in several), fixed to
-the task the answers favour in one child and barred from it in the other; each node
-re-optimises the multipliers from its parent's. A node is cut when its bound reaches the
-incumbent. Without a time limit the search runs to the end (proof); with one, the root bound
-gets up to ``ROOT_SHARE`` of it, the iterated local search up to ``ILS_SHARE``, branching the
-rest, and the best allocation and the best bound at the limit are returned.
+Branching. Best bound first (the global bound at a time limit is the least open bound). Each
+node solves the restricted master LP over the columns it allows: when a task mixes columns
+whose levels spread by more than ``LEVEL_SPREAD`` of their mean, it branches on that task's
+level (H_i up to the mix's mean in one child, above it in the other; the subproblems and the
+columns keep to the window); otherwise on the free learner whose master share in a task is
+nearest one half, fixed to that task in one child and barred from it in the other (an integral
+master: the learner whose subproblem answers disagree most). Each node re-optimises the
+multipliers from its parent's. A node is cut when its bound reaches the incumbent. Without a
+time limit the search runs to the end (proof); with one, the root bound gets up to
+``ROOT_SHARE`` of it, the iterated local search up to ``ILS_SHARE``, branching the rest, and
+the best allocation and the best bound at the limit are returned.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from mel_opt.problems.med.search.types import REL_GAP, TOL, Outcome, better, par
 from mel_opt.status import TerminationCondition as TC
 
 ROOT_SHARE = 0.35  # with a time limit: the root bound stops at this share of it
-ILS_SHARE = 0.7  # ... and the iterated local search at this share (branching gets the rest)
+ILS_SHARE = 0.5  # ... and the iterated local search at this share (branching gets the rest)
 CHILD_ITERS = 40  # bundle steps per child node (from the parent's multipliers and columns)
 ROOT_WARM_ITERS = 30  # subgradient steps at the root before the bundle method
 ROOT_ITERS = 300  # bundle steps at the root
@@ -58,21 +62,78 @@ POLISH_EVERY = 3  # while branching: every this many nodes, polish the last chil
 ILS_PATIENCE = 30  # kicks in a row without a gain that end the iterated local search (no limit)
 ILS_PATIENCE_TIMED = 100  # the same with a time limit (its share of the time ends it first)
 
+BRANCH_ON_MASTER = True  # branch on the node's master LP shares (else on answer disagreement)
+STRONG_CANDIDATES = 1  # learners whose children are bounded before one is branched on
+LEVEL_SPREAD: float | None = 0.005  # branch on a task's level above this spread of its mix
+
 HeapEntry = tuple[float, int, int, Node, np.ndarray]  # bound, -depth, order, node, cover
 
 
-def _children(node: Node, cover: np.ndarray, coef: Coefficients, must_work: bool
-              ) -> list[Node]:
-    """Branch on the free learner whose subproblem answers disagree most: fixed to the task
-    they favour (fastest such task), then barred from it."""
-    free = (node.fixed < 0) & (~node.barred & coef.allowed).any(axis=0)
-    if not free.any():
-        return []
+def _branch_pairs(cover: np.ndarray, score: np.ndarray | None, coef: Coefficients,
+                  free: np.ndarray, count: int) -> list[tuple[int, np.ndarray]]:
+    """Up to ``count`` learners to branch on, each with the tasks to fix it to (the first
+    open one is taken): the free pairs (task, learner) whose share in the node's restricted
+    master LP is nearest one half, one pair per learner; when the master is integral on
+    every free learner (or missing), the learner whose subproblem answers disagree most (it
+    appears in no task or in several)."""
+    speed = 1e-3 * (1.0 / coef.C).sum(axis=0)
+    if score is not None:
+        frac = np.where(free[None, :], np.minimum(score, 1.0 - score), 0.0)
+        best_task = np.argmax(frac, axis=0)
+        share = frac[best_task, np.arange(frac.shape[1])]
+        order = np.argsort(-(share + 1e-9 * speed), kind="stable")
+        out = [(int(j), np.array([int(best_task[j])])) for j in order[:count]
+               if share[j] > 1e-6]
+        if out:
+            return out
     counts = cover.sum(axis=0)
-    score = np.where(free, np.abs(counts - 1) + 1e-3 * (1.0 / coef.C).sum(axis=0), -1.0)
-    j = int(np.argmax(score))
+    j = int(np.argmax(np.where(free, np.abs(counts - 1) + speed, -1.0)))
+    return [(j, np.nonzero(cover[:, j])[0])]
+
+
+def _level_split(node: Node, got: bundle.Master | None, free: np.ndarray) -> list[Node]:
+    """Branch on a task's level when the master mixes columns of levels spread by more than
+    ``LEVEL_SPREAD`` of their mean (by any amount when the master is integral on every free
+    learner; the widest such task): H_i up to the mean in one child, above it in the other.
+    [] when no task's mix is that spread."""
+    if got is None or LEVEL_SPREAD is None:
+        return []
+    shares = got.score[:, free]
+    integral = not np.any((shares > 1e-6) & (shares < 1 - 1e-6))
+    threshold = 0.0 if integral else LEVEL_SPREAD
+    best, task, cut = 0.0, -1, 0.0
+    for i, (w, h) in enumerate(got.mix):
+        if w.size < 2 or w.sum() <= 0:
+            continue
+        mean = float((w * h).sum() / w.sum())
+        spread = float((w * np.abs(h - mean)).sum() / w.sum()) / max(mean, 1e-12)
+        if spread > best and h.min() <= mean < h.max():
+            best, task, cut = spread, i, mean
+    if task < 0 or best <= threshold:
+        return []
+    m = node.barred.shape[0]
+    above = np.full(m, -math.inf) if node.above is None else node.above
+    upto = np.full(m, math.inf) if node.upto is None else node.upto
+    low_up, high_above = upto.copy(), above.copy()
+    low_up[task] = cut
+    high_above[task] = cut
+    return [Node(node.fixed.copy(), node.barred.copy(), node.mu.copy(), node.lam,
+                 node.depth + 1, above.copy(), low_up),
+            Node(node.fixed.copy(), node.barred.copy(), node.mu.copy(), node.lam,
+                 node.depth + 1, high_above, upto.copy())]
+
+
+def _free(node: Node, coef: Coefficients) -> np.ndarray:
+    """The learners a node has not fixed and that some task may still take."""
+    return (node.fixed < 0) & (~node.barred & coef.allowed).any(axis=0)
+
+
+def _learner_split(node: Node, j: int, likely: np.ndarray, coef: Coefficients,
+                   must_work: bool) -> list[Node]:
+    """Learner j fixed to a task (the first of ``likely`` still open, else its fastest open
+    task), then barred from it."""
     open_tasks = ~node.barred[:, j] & coef.allowed[:, j]
-    likely = np.nonzero(cover[:, j] & open_tasks)[0]
+    likely = likely[open_tasks[likely]]
     options = likely if likely.size else np.nonzero(open_tasks)[0]
     if options.size == 0:
         return []
@@ -82,13 +143,16 @@ def _children(node: Node, cover: np.ndarray, coef: Coefficients, must_work: bool
     barred = node.barred.copy()
     barred[:, j] = True
     barred[i, j] = False
-    fix_child = Node(fixed, barred, node.mu.copy(), node.lam, node.depth + 1)
+    fix_child = Node(fixed, barred, node.mu.copy(), node.lam, node.depth + 1, node.above,
+                     node.upto)
     barred2 = node.barred.copy()
     barred2[i, j] = True
     kids = [fix_child]
     if not must_work or (~barred2[:, j] & coef.allowed[:, j]).any():
-        kids.append(Node(node.fixed.copy(), barred2, node.mu.copy(), node.lam, node.depth + 1))
+        kids.append(Node(node.fixed.copy(), barred2, node.mu.copy(), node.lam, node.depth + 1,
+                         node.above, node.upto))
     return kids
+
 
 @dataclass
 class _Incumbent:
@@ -179,15 +243,18 @@ class _Search:
             self.stats["nodes"] += 1
             if self.proven(bound):
                 continue
-            kids = _children(node, cover, self.coef, self.inst.min_shards > 0)
+            got = self.node_master(lag, node)
+            kids = [(c, *self.child_bound(lag, c))
+                    for c in _level_split(node, got, _free(node, self.coef))]
+            if not kids:
+                kids = self.learner_split(lag, node, cover, got)
             if not kids:  # every learner fixed (or barred everywhere: unused): a leaf
                 leaf = node.fixed.copy()
                 excess, leaf_value, _ = self.ev.value(parts_of(leaf, self.m))
                 if excess == 0:
                     self.best.offer(leaf_value, leaf)
                 continue
-            for child in kids:
-                b, cov = self.child_bound(lag, child)
+            for child, b, cov in kids:
                 b = max(b, bound)
                 if (self.stats["nodes"] % POLISH_EVERY == 1
                         and time.perf_counter() < self.deadline):
@@ -195,6 +262,27 @@ class _Search:
                 if not self.proven(b):
                     heapq.heappush(heap, (b, -child.depth, next(counter), child, cov))
         return False, []
+
+    def learner_split(self, lag: Lagrangian, node: Node, cover: np.ndarray,
+                      got: bundle.Master | None) -> list[tuple[Node, float, np.ndarray]]:
+        """Strong branching on learners: the children of up to ``STRONG_CANDIDATES``
+        learners of ``_branch_pairs`` get their bounds, and the split whose weaker child's
+        bound is highest is kept (with its children's bounds and covers); [] at a leaf."""
+        free = _free(node, self.coef)
+        if not free.any():
+            return []
+        best_key, best = -math.inf, list[tuple[Node, float, np.ndarray]]()
+        pairs = _branch_pairs(cover, None if got is None else got.score, self.coef, free,
+                              STRONG_CANDIDATES)
+        for j, likely in pairs:
+            kids = _learner_split(node, j, likely, self.coef, self.inst.min_shards > 0)
+            scored = [(c, *self.child_bound(lag, c)) for c in kids]
+            key = min((b for _, b, _ in scored), default=-math.inf)
+            if scored and (not best or key > best_key):
+                best_key, best = key, scored
+            if time.perf_counter() > self.deadline:
+                break
+        return best
 
     def child_bound(self, lag: Lagrangian, child: Node) -> tuple[float, np.ndarray]:
         """A child's bound: the box-step bundle method from its parent's multipliers, its
@@ -206,6 +294,14 @@ class _Search:
         self.columns.merge(cols)
         self.child_columns = cols
         return got
+
+    def node_master(self, lag: Lagrangian, node: Node) -> bundle.Master | None:
+        """The restricted master LP over every column seen so far that the node allows
+        (what the branching reads)."""
+        if not BRANCH_ON_MASTER:
+            return None
+        return bundle.master(lag, self.columns.consistent(node),
+                             max(0.0, self.deadline - time.perf_counter()))
 
     def polish_master(self, lag: Lagrangian) -> None:
         """The restricted master LP over the last child's columns, rounded and polished: its

@@ -76,7 +76,9 @@ class Columns:
         allowed = ~node.barred & ((node.fixed < 0)[None, :] | forced)
         for i, cover, level, cost in zip(self.task, self.cover, self.level, self.cost,
                                          strict=True):
-            if np.any(cover & ~allowed[i]) or np.any(forced[i] & ~cover):
+            lo, hi = node.level_window(i)
+            if (np.any(cover & ~allowed[i]) or np.any(forced[i] & ~cover)
+                    or not lo < level <= hi):
                 continue
             out.task.append(i)
             out.cover.append(cover)
@@ -189,12 +191,27 @@ def ascend(lag: Lagrangian, node: Node, upper: float, iters: int, deadline: floa
     return best, best_cover
 
 
-def rounded_assignment(lag: Lagrangian, cols: Columns, time_limit: float | None = None
-                       ) -> np.ndarray | None:
+@dataclass
+class Master:
+    """The restricted master's answer: each task's share of each learner (m, n), and per
+    task the weights and levels of the columns it combines."""
+
+    score: np.ndarray
+    mix: list[tuple[np.ndarray, np.ndarray]]
+
+
+def master_scores(lag: Lagrangian, cols: Columns, time_limit: float | None = None
+                  ) -> np.ndarray | None:
+    """The restricted master's shares (``master``); None when HiGHS gives no point."""
+    got = master(lag, cols, time_limit)
+    return None if got is None else got.score
+
+
+def master(lag: Lagrangian, cols: Columns, time_limit: float | None = None
+           ) -> Master | None:
     """The restricted master LP over the columns (each task one convex combination of its
-    columns; each learner covered once, a penalised slack otherwise; the budget), rounded:
-    each learner to the task whose columns cover it most (uncovered: its fastest allowed
-    task). None when HiGHS gives no point."""
+    columns; each learner covered once, a penalised slack otherwise; the budget). None when
+    HiGHS gives no point."""
     m, n, P = lag.m, lag.n, len(cols)
     if P == 0:
         return None
@@ -216,6 +233,14 @@ def rounded_assignment(lag: Lagrangian, cols: Columns, time_limit: float | None 
     score = np.zeros((m, n))
     for p in np.nonzero(x > 1e-9)[0]:
         score[cols.task[p], cols.cover[p]] += x[p]
+    task, level = np.array(cols.task), np.array(cols.level)
+    mix = [(x[(task == i) & (x > 1e-9)], level[(task == i) & (x > 1e-9)]) for i in range(m)]
+    return Master(score, mix)
+
+
+def round_scores(lag: Lagrangian, score: np.ndarray) -> np.ndarray:
+    """Each learner to the task whose columns cover it most in the master's answer
+    (uncovered: its fastest allowed task, or unused when D_l = 0)."""
     coef = lag.coef
     assign = np.argmax(score, axis=0).astype(np.int64)
     for j in np.nonzero(score.max(axis=0) <= 1e-9)[0]:
@@ -225,3 +250,11 @@ def rounded_assignment(lag: Lagrangian, cols: Columns, time_limit: float | None 
         ok = np.nonzero(coef.allowed[:, j])[0]
         assign[j] = int(ok[np.argmin(coef.C[ok, j])]) if ok.size else 0
     return assign
+
+
+def rounded_assignment(lag: Lagrangian, cols: Columns, time_limit: float | None = None
+                       ) -> np.ndarray | None:
+    """The restricted master LP over the columns (``master_scores``), rounded
+    (``round_scores``). None when HiGHS gives no point."""
+    score = master_scores(lag, cols, time_limit)
+    return None if score is None else round_scores(lag, score)

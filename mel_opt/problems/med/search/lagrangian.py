@@ -11,11 +11,14 @@ dynamic programme over shards placed (saturating at D_i), with learners taken in
 price so that each takes min(k_ij, shards still missing): that is the least-cost fill of W,
 relaxed only by not charging the L shards of the dearer learners. The level H runs over the
 task's candidate levels A_ij + C_ij k (a task's level is always one of them); the least cost is
-non-increasing in H, so h_a + v(h_b) bounds an interval [h_a, h_b] from below and only intervals
-that could hold the minimum are refined. Levels above UB - sum of the other tasks' least levels
-cannot beat the incumbent and are skipped. Every L(mu, lam) is a lower bound; a deflected
-subgradient method maximises it (the budget row scaled so that its step is commensurate with the
-learners'). One dynamic programme runs the level rows of every task together.
+non-increasing in H, so h_a + v(h_b) bounds an interval [h_a, h_b] from below and only
+intervals that could hold the minimum are refined. Levels above UB - sum of the other tasks'
+least levels cannot beat the incumbent and are skipped; a branch-and-bound node's level window
+(H_i in (above_i, upto_i]) keeps only the levels inside it (a task's level is one of them, so
+the two windows of a level branch together leave nothing out). Every L(mu, lam) is a lower
+bound; a deflected subgradient method maximises it (the budget row scaled so that its step is
+commensurate with the learners'). One dynamic programme runs the level rows of every task
+together.
 
 Two tightenings were tried at the dual optimum of a large benchmark instance and left out
 because they did not raise the bound measurably: charging the dearer learners' L shards exactly
@@ -46,13 +49,22 @@ class _Task:
 
 @dataclass
 class Node:
-    """Branching decisions: fixed[j] = task j must serve, barred[i, j] = j may not serve i."""
+    """Branching decisions: fixed[j] = task j must serve, barred[i, j] = j may not serve i,
+    and task i's level H_i in (above[i], upto[i]] (None: unrestricted)."""
 
     fixed: np.ndarray
     barred: np.ndarray
     mu: np.ndarray
     lam: float
     depth: int = 0
+    above: np.ndarray | None = None
+    upto: np.ndarray | None = None
+
+    def level_window(self, i: int) -> tuple[float, float]:
+        """Task i's level range (exclusive below, inclusive above)."""
+        lo = -math.inf if self.above is None else float(self.above[i])
+        hi = math.inf if self.upto is None else float(self.upto[i])
+        return lo, hi
 
 
 class OutOfTime(Exception):
@@ -193,8 +205,14 @@ class Lagrangian:
         if any(t.levels.size == 0 for t in self.tasks):
             return low, best_rows, forced, allowed
         vals: list[dict[int, float]] = [{} for _ in range(m)]
-        todo = {i: np.unique(np.linspace(0, t.levels.size - 1, min(t.levels.size, 33))
-                             .astype(np.int64)) for i, t in enumerate(self.tasks)}
+        todo = {}
+        for i, t in enumerate(self.tasks):  # the rows of the node's level window
+            lo, hi = node.level_window(i)
+            a = int(np.searchsorted(t.levels, lo, side="right"))
+            b = int(np.searchsorted(t.levels, hi, side="right")) - 1
+            if b < a:
+                return low, best_rows, forced, allowed
+            todo[i] = np.unique(a + np.linspace(0, b - a, min(b - a + 1, 33)).astype(np.int64))
         tol = 1e-7 * max(1.0, abs(cutoff)) if math.isfinite(cutoff) else 1e-7
         while todo:
             batch = [(i, rows) for i, rows in todo.items() if rows.size]

@@ -92,3 +92,105 @@ def test_a_step_that_overruns_the_limit_still_returns_the_incumbent(monkeypatch)
     assert bound == pytest.approx(float(res.metrics["search_root_bound"]))
     assert bound <= res.objective and res.objective >= 45.8727  # the optimum's region
     assert branch_and_bound.snapshot() is None  # nothing left running
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_level_branching_everywhere_still_matches_brute_force(seed, tiny_case, monkeypatch):
+    # branch on a task's level whenever the master mixes two levels (spread above 0): the
+    # windows split each task's levels in two, so the proven optimum is still brute force's
+    monkeypatch.setattr(branch_and_bound, "LEVEL_SPREAD", 0.0)
+    inst, want = tiny_case(700 + seed)
+    out = branch_and_bound.solve(inst, coefficients(inst), time_limit=30)
+    if math.isinf(want):
+        assert out.termination.value == "infeasible"
+    else:
+        assert out.termination.value == "optimal"
+        assert out.objective == pytest.approx(want, rel=1e-9)
+
+
+def _optimum_and_levels(inst):
+    """The optimal assignment's value and its tasks' levels, by enumeration."""
+    import itertools
+
+    import numpy as np
+
+    from mel_opt.problems.med.latency import budget_can_bind
+    from mel_opt.problems.med.search.evaluate import Evaluator
+    from mel_opt.problems.med.search.types import parts_of
+
+    ev = Evaluator(inst, coefficients(inst), budget_can_bind(inst))
+    choices = range(inst.n_tasks) if inst.min_shards > 0 else range(-1, inst.n_tasks)
+    best, levels = math.inf, None
+    for assign in itertools.product(choices, repeat=inst.n_learners):
+        excess, val, lv = ev.value(parts_of(np.array(assign, dtype=np.int64), inst.n_tasks))
+        if excess == 0 and val < best:
+            best, levels = val, lv
+    return best, levels
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_level_window_bounds_are_valid(seed, random_doc):
+    # every task, cut at several of its candidate levels: the child whose window holds the
+    # optimum's level of that task has a bundle bound at most the optimum, and the two
+    # children's windows together leave nothing out (the lower of the bounds is below it too)
+    import numpy as np
+
+    from mel_opt.problems.med.latency import budget_can_bind
+    from mel_opt.problems.med.search.lagrangian import Lagrangian, Node
+
+    rng = np.random.default_rng(900 + seed)
+    inst = parse_instance(random_doc(rng, int(rng.integers(3, 6)), 2))
+    want, levels = _optimum_and_levels(inst)
+    if levels is None:
+        return
+    coef = coefficients(inst)
+    search = branch_and_bound._Search(inst, coef, None)
+    lag = Lagrangian(inst, coef, budget_can_bind(inst),
+                     branch_and_bound._floor_levels(inst, coef), math.inf)
+    m, n = inst.n_tasks, inst.n_learners
+    root = Node(np.full(n, -1, dtype=np.int64), np.zeros((m, n), dtype=bool), np.zeros(n), 0.0)
+    got, _ = search.root(lag, root, math.inf)
+    assert got <= want * (1 + 1e-9)
+    checked = 0
+    for i in range(m):
+        grid = lag.tasks[i].levels
+        for cut in {float(levels[i]), *np.quantile(grid, [0.1, 0.3, 0.5, 0.7, 0.9]).tolist()}:
+            up, above = np.full(m, math.inf), np.full(m, -math.inf)
+            up[i], above[i] = cut, cut
+            low_child = Node(root.fixed.copy(), root.barred.copy(), root.mu.copy(), root.lam,
+                             1, np.full(m, -math.inf), up)
+            high_child = Node(root.fixed.copy(), root.barred.copy(), root.mu.copy(), root.lam,
+                              1, above, np.full(m, math.inf))
+            b_low, _ = search.child_bound(lag, low_child)
+            b_high, _ = search.child_bound(lag, high_child)
+            holds = b_low if levels[i] <= cut else b_high
+            assert holds <= want * (1 + 1e-9) + 1e-9
+            assert min(b_low, b_high) <= want * (1 + 1e-9) + 1e-9
+            checked += 1
+    assert checked >= m
+
+
+def test_level_split_window_and_when_it_applies():
+    # task 1 mixes two columns at levels 8.0 and 8.02 (a spread far below LEVEL_SPREAD): with
+    # a learner fractional the split is left to the learners; with the master integral on
+    # every free learner the task's level is split at the mix's mean, and the two windows
+    # (H_1 <= mean, H_1 > mean) keep the other tasks' windows
+    import numpy as np
+
+    from mel_opt.problems.med.search.bundle import Master
+    from mel_opt.problems.med.search.lagrangian import Node
+
+    node = Node(np.full(3, -1, dtype=np.int64), np.zeros((2, 3), dtype=bool), np.zeros(3), 0.0)
+    mix = [(np.array([1.0]), np.array([5.0])), (np.array([0.5, 0.5]), np.array([8.0, 8.02]))]
+    free = np.ones(3, dtype=bool)
+    fractional = Master(np.array([[1.0, 0.5, 0.0], [0.0, 0.5, 1.0]]), mix)
+    assert branch_and_bound._level_split(node, fractional, free) == []
+    integral = Master(np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), mix)
+    low, high = branch_and_bound._level_split(node, integral, free)
+    assert low.upto is not None and high.above is not None
+    assert low.upto.tolist() == [math.inf, pytest.approx(8.01)]
+    assert high.above.tolist() == [-math.inf, pytest.approx(8.01)]
+    assert low.level_window(0) == high.level_window(0) == (-math.inf, math.inf)
+    # a fractional learner that is fixed already does not count
+    node.fixed[1] = 0
+    assert len(branch_and_bound._level_split(node, fractional, np.array([True, False, True])))
