@@ -25,14 +25,13 @@ F is the number of input features and C the number of classes of the data set.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from numpy.typing import DTypeLike
 
 from mel_opt.errors import UsageError
+from mel_opt.training import gemm
 
 TWONN_LAYERS: tuple[int, ...] = (784, 50, 20, 10)
 
@@ -242,33 +241,6 @@ class StepBuffers:
                    params[0].shape[0], m, dtype)
 
 
-#: OpenBLAS core types (as the library names them, lower case) whose kernels are AVX-512: with
-#: them :func:`_subtract_product` updates a large matrix in one gemm pass, which measured 10-14 %
-#: faster a step of mlp000 on 784 pixels (``SkylakeX`` kernels on an AMD Zen 5); with the AVX2
-#: ``Haswell`` kernels on the same machine that pass measured 8 % slower than the product into
-#: a buffer and the subtraction, so other kernels keep those two
-ONE_PASS_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
-
-
-@functools.cache
-def _one_pass_gemm(dtype: np.dtype) -> Any:
-    """BLAS's gemm for ``dtype`` (float32, float64) where every BLAS loaded is OpenBLAS with
-    kernels in :data:`ONE_PASS_CORES`, else None (the product and subtraction path).
-
-    scipy.linalg is imported here, on the first large step, not with this module (it adds
-    about 0.15 s to every import of the training package).
-    """
-    from scipy.linalg import blas
-    from threadpoolctl import threadpool_info
-
-    libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    if not libs or any(lib.get("internal_api") != "openblas"
-                       or str(lib.get("architecture")).lower() not in ONE_PASS_CORES
-                       for lib in libs):
-        return None
-    return {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}.get(dtype)
-
-
 def _subtract_product(w: np.ndarray, a: np.ndarray, g: np.ndarray,
                       buf: np.ndarray | None = None) -> None:
     """w -= a^T g for every learner (w: (K, n_in, n_out), a: (K, m, n_in), g: (K, m, n_out)).
@@ -276,10 +248,10 @@ def _subtract_product(w: np.ndarray, a: np.ndarray, g: np.ndarray,
     ``buf``: where to form the gradient, of shape (n_in, n_out) (learner by learner) or
     (>= K, n_in, n_out) (the batched ``a.transpose(0, 2, 1) @ g``, which numpy forms one
     learner at a time: the same numbers bit for bit). Learner by learner with AVX-512 kernels
-    (:data:`ONE_PASS_CORES`), BLAS's gemm does the product and the subtraction in one pass,
-    w_k := w_k + (-1) a_k^T g_k (alpha = -1, beta = 1), without writing the gradient out and
-    reading it back. It is the same sum of the same products, rounded once more only where
-    numpy's and scipy's BLAS builds accumulate the m products in different orders.
+    (:mod:`mel_opt.training.gemm`), BLAS's gemm does the product and the subtraction in one
+    pass, w_k := w_k + (-1) a_k^T g_k, without writing the gradient out and reading it back.
+    It is the same sum of the same products, rounded once more only where numpy's and
+    scipy's BLAS builds accumulate the m products in different orders.
     """
     K = w.shape[0]
     if buf is None:
@@ -288,17 +260,10 @@ def _subtract_product(w: np.ndarray, a: np.ndarray, g: np.ndarray,
     if buf.ndim == 3:
         w -= np.matmul(a.transpose(0, 2, 1), g, out=buf[:K])
         return
-    gemm = _one_pass_gemm(w.dtype)
+    subtract = gemm.one_pass(w.dtype)
     for k in range(K):
         wk = w[k]
-        if gemm is not None and wk.flags.c_contiguous and a.dtype == g.dtype == w.dtype:
-            # column-major view: w_k^T := w_k^T - g_k^T a_k, every operand as it lies
-            # (w_k^T, g_k^T and a_k^T are Fortran-ordered views), so nothing is copied
-            out = gemm(-1.0, g[k].T, a[k].T, beta=1.0, c=wk.T, trans_b=True,
-                       overwrite_c=True)
-            if not np.shares_memory(out, wk):  # a BLAS wrapper that copied c after all
-                wk[...] = out.T
-        else:
+        if subtract is None or not subtract(wk, a[k], g[k]):
             np.matmul(a[k].T, g[k], out=buf)
             wk -= buf
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mel_opt.training import mlp
+from mel_opt.training import gemm, mlp
 from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_schedule
 from mel_opt.training.mlp import (
     StepBuffers,
@@ -60,12 +60,6 @@ def test_no_learner_training_leaves_every_model_as_it_was() -> None:
             assert np.array_equal(a, b)
 
 
-def _blas_gemm(dtype: np.dtype) -> object:
-    from scipy.linalg import blas
-
-    return blas.sgemm if dtype == np.float32 else blas.dgemm
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("model", ["softmax", "mlp000"])
 @pytest.mark.parametrize("per_learner_bytes", [0, 1 << 40])  # every matrix / none by learner
@@ -77,7 +71,7 @@ def test_sgd_step_is_the_gradients_then_the_update(
     # ragged loss weights (learner 1 has 5 real samples, learner 2 none) and the learning
     # rate folded into them
     monkeypatch.setattr(mlp, "PER_LEARNER_BYTES", per_learner_bytes)
-    monkeypatch.setattr(mlp, "_one_pass_gemm", _blas_gemm if one_pass else lambda dt: None)
+    monkeypatch.setattr(gemm, "one_pass", gemm.blas_subtract if one_pass else lambda dt: None)
     rng = np.random.default_rng(7)
     K, m = 3, 8
     p = broadcast(init_params(layers_for(model, 6, 4), seed=2, dtype=dtype), K)
@@ -128,7 +122,7 @@ def test_large_layer_update_in_one_blas_pass_matches_the_gradient(
     g = rng.normal(scale=1e-3, size=(K, m, n_out)).astype(dtype)
     exact = w.astype(np.float64) - np.matmul(a.astype(np.float64).transpose(0, 2, 1),
                                              g.astype(np.float64))
-    monkeypatch.setattr(mlp, "_one_pass_gemm", _blas_gemm)
+    monkeypatch.setattr(gemm, "one_pass", gemm.blas_subtract)
     got = w.copy()
     mlp._subtract_product(got, a, g, np.empty((n_in, n_out), dtype=dtype))
     u = np.finfo(dtype).eps
@@ -158,11 +152,96 @@ def test_one_pass_update_only_with_avx512_openblas(
             for api, arch in libs]
     info.append({"user_api": "openmp", "internal_api": "openmp", "architecture": None})
     monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: info)
-    mlp._one_pass_gemm.cache_clear()
+    gemm.one_pass.cache_clear()
     try:
-        got = mlp._one_pass_gemm(np.dtype(np.float32))
-        assert (got is _blas_gemm(np.dtype(np.float32))) is one_pass
-        assert (got is None) is (not one_pass)
-        assert mlp._one_pass_gemm(np.dtype(np.int64)) is None
+        assert (gemm.one_pass(np.dtype(np.float32)) is not None) is one_pass
+        assert gemm.one_pass(np.dtype(np.int64)) is None
     finally:
-        mlp._one_pass_gemm.cache_clear()
+        gemm.one_pass.cache_clear()
+
+
+def test_one_pass_refuses_operands_it_cannot_take_as_they_lie() -> None:
+    sub = gemm.blas_subtract(np.dtype(np.float32))
+    assert sub is not None and gemm.blas_subtract(np.dtype(np.int32)) is None
+    rng = np.random.default_rng(3)
+    w = rng.random((6, 4), dtype=np.float32)
+    a = rng.random((5, 6), dtype=np.float32)
+    g = rng.random((5, 4), dtype=np.float32)
+    want = w - a.T @ g
+    for bad in ((w.T.copy().T, a, g), (w, a.astype(np.float64), g),  # Fortran w, mixed types
+                (w, np.asfortranarray(a), g), (w, a, g[:, ::-1]), (w, a[:4], g)):
+        before = bad[0].copy()
+        assert sub(*bad) is False and np.array_equal(bad[0], before)
+    rows = np.zeros((5, 9), dtype=np.float32)
+    rows[:, :6] = a  # rows of a wider array: a leading dimension above its width
+    assert sub(w, rows[:, :6], g) is True
+    assert np.allclose(w, want, rtol=1e-6, atol=1e-6)
+
+
+def test_one_pass_releases_the_gil_while_blas_runs() -> None:
+    # a thread runs one large product through the one pass (about 0.2-0.5 s); meanwhile this
+    # thread counts. Holding the GIL for the call (as scipy's Python wrappers do) would leave
+    # this thread at most an OS time slice of counting (measured: 700-24,000 against 556,000
+    # with the GIL released); required: 50 ms of counting at this thread's own rate
+    import sys
+    import threading
+    import time
+
+    from mel_opt.subset_benchmarking import blas_threads
+
+    sub = gemm.blas_subtract(np.dtype(np.float64))
+    assert sub is not None
+    n = 2000
+    rng = np.random.default_rng(0)
+    w, a, g = (rng.random((n, n)) for _ in range(3))
+    want = w - a.T @ g
+    started = threading.Event()
+
+    def work() -> None:
+        started.set()
+        assert sub(w, a, g)
+
+    done = threading.Thread(target=int)  # this thread's rate at the same loop, alone
+    done.start()
+    done.join()
+    t0, count = time.perf_counter(), 0
+    while count < 200_000 and not done.is_alive():
+        count += 1
+    rate = count / (time.perf_counter() - t0)
+    count = 0
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    try:
+        with blas_threads(1):
+            t = threading.Thread(target=work)
+            t.start()
+            started.wait()
+            while t.is_alive():
+                count += 1
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert np.allclose(w, want, rtol=1e-10, atol=1e-8)
+    assert count > 0.05 * rate
+
+
+def test_one_blas_thread_covers_scipys_blas_loaded_later() -> None:
+    # a fresh process: scipy's BLAS is not loaded when the trainer's limit starts; the
+    # one-pass update loads and uses it inside the block, where it must run one thread too
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from threadpoolctl import threadpool_info\n"
+        "from mel_opt.subset_benchmarking import blas_threads\n"
+        "import sys\n"
+        "assert 'scipy.linalg' not in sys.modules\n"
+        "with blas_threads(1):\n"
+        "    from mel_opt.training import gemm\n"
+        "    assert gemm.blas_subtract(np.dtype(np.float32)) is not None\n"
+        "    libs = [lib for lib in threadpool_info() if lib['user_api'] == 'blas']\n"
+        "    print(len(libs), sorted({lib['num_threads'] for lib in libs}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert int(out[0]) >= 1 and out[1:] == ["[1]"]
