@@ -3,9 +3,9 @@
 OpenBLAS picks its matrix kernels for the CPU when the library loads, unless the environment
 variable ``OPENBLAS_CORETYPE`` names a core type: then it uses that one's kernels, even older
 ones than the CPU can run. The training's products are what a full-size run spends its time
-on, so the kernels decide its wall time (paper 000's network at full size: about 170 s of CPU
-time with the AVX2 ``Haswell`` kernels against 120 s with the AVX-512 ``SkylakeX`` ones on an
-AMD Zen 5). ``melopt train`` records and prints which kernels ran and whether the environment
+on, so the kernels decide its wall time (paper 000's network at full size, one learner
+thread: 157 s with the AVX2 ``Haswell`` kernels against 102 s with the AVX-512 ``SkylakeX`` ones
+on an AMD Zen 5). ``melopt train`` records and prints which kernels ran and whether the environment
 chose them.
 """
 
