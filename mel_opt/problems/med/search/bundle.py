@@ -55,14 +55,19 @@ class Columns:
     def add(self, lag: Lagrangian, cover: np.ndarray, rows: np.ndarray, spent: np.ndarray
             ) -> None:
         for i in range(cover.shape[0]):
-            key = (i, np.packbits(cover[i]).tobytes(), float(lag.tasks[i].levels[rows[i]]))
-            if key in self.seen:
-                continue
-            self.seen.add(key)
-            self.task.append(i)
-            self.cover.append(cover[i].copy())
-            self.level.append(key[2])
-            self.cost.append(float(spent[i]))
+            self._append(i, cover[i].copy(), float(lag.tasks[i].levels[rows[i]]),
+                         float(spent[i]))
+
+    def _append(self, i: int, cover: np.ndarray, level: float, cost: float) -> None:
+        """Task i's column, unless one with these learners and level is here already."""
+        key = (i, np.packbits(cover).tobytes(), level)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.task.append(i)
+        self.cover.append(cover)
+        self.level.append(level)
+        self.cost.append(cost)
 
     def __len__(self) -> int:
         return len(self.task)
@@ -89,16 +94,8 @@ class Columns:
 
     def merge(self, other: Columns) -> None:
         """Add the columns of ``other`` not seen here."""
-        for i, cover, level, cost in zip(other.task, other.cover, other.level, other.cost,
-                                         strict=True):
-            key = (i, np.packbits(cover).tobytes(), level)
-            if key in self.seen:
-                continue
-            self.seen.add(key)
-            self.task.append(i)
-            self.cover.append(cover)
-            self.level.append(level)
-            self.cost.append(cost)
+        for column in zip(other.task, other.cover, other.level, other.cost, strict=True):
+            self._append(*column)
 
     def triplets(self, first_row: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(column index, learner, 1.0) for every learner of every column."""
@@ -200,13 +197,6 @@ class Master:
     mix: list[tuple[np.ndarray, np.ndarray]]
 
 
-def master_scores(lag: Lagrangian, cols: Columns, time_limit: float | None = None
-                  ) -> np.ndarray | None:
-    """The restricted master's shares (``master``); None when HiGHS gives no point."""
-    got = master(lag, cols, time_limit)
-    return None if got is None else got.score
-
-
 def master(lag: Lagrangian, cols: Columns, time_limit: float | None = None
            ) -> Master | None:
     """The restricted master LP over the columns (each task one convex combination of its
@@ -254,7 +244,7 @@ def round_scores(lag: Lagrangian, score: np.ndarray) -> np.ndarray:
 
 def rounded_assignment(lag: Lagrangian, cols: Columns, time_limit: float | None = None
                        ) -> np.ndarray | None:
-    """The restricted master LP over the columns (``master_scores``), rounded
-    (``round_scores``). None when HiGHS gives no point."""
-    score = master_scores(lag, cols, time_limit)
-    return None if score is None else round_scores(lag, score)
+    """The restricted master LP over the columns (``master``), rounded (``round_scores``).
+    None when HiGHS gives no point."""
+    got = master(lag, cols, time_limit)
+    return None if got is None else round_scores(lag, got.score)

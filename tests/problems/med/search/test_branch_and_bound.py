@@ -14,9 +14,14 @@ from mel_opt.problems.med.search import branch_and_bound
 
 
 @pytest.mark.parametrize("seed", range(25))
-def test_lagrangian_branch_and_bound_matches_brute_force(seed, tiny_case):
-    # the many-types path of exact (every learner different), called directly
-    inst, want = tiny_case(100 + seed)
+@pytest.mark.parametrize(("spread", "first"), [(branch_and_bound.LEVEL_SPREAD, 100), (0.0, 700)])
+def test_lagrangian_branch_and_bound_matches_brute_force(seed, spread, first, tiny_case,
+                                                         monkeypatch):
+    # the many-types path of exact (every learner different), called directly; with spread
+    # 0 it branches on a task's level whenever the master mixes two levels: the windows split
+    # each task's levels in two, so the proven optimum is still brute force's
+    monkeypatch.setattr(branch_and_bound, "LEVEL_SPREAD", spread)
+    inst, want = tiny_case(first + seed)
     out = branch_and_bound.solve(inst, coefficients(inst), time_limit=30)
     if math.isinf(want):
         assert out.termination.value == "infeasible"
@@ -92,20 +97,6 @@ def test_a_step_that_overruns_the_limit_still_returns_the_incumbent(monkeypatch)
     assert bound == pytest.approx(float(res.metrics["search_root_bound"]))
     assert bound <= res.objective and res.objective >= 45.8727  # the optimum's region
     assert branch_and_bound.snapshot() is None  # nothing left running
-
-
-@pytest.mark.parametrize("seed", range(25))
-def test_level_branching_everywhere_still_matches_brute_force(seed, tiny_case, monkeypatch):
-    # branch on a task's level whenever the master mixes two levels (spread above 0): the
-    # windows split each task's levels in two, so the proven optimum is still brute force's
-    monkeypatch.setattr(branch_and_bound, "LEVEL_SPREAD", 0.0)
-    inst, want = tiny_case(700 + seed)
-    out = branch_and_bound.solve(inst, coefficients(inst), time_limit=30)
-    if math.isinf(want):
-        assert out.termination.value == "infeasible"
-    else:
-        assert out.termination.value == "optimal"
-        assert out.objective == pytest.approx(want, rel=1e-9)
 
 
 def _optimum_and_levels(inst):
