@@ -73,7 +73,8 @@ def part_preset(seeds: int, limit: float) -> None:
 
 def _stage_gap(res, key: str, bound) -> str:
     """How far above the final bound the branch and bound's incumbent was after a stage
-    (local search; iterated local search), from its search statistics ("-" when absent)."""
+    (local search; iterated local search), from its search statistics ("-" when absent: with
+    a companion process those stages run beside the branching)."""
     value = res.metrics.get(f"search_{key}")
     if value is None or bound is None or not math.isfinite(bound) or not math.isfinite(value):
         return "-"
@@ -100,7 +101,7 @@ def part_hetero(sizes: list[tuple[int, int]], seeds: int, limit: float,
             side.add_column(col, justify="right")
         table = Table(title=f"hetero, {label}: time limit {limit:g} s")
         for col in ("N", "M", "seed", "method", "status", "objective", "bound", "gap",
-                    "LS gap", "ILS gap", "time (s)"):
+                    "LS gap", "ILS gap", "nodes", "time (s)"):
             table.add_column(col, justify="right")
         for n, m in sizes:
             for seed in range(seeds):
@@ -121,7 +122,7 @@ def part_hetero(sizes: list[tuple[int, int]], seeds: int, limit: float,
                                   "-" if gap is None else f"{100 * gap:.2f}%",
                                   _stage_gap(res, "incumbent_after_local_search", bound),
                                   _stage_gap(res, "incumbent_before_branching", bound),
-                                  f"{t:.2f}")
+                                  str(res.metrics.get("search_nodes", "-")), f"{t:.2f}")
                 side.add_row(str(n), str(m), str(seed), *cells)
         console.print(table)
         console.print(side)

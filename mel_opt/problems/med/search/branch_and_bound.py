@@ -35,6 +35,7 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,7 @@ import numpy as np
 from mel_opt.problems.med import split
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.latency import Coefficients, budget_can_bind
-from mel_opt.problems.med.search import bundle
+from mel_opt.problems.med.search import bundle, companion
 from mel_opt.problems.med.search.evaluate import Evaluator
 from mel_opt.problems.med.search.lagrangian import Lagrangian, Node, OutOfTime
 from mel_opt.problems.med.search.local import greedy, iterated_local_search, local_search
@@ -154,10 +155,16 @@ def _learner_split(node: Node, j: int, likely: np.ndarray, coef: Coefficients,
 class _Incumbent:
     value: float
     assign: np.ndarray | None
+    listener: Callable[[float, np.ndarray], None] | None = None  # told of each improvement
 
-    def offer(self, value: float, assign: np.ndarray) -> None:
-        if better(value, self.value):
-            self.value, self.assign = value, assign.copy()
+    def offer(self, value: float, assign: np.ndarray) -> bool:
+        """Keep the allocation if it is better; True if it was."""
+        if not better(value, self.value):
+            return False
+        self.value, self.assign = value, assign.copy()
+        if self.listener is not None:
+            self.listener(value, self.assign)
+        return True
 
 
 def _floor_levels(inst: MedInstance, coef: Coefficients) -> np.ndarray:
@@ -182,6 +189,8 @@ class _Search:
         self.best = _Incumbent(math.inf, None)
         self.columns = bundle.Columns()
         self.child_columns = self.columns
+        self.sent = math.inf  # the best value the companion has been sent or sent us
+        self.box: companion.Companion | None = None  # the companion, while it runs
 
     def _share_end(self, share: float) -> float:
         """The end of a phase that may use ``share`` of the time limit (deadline if none)."""
@@ -221,10 +230,11 @@ class _Search:
         self.stats["ils_kicks"] = kicks
         self.best.offer(val, got)
 
-    def branch(self, lag: Lagrangian, root: Node, root_bound: float, cover: np.ndarray
-               ) -> tuple[bool, list[float]]:
+    def branch(self, lag: Lagrangian, root: Node, root_bound: float, cover: np.ndarray,
+               box: companion.Companion | None = None) -> tuple[bool, list[float]]:
         """Best bound first (ties: deeper first): the global bound at a time limit is the least
-        open bound, so expanding that node is what raises it.
+        open bound, so expanding that node is what raises it. With a companion, allocations
+        are exchanged with it before each node.
 
         Returns whether the time limit stopped it and the bounds of the nodes still open.
         """
@@ -235,11 +245,15 @@ class _Search:
         while heap:
             if time.perf_counter() > self.deadline:
                 return True, [b for b, *_ in heap]
+            if box is not None:
+                self.sync(box)
             bound, _, _, node, cover = heapq.heappop(heap)
             self.stats["nodes"] += 1
             if self.proven(bound):
                 continue
             got = self.node_master(lag, node)
+            if box is not None and got is not None:  # its rounding, for the companion
+                box.suggest(bundle.round_scores(lag, got.score))
             kids = [(c, *self.child_bound(lag, c))
                     for c in _level_split(node, got, _free(node, self.coef))]
             if not kids:
@@ -293,7 +307,11 @@ class _Search:
         these roundings found better allocations than the iterated local search's kicks."""
         cand = bundle.rounded_assignment(lag, self.child_columns,
                                          max(0.0, self.deadline - time.perf_counter()))
-        if cand is not None:
+        if cand is None:
+            return
+        if self.box is not None:  # the companion polishes it; this process branches on
+            self.box.suggest(cand)
+        else:
             self.polish(cand)
 
     def allocation(self, assignment: np.ndarray) -> tuple[float, np.ndarray]:
@@ -376,6 +394,31 @@ class _Search:
             stats["root_bound"] = floor
             return self.outcome(True, [floor], floor, bound_kind="the tasks' least levels")
         stats["root_bound"] = root_bound
+        box = None
+        if not self.proven(root_bound) and companion.available():
+            box = self.box = companion.Companion(self.n)
+            box.start(lambda b: self.companion_work(b, lag, cover, start_assign, root_bound))
+            stats["companion"] = "primal heuristics in a second process beside the branching"
+        else:
+            lag_or_none = self.primal_first(lag, cover, start_assign, root_bound, floor_levels)
+            if lag_or_none is None:
+                return self.outcome(True, [root_bound], root_bound)
+            lag = lag_or_none
+        try:
+            timed_out, open_bounds = self.branch(lag, root, root_bound, cover, box)
+        finally:
+            if box is not None:
+                box.stop()
+                self.sync(box)  # what it published last survives in the mailbox
+                self.box = None
+        return self.outcome(timed_out, open_bounds, root_bound)
+
+    def primal_first(self, lag: Lagrangian, cover: np.ndarray, start_assign: np.ndarray,
+                     root_bound: float, floor_levels: np.ndarray) -> Lagrangian | None:
+        """One core: the primal heuristics before branching (the root master's rounding, the
+        cover's polish, a local search from the greedy start, the iterated local search), then
+        the tables again for the better incumbent (fewer levels). None: no time for them."""
+        stats = self.stats
         if not self.proven(root_bound):
             self.primal_from_master(lag)
             self.improve_from(cover)
@@ -390,13 +433,69 @@ class _Search:
         stats["incumbent_before_branching"] = self.best.value
         if math.isfinite(self.best.value):  # tables for the incumbent: fewer levels
             try:
-                lag = Lagrangian(inst, coef, self.ev.binds, floor_levels, self.best.value,
-                                 self.deadline)
+                return Lagrangian(self.inst, self.coef, self.ev.binds, floor_levels,
+                                  self.best.value, self.deadline)
             except OutOfTime:
-                return self.outcome(True, [root_bound], root_bound)
-        timed_out, open_bounds = self.branch(lag, root, root_bound, cover)
-        return self.outcome(timed_out, open_bounds, root_bound)
+                return None
+        return lag
 
+    def companion_work(self, box: companion.Companion, lag: Lagrangian, cover: np.ndarray,
+                       start_assign: np.ndarray, root_bound: float) -> None:
+        """In the companion process (a copy of this search): the primal heuristics of
+        ``primal_first``, then rounds of iterated local search, each from the best allocation
+        either process knows, until the deadline or the root bound; every improvement is
+        published to the parent."""
+        self.best.listener = box.publish
+        self.primal_from_master(lag)
+        self.improve_from(cover)
+        assign, value = local_search(self.ev, start_assign,
+                                     min(self.deadline, time.perf_counter() + FIRST_SEARCH_CAP))
+        self.best.offer(value, assign)
+        target = root_bound + REL_GAP * max(1.0, abs(root_bound))
+
+        def between(best: np.ndarray, value: float) -> tuple[np.ndarray, float] | None:
+            self.best.offer(value, best)  # published at once, not at the round's end
+            self.take(box.incoming())
+            start = box.suggestion()
+            if start is not None:
+                self.polish(start)
+            if self.best.assign is None or not better(self.best.value, value):
+                return None
+            return self.best.assign, self.best.value
+
+        for seed in itertools.count():
+            if time.perf_counter() >= self.deadline or self.best.value <= target:
+                break
+            begin = self.best.assign if self.best.assign is not None else start_assign
+            got, val, _ = iterated_local_search(
+                self.ev, begin, self.best.value, self.deadline, patience=ILS_PATIENCE_TIMED,
+                target=target, seed=seed, between=between)
+            self.best.offer(val, got)
+
+    def take(self, got: tuple[float, np.ndarray] | None) -> bool:
+        """Keep an allocation the other process sent if, valued here, it is feasible and
+        better (not passed back: the sender knows it). True if it was kept."""
+        if got is None or not better(got[0], self.best.value):
+            return False
+        assign = got[1]
+        if assign.shape != (self.n,) or assign.min() < -1 or assign.max() >= self.m:
+            return False
+        excess, value, _ = self.ev.value(parts_of(assign, self.m))
+        listener, self.best.listener = self.best.listener, None
+        try:
+            return excess == 0 and self.best.offer(value, assign)
+        finally:
+            self.best.listener = listener
+
+    def sync(self, box: companion.Companion) -> None:
+        """The parent's exchange with the companion: take its latest allocation, send ours
+        when it is better than what the companion has heard of."""
+        if self.take(box.received()):
+            self.stats["companion_allocations"] = self.stats.get("companion_allocations", 0) + 1
+            self.sent = self.best.value
+        if self.best.assign is not None and better(self.best.value, self.sent):
+            box.offer(self.best.value, self.best.assign)
+            self.sent = self.best.value
 
 # The search running in this context, for snapshot() (read by the guard timer's keeper).
 _RUNNING: ContextVar[_Search | None] = ContextVar("melopt_med_search", default=None)

@@ -103,29 +103,69 @@ class Columns:
         return cols + first_row, learners, np.ones(cols.size)
 
 
-def _model_max(lag: Lagrangian, cols: Columns, mu: np.ndarray, lam: float, box: float
-               ) -> tuple[np.ndarray, float, float] | None:
-    """The model's maximiser over the box around (mu, lam) and its value (None if HiGHS
-    gives no point)."""
-    m, n, P = lag.m, lag.n, len(cols)
-    cost = np.concatenate([-np.ones(m), np.ones(n), [lag.inst.budget]])
-    # row p: z_task - sum_{j in W_p} mu_j - c_p lam <= H_p
-    r_mu, c_mu, _ = cols.triplets()
-    rows = np.concatenate([np.arange(P), r_mu, np.arange(P)])
-    vars_ = np.concatenate([np.array(cols.task), m + c_mu, np.full(P, m + n)])
-    vals = np.concatenate([np.ones(P), -np.ones(r_mu.size), -np.array(cols.cost)])
-    lo = np.concatenate([np.full(m, -np.inf), mu - box, [max(0.0, lam - box)]])
-    hi = np.concatenate([np.full(m, np.inf), mu + box, [lam + box]])
-    if lag.inst.min_shards == 0:  # "at most one task": mu_j >= 0
-        lo[m:m + n] = np.maximum(lo[m:m + n], 0.0)
-    if not lag.binds:
-        lo[-1] = hi[-1] = 0.0
-    res = solve_arrays(cost, rows, vars_, vals,
-                       (np.full(P, -np.inf), np.array(cols.level)), (lo, hi),
-                       np.zeros(m + n + 1, dtype=bool))
-    if res.objective is None or res.x.size != m + n + 1 or not np.all(np.isfinite(res.x)):
-        return None
-    return res.x[m:m + n], float(res.x[-1]), -float(res.objective)
+class _BoxModel:
+    """The model's LP kept in one HiGHS instance across the steps of an ascent: new columns
+    are added as rows, the box moves by changing the bounds of mu and lam, and each solve
+    starts from the previous basis (a few pivots instead of a solve from scratch)."""
+
+    def __init__(self, lag: Lagrangian) -> None:
+        import highspy
+
+        from mel_opt.solvers.highs import _quiet_highs
+
+        self.lag, self.rows = lag, 0
+        m, n = lag.m, lag.n
+        self.h = _quiet_highs()
+        self.h.setOptionValue("threads", 1)
+        inf = highspy.kHighsInf
+        cost = np.concatenate([-np.ones(m), np.ones(n), [lag.inst.budget]])
+        lo = np.full(m + n + 1, -inf)
+        self.h.addVars(m + n + 1, lo, np.full(m + n + 1, inf))
+        self.h.changeColsCost(m + n + 1, np.arange(m + n + 1, dtype=np.int32), cost)
+        self.inf = inf
+        self.ok = highspy.HighsModelStatus.kOptimal
+
+    def sync(self, cols: Columns) -> None:
+        """Rows for the columns added since the last call: z_task - mu . a_p - c_p lam <= H_p."""
+        new = range(self.rows, len(cols))
+        if not new:
+            return
+        m, n = self.lag.m, self.lag.n
+        starts: list[int] = []
+        index: list[int] = []
+        value: list[float] = []
+        for p in new:
+            starts.append(len(index))
+            members = np.nonzero(cols.cover[p])[0]
+            index += [cols.task[p], *(m + members).tolist(), m + n]
+            value += [1.0, *([-1.0] * members.size), -cols.cost[p]]
+        k = len(new)
+        self.h.addRows(k, np.full(k, -self.inf), np.array(cols.level[self.rows:], dtype=float),
+                       len(index), np.array(starts, dtype=np.int32),
+                       np.array(index, dtype=np.int32), np.array(value, dtype=float))
+        self.rows = len(cols)
+
+    def maximise(self, cols: Columns, mu: np.ndarray, lam: float, box: float
+                 ) -> tuple[np.ndarray, float, float] | None:
+        """The model's maximiser over the box around (mu, lam) and its value (None if HiGHS
+        gives no point)."""
+        lag = self.lag
+        m, n = lag.m, lag.n
+        self.sync(cols)
+        lo = np.concatenate([mu - box, [max(0.0, lam - box)]])
+        hi = np.concatenate([mu + box, [lam + box]])
+        if lag.inst.min_shards == 0:  # "at most one task": mu_j >= 0
+            lo[:n] = np.maximum(lo[:n], 0.0)
+        if not lag.binds:
+            lo[-1] = hi[-1] = 0.0
+        self.h.changeColsBounds(n + 1, np.arange(m, m + n + 1, dtype=np.int32), lo, hi)
+        self.h.run()
+        if self.h.getModelStatus() != self.ok:
+            return None
+        x = np.asarray(self.h.getSolution().col_value)
+        if x.size != m + n + 1 or not np.all(np.isfinite(x)):
+            return None
+        return x[m:m + n], float(x[-1]), -float(self.h.getInfo().objective_function_value)
 
 
 def _evaluate(lag: Lagrangian, node: Node, mu: np.ndarray, lam: float, cutoff: float,
@@ -156,12 +196,13 @@ def ascend(lag: Lagrangian, node: Node, upper: float, iters: int, deadline: floa
     if not math.isfinite(best):
         return best, best_cover
     box = FIRST_BOX * max(1e-3, float(np.abs(mu).max()), lam)
+    lp = _BoxModel(lag)
     done = 0
     converged = False
     for _ in range(iters):
         if time.perf_counter() > deadline or best >= upper - REL_GAP * max(1.0, abs(upper)):
             break
-        got = _model_max(lag, cols, mu, lam, box)
+        got = lp.maximise(cols, mu, lam, box)
         if got is None:
             break
         new_mu, new_lam, model = got

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from mel_opt import deadline as time_budget
 from mel_opt.problems.med.search.evaluate import Evaluator
 from mel_opt.problems.med.search.types import TOL, better, parts_of
+
+# iterated_local_search's hook: (best, value) -> a better (allocation, value) or None
+Between = Callable[[np.ndarray, float], "tuple[np.ndarray, float] | None"]
 
 
 def greedy(ev: Evaluator) -> np.ndarray:
@@ -114,13 +118,15 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
 
 def iterated_local_search(ev: Evaluator, assign: np.ndarray, value: float, deadline: float,
                           *, patience: int, target: float = -math.inf, seed: int = 0,
-                          focused: bool = True) -> tuple[np.ndarray, float, int]:
+                          focused: bool = True, between: Between | None = None
+                          ) -> tuple[np.ndarray, float, int]:
     """Kick and polish: reassign a few random learners to random allowed tasks, run
     ``local_search`` and keep the result when its value is lower; stop after ``patience``
     kicks in a row without a gain, at ``deadline``, or once the value reaches ``target`` (a
     lower bound: nothing better exists). Seeded, so runs repeat. With ``focused`` the swaps
     after a kick involve a kicked (or since moved) learner: several times more kicks per
-    second for about the same gain per kick.
+    second for about the same gain per kick. ``between(best, value)``, called before each
+    kick, may return a better allocation found elsewhere to go on from (None: go on).
 
     Returns the best assignment, its value and the number of kicks tried.
     """
@@ -131,6 +137,10 @@ def iterated_local_search(ev: Evaluator, assign: np.ndarray, value: float, deadl
     best, best_value = assign.copy(), value
     tries = stale = 0
     while stale < patience and time.perf_counter() < deadline and best_value > target:
+        if between is not None:
+            other = between(best, best_value)
+            if other is not None and better(other[1], best_value):
+                best, best_value, stale = other[0].copy(), other[1], 0
         tries += 1
         cand = best.copy()
         kicked = np.zeros(n, dtype=bool)

@@ -89,6 +89,8 @@ def test_a_step_that_overruns_the_limit_still_returns_the_incumbent(monkeypatch)
             _time.sleep(0.05)
 
     monkeypatch.setattr(branch_and_bound._Search, "primal_from_master", hang)
+    # in this process, not the companion's (its phases are test_companion's)
+    monkeypatch.setattr(branch_and_bound.companion, "available", lambda: False)
     inst = parse_instance(generate("hetero", learners=40, tasks=5, seed=5))
     res = solve(inst, "exact", time_limit=4)
     assert res.status.value == "feasible" and res.ok  # a point, verified; not proven

@@ -52,3 +52,27 @@ def test_iterated_local_search_improves_and_reports_true_values():
     proof = branch_and_bound.solve(inst, coef, time_limit=60)
     assert proof.termination.value == "optimal"
     assert best >= proof.objective * (1 - 1e-9)
+
+
+def test_iterated_local_search_goes_on_from_what_between_hands_it():
+    # the hook hands over a better allocation (found "elsewhere": a long local search here)
+    # once: the search goes on from it, so it ends at most at its value; the hook sees the
+    # search's best before every kick, never worse than what it handed over afterwards
+    inst = parse_instance(generate("hetero", learners=20, tasks=4, seed=3))
+    ev = Evaluator(inst, coefficients(inst), True)
+    start = greedy(ev)
+    start_value = ev.value(parts_of(start, 4))[1]
+    good, good_value = local_search(ev, start, math.inf)
+    assert good_value < start_value
+    seen: list[float] = []
+
+    def between(best, value):
+        assert ev.value(parts_of(best, 4))[1] == pytest.approx(value)
+        seen.append(value)
+        return (good, good_value) if len(seen) == 1 else None
+
+    got, value, kicks = iterated_local_search(ev, start, start_value, math.inf, patience=5,
+                                              between=between)
+    assert seen[0] == start_value and kicks == len(seen)
+    assert all(v <= good_value for v in seen[1:])
+    assert value <= good_value and ev.value(parts_of(got, 4))[1] == pytest.approx(value)
