@@ -32,6 +32,7 @@ from mel_opt.solvers.base import (
 )
 
 __all__ = [
+    "IncrementalLp",
     "available",
     "native_termination_map",
     "solution_status",
@@ -351,3 +352,63 @@ def solve_arrays(
         solve_time_s=elapsed,
         message=h.modelStatusToString(status),
     )
+
+
+class IncrementalLp:
+    """A linear programme kept in one HiGHS instance and solved again after small changes:
+    rows added (:meth:`add_rows`), column bounds moved (:meth:`set_col_bounds`); each
+    :meth:`minimise` starts from the last basis, which takes a few pivots where a solve from
+    scratch takes many (a cutting-plane model that gains a row per step, say).
+
+    Parameters
+    ----------
+    cost : (n,) array
+        Objective coefficients of the n columns (minimised); the columns start free.
+    """
+
+    def __init__(self, cost: np.ndarray) -> None:
+        import highspy
+
+        self.n = int(cost.shape[0])
+        self._h = _quiet_highs()
+        self._h.setOptionValue("threads", 1)
+        self._inf = highspy.kHighsInf
+        self._optimal = highspy.HighsModelStatus.kOptimal
+        self._h.addVars(self.n, np.full(self.n, -self._inf), np.full(self.n, self._inf))
+        self._h.changeColsCost(self.n, np.arange(self.n, dtype=np.int32),
+                               np.asarray(cost, dtype=float))
+
+    def add_rows(self, lower: np.ndarray, upper: np.ndarray, starts: np.ndarray,
+                 index: np.ndarray, values: np.ndarray) -> None:
+        """Rows lower <= a . x <= upper (+-inf allowed), row k's non-zeros at
+        ``index[starts[k]:starts[k + 1]]`` (column) with ``values``."""
+        k = int(np.asarray(lower).shape[0])
+        if k == 0:
+            return
+        self._h.addRows(k, np.clip(np.asarray(lower, dtype=float), -self._inf, self._inf),
+                        np.clip(np.asarray(upper, dtype=float), -self._inf, self._inf),
+                        int(np.asarray(index).shape[0]), np.asarray(starts, dtype=np.int32),
+                        np.asarray(index, dtype=np.int32), np.asarray(values, dtype=float))
+
+    def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Bounds of the given columns (+-inf allowed)."""
+        self._h.changeColsBounds(int(np.asarray(cols).shape[0]),
+                                 np.asarray(cols, dtype=np.int32),
+                                 np.clip(np.asarray(lower, dtype=float), -self._inf, self._inf),
+                                 np.clip(np.asarray(upper, dtype=float), -self._inf, self._inf))
+
+    def minimise(self) -> tuple[np.ndarray, float] | None:
+        """The optimal columns and objective; None unless HiGHS reports optimal (time limits
+        of :mod:`mel_opt.deadline` hold: None past the deadline)."""
+        until = deadline.current()
+        if until.expired():
+            return None
+        if until.time_limit is not None:
+            self._h.setOptionValue("time_limit", max(1e-9, until.remaining()))
+        self._h.run()
+        if self._h.getModelStatus() != self._optimal:
+            return None
+        x = np.asarray(self._h.getSolution().col_value, dtype=float)
+        if x.shape != (self.n,) or not np.all(np.isfinite(x)):
+            return None
+        return x, float(self._h.getInfo().objective_function_value)

@@ -81,3 +81,32 @@ def test_json_output_stays_json_when_highs_runs(tmp_path) -> None:
     assert proc.returncode == 0
     doc = json.loads(proc.stdout)
     assert doc["metrics"]["proven_levels"] == ["max_staleness", "avg_staleness"]
+
+
+def test_incremental_lp_matches_a_solve_from_scratch_after_each_change() -> None:
+    # max x + 2 y, 0 <= x, y <= 10, x + y <= 4, y - x <= 1: by hand the vertex y = 1 + x,
+    # x + y = 4, so (1.5, 2.5) and 6.5 (minimised as -6.5). Then y <= 2 added: (2, 2), 6.
+    # Then x <= 1: y <= 1 + x = 2, so (1, 2), 5. Each answer also from solve_arrays.
+    lp = highs.IncrementalLp(np.array([-1.0, -2.0]))
+    lp.set_col_bounds(np.arange(2), np.zeros(2), np.full(2, 10.0))
+    lp.add_rows(np.full(2, -np.inf), np.array([4.0, 1.0]), np.array([0, 2]),
+                np.array([0, 1, 0, 1]), np.array([1.0, 1.0, -1.0, 1.0]))
+    rows, cols, vals = [0, 0, 1, 1], [0, 1, 0, 1], [1.0, 1.0, -1.0, 1.0]
+    ub, col_hi = [4.0, 1.0], np.full(2, 10.0)
+    for want_x, want, change in [((1.5, 2.5), -6.5, None), ((2.0, 2.0), -6.0, "row"),
+                                 ((1.0, 2.0), -5.0, "bound")]:
+        if change == "row":
+            lp.add_rows(np.array([-np.inf]), np.array([2.0]), np.array([0]), np.array([1]),
+                        np.array([1.0]))
+            rows, cols, vals, ub = rows + [2], cols + [1], vals + [1.0], ub + [2.0]
+        elif change == "bound":
+            lp.set_col_bounds(np.array([0]), np.array([0.0]), np.array([1.0]))
+            col_hi = np.array([1.0, 10.0])
+        x, objective = lp.minimise()
+        assert objective == pytest.approx(want) and x == pytest.approx(want_x)
+        scratch = highs.solve_arrays(np.array([-1.0, -2.0]), np.array(rows), np.array(cols),
+                                     np.array(vals), (np.full(len(ub), -np.inf), np.array(ub)),
+                                     (np.zeros(2), col_hi), np.zeros(2, dtype=bool))
+        assert scratch.objective == pytest.approx(objective)
+    # min -x with x free is unbounded: no point
+    assert highs.IncrementalLp(np.array([-1.0])).minimise() is None

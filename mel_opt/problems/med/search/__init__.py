@@ -9,6 +9,7 @@ Modules, each importing only those listed before it (no cycles; this file import
 - ``evaluate``: the exact value of one assignment (many-types path).
 - ``local``: greedy start, local search and iterated local search.
 - ``lagrangian``: the Lagrangian bound and its subgradient optimisation.
+- ``companion``: a forked process and shared mailboxes for the primal search on a second core.
 - ``branch_and_bound``: the Lagrangian branch and bound for many learner types.
 - ``dispatch``: the entry point ``solve``, which picks one of the searches.
 """

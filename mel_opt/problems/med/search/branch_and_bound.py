@@ -8,7 +8,9 @@ Primal (``local``). A greedy assignment; after the root bound, the restricted ma
 the root's subproblem answers, rounded and polished by local search (each candidate valued
 exactly, ``evaluate``); an iterated local search then improves the incumbent; during
 branching, every ``POLISH_EVERY`` nodes the restricted master over a child's columns is rounded
-and polished the same way (a child's fixings make its master more integral).
+and polished the same way (a child's fixings make its master more integral). Where a second
+core is there (``companion``), all of this runs in a companion process beside the branching,
+which also hands it each node's master rounded; incumbents go both ways.
 
 Bound (``lagrangian``). The Lagrangian relaxation of "each learner serves exactly one task" and
 of the budget. At the root a short subgradient warm start, then a box-step bundle method
@@ -25,8 +27,9 @@ nearest one half, fixed to that task in one child and barred from it in the othe
 master: the learner whose subproblem answers disagree most). Each node re-optimises the
 multipliers from its parent's. A node is cut when its bound reaches the incumbent. Without a
 time limit the search runs to the end (proof); with one, the root bound gets up to
-``ROOT_SHARE`` of it, the iterated local search up to ``ILS_SHARE``, branching the rest, and
-the best allocation and the best bound at the limit are returned.
+``ROOT_SHARE`` of it, then (one core) the iterated local search up to ``ILS_SHARE`` and
+branching the rest, or (a companion) branching all of the rest; the best allocation and the
+best bound at the limit are returned.
 """
 
 from __future__ import annotations

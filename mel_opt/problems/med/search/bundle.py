@@ -9,7 +9,8 @@ dual function from above,
 
 whose maximum over a box around the best multipliers so far is a linear programme (HiGHS):
 variables z_i (task i's minimum), mu and lam; one row z_i - mu . a_p - lam c_p <= H_p per
-column. The box-step method evaluates L at the LP's answer, moves the box there when it raises
+column (kept in one HiGHS instance through an ascent, warm from the last basis). The
+box-step method evaluates L at the LP's answer, moves the box there when it raises
 the bound (a serious step) and shrinks the box otherwise (a null step). Unlike a subgradient
 method it stops with a certificate: when the model's maximum over the box equals the best
 value, the best multipliers maximise L over the box and, L being concave, over everything.
@@ -33,7 +34,7 @@ import numpy as np
 
 from mel_opt.problems.med.search.lagrangian import Lagrangian, Node
 from mel_opt.problems.med.search.types import REL_GAP
-from mel_opt.solvers.highs import solve_arrays
+from mel_opt.solvers.highs import IncrementalLp, solve_arrays
 
 SHRINK = 0.7  # the box after a null step that did not raise the bound
 GROW = 1.5  # ... after a serious step that gained at least GOOD of what the model promised
@@ -109,21 +110,9 @@ class _BoxModel:
     starts from the previous basis (a few pivots instead of a solve from scratch)."""
 
     def __init__(self, lag: Lagrangian) -> None:
-        import highspy
-
-        from mel_opt.solvers.highs import _quiet_highs
-
         self.lag, self.rows = lag, 0
         m, n = lag.m, lag.n
-        self.h = _quiet_highs()
-        self.h.setOptionValue("threads", 1)
-        inf = highspy.kHighsInf
-        cost = np.concatenate([-np.ones(m), np.ones(n), [lag.inst.budget]])
-        lo = np.full(m + n + 1, -inf)
-        self.h.addVars(m + n + 1, lo, np.full(m + n + 1, inf))
-        self.h.changeColsCost(m + n + 1, np.arange(m + n + 1, dtype=np.int32), cost)
-        self.inf = inf
-        self.ok = highspy.HighsModelStatus.kOptimal
+        self.lp = IncrementalLp(np.concatenate([-np.ones(m), np.ones(n), [lag.inst.budget]]))
 
     def sync(self, cols: Columns) -> None:
         """Rows for the columns added since the last call: z_task - mu . a_p - c_p lam <= H_p."""
@@ -139,10 +128,8 @@ class _BoxModel:
             members = np.nonzero(cols.cover[p])[0]
             index += [cols.task[p], *(m + members).tolist(), m + n]
             value += [1.0, *([-1.0] * members.size), -cols.cost[p]]
-        k = len(new)
-        self.h.addRows(k, np.full(k, -self.inf), np.array(cols.level[self.rows:], dtype=float),
-                       len(index), np.array(starts, dtype=np.int32),
-                       np.array(index, dtype=np.int32), np.array(value, dtype=float))
+        self.lp.add_rows(np.full(len(new), -np.inf), np.array(cols.level[self.rows:]),
+                         np.array(starts), np.array(index), np.array(value))
         self.rows = len(cols)
 
     def maximise(self, cols: Columns, mu: np.ndarray, lam: float, box: float
@@ -158,14 +145,12 @@ class _BoxModel:
             lo[:n] = np.maximum(lo[:n], 0.0)
         if not lag.binds:
             lo[-1] = hi[-1] = 0.0
-        self.h.changeColsBounds(n + 1, np.arange(m, m + n + 1, dtype=np.int32), lo, hi)
-        self.h.run()
-        if self.h.getModelStatus() != self.ok:
+        self.lp.set_col_bounds(np.arange(m, m + n + 1), lo, hi)
+        got = self.lp.minimise()
+        if got is None:
             return None
-        x = np.asarray(self.h.getSolution().col_value)
-        if x.size != m + n + 1 or not np.all(np.isfinite(x)):
-            return None
-        return x[m:m + n], float(x[-1]), -float(self.h.getInfo().objective_function_value)
+        x, objective = got
+        return x[m:m + n], float(x[-1]), -objective
 
 
 def _evaluate(lag: Lagrangian, node: Node, mu: np.ndarray, lam: float, cutoff: float,
