@@ -198,3 +198,26 @@ def test_companion_work_publishes_improvements_and_takes_the_parents(monkeypatch
         excess, true_value, _ = search.ev.value(parts_of(assign, m))
         assert excess == 0 and true_value == pytest.approx(value)
     assert search.best.value == pytest.approx(values[-1]) and values[-1] >= root_bound
+
+
+def _report_available(conn, cores):
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
+    conn.send(companion.available())
+    conn.close()
+
+
+@pytest.mark.parametrize(("daemon", "one_core", "want"),
+                         [(True, False, False), (False, True, False), (False, False, None)])
+def test_no_companion_in_a_batch_worker_or_on_one_core(daemon, one_core, want):
+    # a daemonic process (how the batch pool's workers run: its jobs fill the cores) and a
+    # process bound to one core get no companion; otherwise it depends on the cores here
+    ctx = multiprocessing.get_context("fork")
+    receiver, sender = ctx.Pipe(duplex=False)
+    cores = {sorted(os.sched_getaffinity(0))[0]} if one_core else None
+    child = ctx.Process(target=_report_available, args=(sender, cores), daemon=daemon)
+    child.start()
+    got = receiver.recv()
+    child.join()
+    expected = len(os.sched_getaffinity(0)) >= 2 if want is None else want
+    assert got is expected
