@@ -120,7 +120,7 @@ class ChildOutcome:
     seconds: float
 
 
-def _flush_stdio() -> None:
+def flush_stdio() -> None:
     """Flush Python's and C's standard streams (Ipopt prints through C's)."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -145,7 +145,7 @@ def _child(func: Callable[[], Any], sender: Connection) -> None:  # pragma: no c
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
             payload = ("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         with suppress(Exception):  # a stream that cannot be written must not lose the answer
-            _flush_stdio()
+            flush_stdio()
         data = memoryview(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
         for start in range(0, len(data), _CHUNK):
             sender.send_bytes(data[start:start + _CHUNK])
@@ -226,7 +226,7 @@ def run_forked(func: Callable[[], Any], end: float, grace: float = GRACE_S) -> C
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork")
-    _flush_stdio()  # else the child would inherit the unwritten output and write it again
+    flush_stdio()  # else the child would inherit the unwritten output and write it again
     receiver, sender = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(func, sender), daemon=False)
     until = end + grace

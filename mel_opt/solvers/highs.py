@@ -372,9 +372,9 @@ class IncrementalLp:
         self.n = int(cost.shape[0])
         self._h = _quiet_highs()
         self._h.setOptionValue("threads", 1)
-        self._inf = highspy.kHighsInf
         self._optimal = highspy.HighsModelStatus.kOptimal
-        self._h.addVars(self.n, np.full(self.n, -self._inf), np.full(self.n, self._inf))
+        # highspy's infinity is the float inf (kHighsInf), so +-inf bounds pass as they are
+        self._h.addVars(self.n, np.full(self.n, -np.inf), np.full(self.n, np.inf))
         self._h.changeColsCost(self.n, np.arange(self.n, dtype=np.int32),
                                np.asarray(cost, dtype=float))
 
@@ -385,8 +385,7 @@ class IncrementalLp:
         k = int(np.asarray(lower).shape[0])
         if k == 0:
             return
-        self._h.addRows(k, np.clip(np.asarray(lower, dtype=float), -self._inf, self._inf),
-                        np.clip(np.asarray(upper, dtype=float), -self._inf, self._inf),
+        self._h.addRows(k, np.asarray(lower, dtype=float), np.asarray(upper, dtype=float),
                         int(np.asarray(index).shape[0]), np.asarray(starts, dtype=np.int32),
                         np.asarray(index, dtype=np.int32), np.asarray(values, dtype=float))
 
@@ -394,8 +393,7 @@ class IncrementalLp:
         """Bounds of the given columns (+-inf allowed)."""
         self._h.changeColsBounds(int(np.asarray(cols).shape[0]),
                                  np.asarray(cols, dtype=np.int32),
-                                 np.clip(np.asarray(lower, dtype=float), -self._inf, self._inf),
-                                 np.clip(np.asarray(upper, dtype=float), -self._inf, self._inf))
+                                 np.asarray(lower, dtype=float), np.asarray(upper, dtype=float))
 
     def minimise(self) -> tuple[np.ndarray, float] | None:
         """The optimal columns and objective; None unless HiGHS reports optimal (time limits

@@ -233,11 +233,11 @@ class _Search:
         self.stats["ils_kicks"] = kicks
         self.best.offer(val, got)
 
-    def branch(self, lag: Lagrangian, root: Node, root_bound: float, cover: np.ndarray,
-               box: companion.Companion | None = None) -> tuple[bool, list[float]]:
+    def branch(self, lag: Lagrangian, root: Node, root_bound: float, cover: np.ndarray
+               ) -> tuple[bool, list[float]]:
         """Best bound first (ties: deeper first): the global bound at a time limit is the least
-        open bound, so expanding that node is what raises it. With a companion, allocations
-        are exchanged with it before each node.
+        open bound, so expanding that node is what raises it. With a companion (``self.box``),
+        allocations are exchanged with it before each node.
 
         Returns whether the time limit stopped it and the bounds of the nodes still open.
         """
@@ -245,6 +245,7 @@ class _Search:
         counter = itertools.count()
         if not self.proven(root_bound):
             heapq.heappush(heap, (root_bound, 0, next(counter), root, cover))
+        box = self.box
         while heap:
             if time.perf_counter() > self.deadline:
                 return True, [b for b, *_ in heap]
@@ -408,7 +409,7 @@ class _Search:
                 return self.outcome(True, [root_bound], root_bound)
             lag = lag_or_none
         try:
-            timed_out, open_bounds = self.branch(lag, root, root_bound, cover, box)
+            timed_out, open_bounds = self.branch(lag, root, root_bound, cover)
         finally:
             if box is not None:
                 box.stop()

@@ -57,10 +57,9 @@ class Mailbox:
     """An allocation (task per learner) and its value, shared across a fork."""
 
     def __init__(self, n: int) -> None:
-        self.n = int(n)
-        self._mem = mmap.mmap(-1, 8 * (self.n + 2))
+        self._mem = mmap.mmap(-1, 8 * (n + 2))
         self._seq = np.frombuffer(self._mem, dtype=np.int64, count=1)
-        self._data = np.frombuffer(self._mem, dtype=np.float64, offset=8, count=self.n + 1)
+        self._data = np.frombuffer(self._mem, dtype=np.float64, offset=8, count=n + 1)
         self._seq[0] = 0
         self._data[0] = math.inf
 
@@ -102,7 +101,7 @@ class Companion:
 
     def __init__(self, n: int) -> None:
         self.to_parent, self.to_child, self.starts = Mailbox(n), Mailbox(n), Mailbox(n)
-        self._read = {id(self.to_parent): 0, id(self.to_child): 0, id(self.starts): 0}
+        self._read = {self.to_parent: 0, self.to_child: 0, self.starts: 0}  # versions seen
         self._process: Any = None
 
     # -- the companion's side -----------------------------------------------------------------
@@ -131,22 +130,18 @@ class Companion:
 
     def _fresh(self, box: Mailbox) -> tuple[float, np.ndarray] | None:
         got = box.get()
-        if got is None or got[0] <= self._read[id(box)]:
+        if got is None or got[0] <= self._read[box]:
             return None
-        self._read[id(box)] = got[0]
+        self._read[box] = got[0]
         return got[1], got[2]
 
     def start(self, work: Callable[[Companion], None]) -> None:
         """Fork the companion; it runs ``work(self)`` and leaves without the parent's atexit
         handlers (multiprocessing ends a forked child with ``os._exit``)."""
         ctx = multiprocessing.get_context("fork")
-        forked._flush_stdio()  # else the child would write the parent's buffered output again
+        forked.flush_stdio()  # else the child would write the parent's buffered output again
         self._process = ctx.Process(target=_run, args=(work, self), daemon=True)
         self._process.start()
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.is_alive()
 
     def stop(self) -> None:
         """End the companion (killed if it does not end at once) and reap it; idempotent."""
