@@ -517,9 +517,10 @@ def _late_rows(todo: Sequence[Job], returned: set[str], since: float,
 
 
 def _remove_stale_temps(results: Path) -> None:
-    """Delete temporary files of writes cut short (a worker stopped by Ctrl-C mid-write).
+    """Delete temporary files of writes cut short (a worker stopped mid-write by Ctrl-C or
+    by a full disk's stop): at the start of a run and once a stopped run's workers are gone.
 
-    Safe only under the folder's lock: no other process writes there meanwhile.
+    Safe only under the folder's lock and with no worker of this run left writing.
     """
     if results.is_dir():
         for p in results.rglob(".*.tmp*"):
@@ -608,11 +609,13 @@ def run_batch(
             results.close()  # after a stop: ends the workers before the summary is counted
         except KeyboardInterrupt:
             results.close()
+            _remove_stale_temps(Path(out_dir) / "results")
             rows += _late_rows(todo, returned, started, on_result)
             write_summary(rows, summary)
             report = BatchReport(rows, skipped, time.perf_counter() - start, summary)
             raise BatchInterrupted(report, len(all_jobs)) from None
-        if stopped is not None:
+        if stopped is not None:  # the workers are stopped: writes they left cut short go
+            _remove_stale_temps(Path(out_dir) / "results")
             rows += _late_rows(todo, returned, started, on_result)
         try:
             write_summary(rows, summary)

@@ -143,6 +143,41 @@ def test_a_batch_stops_keeps_its_results_and_resumes(tmp_path: Path,
     assert len(_results(out)) == 6 and _summary(out) == _results(out)
 
 
+def test_a_stopped_batch_leaves_no_write_cut_short(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # -j 2 on a full disk: when one worker's write fails the other, stopped by the parent,
+    # may be mid-write and leave its temporary file (seen once in a CI run). Here the failing
+    # write leaves such a file beside it, as that other worker would; the stopped batch
+    # removes it before it returns, not only the next run
+    import mel_opt.batch as batch
+    from mel_opt.io.atomic import _reserve_temp, target_of_temp
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(3):
+        (src / f"i{i}.json").write_bytes((INST / "dab" / "worked_example.json").read_bytes())
+    out = tmp_path / "out"
+    left = []
+
+    real = batch.atomic_write
+
+    def cut_short(path: os.PathLike[str], data: str, **kw: object) -> None:
+        if Path(path).name == "summary.csv":
+            real(path, data, **kw)  # type: ignore[arg-type]
+            return
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        left.append(_reserve_temp(Path(path).with_name("i9.json"), ""))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(batch, "atomic_write", cut_short)
+    res = CliRunner().invoke(cli, ["batch", str(src), "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "the batch stopped with 0 of 3 results kept" in " ".join(res.output.split())
+    assert len(left) == 1 and target_of_temp(left[0]) == out / "results" / "i9.json"
+    assert not left[0].exists()
+    assert not list((out / "results").iterdir()) and (out / "summary.csv").exists()
+
+
 def test_a_parallel_batch_with_no_room_stops_without_a_remote_traceback(tmp_path: Path) -> None:
     import subprocess
     import sys
