@@ -8,7 +8,9 @@
   the bands of figures.
 - :func:`lognormal_factors`: run-to-run noise of a time, a lognormal factor with mean 1 and a
   given coefficient of variation; the med simulator and the training emulator's dab cycle
-  both draw their noise through it.
+  both draw their noise through it. :data:`DEFAULT_TIME_CV` is the coefficient of variation
+  a learner's time gets when its file does not say (med's default, dab's generator and the
+  papers' experiments use it).
 
 scipy is a required dependency; it is imported inside the functions, so importing this
 module costs nothing.
@@ -21,6 +23,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+
+#: Default coefficient of variation of a learner's time from run to run (within one state of
+#: a med learner), the ``cv`` of :func:`lognormal_factors`. Calibrated from the thesis'
+#: Chapter 3 measurements on its Jetson Nanos (derivation in the module docstring of
+#: ``mel_opt/problems/med/generate.py``): subset benchmarking's training-time error levels
+#: off at about 4.4% (Fig. 3.2, 6-10 shards) and the download-time error is 10.4% at 10
+#: shards (Fig. 3.3); a mean absolute error e of a normal spread means a CV of
+#: e / sqrt(2 / pi), which gives 0.055 for training and at most 0.13 for transfers, 0.055 to
+#: 0.077 for a whole local update; we take 0.06.
+DEFAULT_TIME_CV = 0.06
 
 
 def t_quantile(p: float, df: float) -> float:

@@ -63,3 +63,26 @@ def test_lognormal_factors_by_hand_and_moments() -> None:
     # standard errors of the mean cv / 316 and of the sd about cv / 200 here
     assert f.mean(axis=0) == pytest.approx([1.0, 1.0, 1.0], abs=0.006)
     assert f.std(axis=0, ddof=1) == pytest.approx([0.0, 0.1, 0.4], abs=0.01)
+
+
+def test_the_default_time_cv_is_the_calibrated_one_and_every_user_reads_it() -> None:
+    from mel_opt.problems.dab.generate import generate as dab_generate
+    from mel_opt.problems.med.generate import generate as med_generate
+    from mel_opt.problems.med.instance import FIELDS
+    from mel_opt.stats import DEFAULT_TIME_CV
+
+    # the calibration: training CV 0.044 / sqrt(2 / pi) = 0.0551, transfers at most 0.104 /
+    # sqrt(2 / pi) = 0.130; 30 % of a local update is transfer: 0.0549 with independent spreads,
+    # 0.0777 fully correlated; 0.06 lies between
+    train, transfer = 0.044 / math.sqrt(2 / math.pi), 0.104 / math.sqrt(2 / math.pi)
+    assert train == pytest.approx(0.0551, abs=1e-4) and transfer == pytest.approx(0.130, abs=1e-3)
+    low = math.hypot(0.7 * train, 0.3 * transfer)
+    high = 0.7 * train + 0.3 * transfer
+    assert low == pytest.approx(0.0549, abs=1e-4) and high == pytest.approx(0.0777, abs=1e-4)
+    assert DEFAULT_TIME_CV == 0.06 and low < DEFAULT_TIME_CV < high
+    learners = next(f for f in FIELDS if f.key == "learners")
+    assert next(f for f in learners.fields if f.key == "time_cv").default == DEFAULT_TIME_CV
+    dab = dab_generate("random", learners=3, seed=1, params={})
+    med = med_generate("mays2023", learners=3, seed=1, params={})
+    assert {lr["time_cv"] for lr in dab["learners"]} == {DEFAULT_TIME_CV}
+    assert {lr["time_cv"] for lr in med["learners"]} == {DEFAULT_TIME_CV}

@@ -10,8 +10,8 @@ Presets
     bandwidths log-uniform in [1, 10] shards/s (WiFi to Ethernet). ``total_shards`` (for csa)
     is the number of shards DAB itself allocates, so both schemes place the same data. Every
     learner carries ``time_cv`` = 0.06, the run-to-run spread of its time around Eq. (3.4)
-    that the training emulator adds (the methods ignore it): med's default
-    (:data:`~mel_opt.problems.med.instance.DEFAULT_TIME_CV`), which was calibrated from this
+    that the training emulator adds (the methods ignore it): the noise law's default
+    (:data:`~mel_opt.stats.DEFAULT_TIME_CV`, med's too), which was calibrated from this
     chapter's own subset-benchmarking errors on the Jetson Nanos (Figs. 3.2-3.3).
 ``worked-example``
     The single learner of the worked example in the thesis author's published DAB code:
@@ -33,7 +33,7 @@ import numpy as np
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import param_value
 from mel_opt.problems.dab.latency import shard_bound
-from mel_opt.problems.med.instance import DEFAULT_TIME_CV
+from mel_opt.stats import DEFAULT_TIME_CV
 
 PRESETS = ("random", "worked-example")
 PRESET_DOCS = {

@@ -22,11 +22,11 @@ measurements (task table, Jetson Nano training rates, state model):
   column's mean slow-down is 2.4x, the S column shows none).
 - prices per learner N(1, 0.5) clipped to [0.1, 1.5] (the thesis text says variance 0.5; the
   author's code used 0.5 as the standard deviation, and so do we).
-- run-to-run noise ``time_cv`` = 0.06 per learner (:data:`~mel_opt.problems.med.instance.
-  DEFAULT_TIME_CV`; ``--param time_cv``). The testbed gives no direct spread of a learner's
-  time within a state, so it is calibrated from Chapter 3's benchmark errors on the same
-  Jetson Nanos: the training-time prediction error of subset benchmarking stops falling above
-  8 shards at about 4.4% (Fig. 3.2: 4.5 / 4.6 / 4.1% at 6 / 8 / 10 shards), which is then the
+- run-to-run noise ``time_cv`` = 0.06 per learner (:data:`~mel_opt.stats.DEFAULT_TIME_CV`;
+  ``--param time_cv``). The testbed gives no direct spread of a learner's time within a
+  state, so it is calibrated from Chapter 3's benchmark errors on the same Jetson Nanos: the
+  training-time prediction error of subset benchmarking stops falling above 8 shards at about
+  4.4% (Fig. 3.2: 4.5 / 4.6 / 4.1% at 6 / 8 / 10 shards), which is then the
   run-to-run variation of the measured run; the download-time error is 10.4% at 10 shards
   (Fig. 3.3, still falling). A mean absolute relative error e of a normal spread is
   CV sqrt(2 / pi), so training CV ~ 0.044 / 0.798 = 0.055 and transfer CV <= 0.13. Transfers
@@ -71,7 +71,7 @@ import numpy as np
 
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import check_params, param_value
-from mel_opt.problems.med.instance import DEFAULT_TIME_CV
+from mel_opt.stats import DEFAULT_TIME_CV
 
 PRESETS = ("mays2023", "mays2023-testbed", "hetero")
 PRESET_DOCS = {

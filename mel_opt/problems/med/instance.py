@@ -22,14 +22,9 @@ from mel_opt.io.fields import Field, number
 from mel_opt.io.reader import Rows, read_table
 from mel_opt.io.validate import Validator, join, readonly_array
 from mel_opt.problems.base import Instance
+from mel_opt.stats import DEFAULT_TIME_CV
 
 PROB_TOL = 1e-6  # |sum(state_probs) - 1| allowed (JSON files carry rounded probabilities)
-#: Default coefficient of variation of a learner's time within one state, from run to run.
-#: Calibrated from the thesis' Chapter 3 measurements (derivation in ``generate.py``'s module
-#: docstring and the package README): subset benchmarking's training-time error levels off at
-#: about 4.4% (Fig. 3.2, 6-10 shards) and the download-time error is 10.4% at 10 shards
-#: (Fig. 3.3); a mean absolute error e of a normal spread means a CV of e / sqrt(2 / pi).
-DEFAULT_TIME_CV = 0.06
 
 _STATES = "states"  # per-state lists have one entry per state
 #: The fields of a med file. Shards and iterations are bounded so that sums and products of
