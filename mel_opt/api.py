@@ -29,13 +29,12 @@ from mel_opt.errors import (
     SolverError,
 )
 from mel_opt.io.json_io import read_json_file
+from mel_opt.io.schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported: api's name
 from mel_opt.io.validate import Validator
 from mel_opt.problems import SolveOptions, all_problems, get_problem
 from mel_opt.problems.base import Checked, Instance, MethodOutput, MethodSpec
 from mel_opt.result import Result, SolverInfo
 from mel_opt.status import SolutionStatus, Status, TerminationCondition
-
-SCHEMA_VERSION = 1
 
 
 def parse_instance(doc: Any, source: str | None = None, name: str | None = None) -> Instance:

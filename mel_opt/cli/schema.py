@@ -7,14 +7,9 @@ import click
 from mel_opt.cli.app import cli, err, guarded
 from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_write
-from mel_opt.io.schema import (
-    RESULT_NAME,
-    instance_schema,
-    result_schema,
-    schema_id,
-    schema_text,
-)
+from mel_opt.io.schema import RESULT_NAME, schema_id, schema_text
 from mel_opt.problems import all_problems
+from mel_opt.schemas import instance_schema, result_schema
 
 
 @cli.command("schema")

@@ -6,6 +6,10 @@ table the reader walks), and the result schema from :class:`~mel_opt.result.Stat
 registered problems and methods. A schema therefore cannot drift from the validator: a new field,
 range or choice appears in both at once. ``melopt schema`` prints them.
 
+This module builds a schema from what it is given (a field table and its rules, the methods of
+each problem) and imports nothing above ``io``; :mod:`mel_opt.schemas` reads those from the
+problem registry (``instance_schema(problem)``, ``result_schema()``).
+
 What a field table says becomes, per field: ``type`` (``integer`` accepts whole floats like
 ``3.0``, as the reader does), ``required``, ``default``, the tightest lower and upper bound
 (``minimum`` / ``exclusiveMinimum`` from the range and the sign), ``enum`` of the choices,
@@ -23,13 +27,15 @@ ignores them), so a file may name its schema with ``"$schema"``.
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mel_opt.io.fields import MAX_SAFE_INTEGER, Field, When, walk
 
+#: Version of the instance format: the ``schema_version`` every instance file carries
+#: (:func:`mel_opt.api.parse_instance` accepts this one only).
+SCHEMA_VERSION = 1
 #: The dialect of every schema mel_opt emits.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 #: Base of the ``$id`` of the schemas: an identifier only (the ``.invalid`` top-level domain
@@ -51,32 +57,12 @@ def schema_text(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2, allow_nan=False) + "\n"
 
 
-# -- where a problem keeps its tables ------------------------------------------------------
-def _instance_module(problem: str) -> Any:
-    """The module holding the problem's parser: its ``FIELDS`` live beside it."""
-    from mel_opt.problems import get_problem
-
-    module = importlib.import_module(get_problem(problem).parse.__module__)
-    if not isinstance(getattr(module, "FIELDS", None), tuple):
-        raise TypeError(f"{module.__name__} declares no FIELDS table")
-    return module
-
-
-def problem_fields(problem: str) -> tuple[Field, ...]:
-    """The field table of ``problem`` (raises UsageError for an unknown problem)."""
-    fields: tuple[Field, ...] = _instance_module(problem).FIELDS
-    return fields
-
-
-def cross_field_rules(problem: str) -> list[tuple[str, str]]:
-    """(JSON path pattern, rule) of every rule mel_opt checks and the schema cannot express.
-
-    The first ones follow from the field table (lengths tied to another list, distinct names
-    of objects); the others are the problem's ``CROSS_FIELD_RULES`` (orderings, sums, what a
-    learner can do within a deadline).
-    """
+# -- the rules a field table implies -------------------------------------------------------
+def table_rules(fields: tuple[Field, ...]) -> list[tuple[str, str]]:
+    """(JSON path pattern, rule) of the rules that follow from a field table and that JSON
+    Schema cannot express: lengths tied to another list, distinct names of objects."""
     out: list[tuple[str, str]] = []
-    for path, f in walk(problem_fields(problem)):
+    for path, f in walk(fields):
         if f.kind != "list":
             continue
         if f.names and (f.fields or f.forms):
@@ -87,7 +73,6 @@ def cross_field_rules(problem: str) -> list[tuple[str, str]]:
             if item.length_of is not None:
                 out.append((at, f"has one entry per entry of {item.length_of}"))
             item, at = item.item, at + "[]"
-    out.extend(getattr(_instance_module(problem), "CROSS_FIELD_RULES", ()))
     return out
 
 
@@ -255,32 +240,36 @@ def _conditions(fields: tuple[Field, ...]) -> list[When]:
 
 
 # -- whole schemas -------------------------------------------------------------------------
-def instance_schema(problem: str) -> dict[str, Any]:
+def instance_schema_of(problem: str, summary: str, fields: tuple[Field, ...],
+                       rules: Sequence[tuple[str, str]], source: str) -> dict[str, Any]:
     """The draft 2020-12 schema of an instance file of ``problem``.
 
-    Raises
-    ------
-    UsageError
-        Unknown problem.
+    Parameters
+    ----------
+    problem : str
+        The problem's name (the file's ``problem``).
+    summary : str
+        One line on the problem, for the schema's description.
+    fields : tuple of Field
+        Its field table.
+    rules : sequence of (str, str)
+        (JSON path pattern, rule) of every rule mel_opt checks and the schema cannot express
+        (:func:`table_rules` of ``fields`` and the problem's own).
+    source : str
+        The module that declares the table (named in ``$comment``).
     """
-    from mel_opt.api import SCHEMA_VERSION
-    from mel_opt.problems import get_problem
-
-    spec = get_problem(problem)
-    fields = problem_fields(problem)
-    rules = cross_field_rules(problem)
     listed = "; ".join(f"{path}: {rule}" for path, rule in rules)
     schema: dict[str, Any] = {
         "$schema": DIALECT,
         "$id": schema_id(problem),
         "title": f"mel_opt instance: {problem}",
         "description": (
-            f"An instance file of the {problem} problem ({spec.summary}). SI units. Unknown "
+            f"An instance file of the {problem} problem ({summary}). SI units. Unknown "
             "fields are errors (a misspelt field would otherwise change nothing silently); "
             "free-form metadata goes in `meta` (any object) or `description`. Checked by "
             f"mel_opt only (beyond this schema): {listed}."),
         "$comment": (
-            f"Generated by mel_opt from the field table of {_instance_module(problem).__name__}"
+            f"Generated by mel_opt from the field table of {source}"
             "; `melopt validate` applies these rules and the cross-field rules listed in "
             "description, which JSON Schema cannot express."),
         "type": "object",
@@ -370,11 +359,9 @@ def _verification() -> dict[str, Any]:
     }
 
 
-def _per_problem(problem: str) -> dict[str, Any]:
+def _per_problem(problem: str, methods: Sequence[str]) -> dict[str, Any]:
     """Methods of ``problem``; with a verification, its solution keys and metrics."""
-    from mel_opt.problems import get_problem
-
-    methods = list(get_problem(problem).methods)
+    methods = list(methods)
     then: dict[str, Any] = {"properties": {"method": {"enum": methods}}}
     checked: dict[str, Any] = {"properties": {"solution": {
         "properties": SOLUTIONS.get(problem, {}), "required": list(SOLUTIONS.get(problem, {}))}}}
@@ -387,17 +374,17 @@ def _per_problem(problem: str) -> dict[str, Any]:
                 "then": checked}]}}
 
 
-def result_schema() -> dict[str, Any]:
-    """The draft 2020-12 schema of the result JSON (``melopt solve --json``, batch results).
+def result_schema_of(methods: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """The draft 2020-12 schema of the result JSON (``melopt solve --json``, batch results),
+    given each problem's methods (``{problem: [method, ...]}``).
 
     Every key of :meth:`mel_opt.result.Result.to_dict` is required; other top-level keys are
     allowed (batch adds ``error`` and ``source``). When a result carries a verification, its
     ``solution`` has the problem's decision keys and its ``metrics`` the documented ones.
     """
-    from mel_opt.problems import all_problems
     from mel_opt.result import Status
 
-    problems = list(all_problems())
+    problems = list(methods)
     props: dict[str, Any] = {
         "instance": {"type": "string", "description": "instance name"},
         "problem": {"enum": problems},
@@ -431,7 +418,7 @@ def result_schema() -> dict[str, Any]:
         "type": "object",
         "required": list(props),
         "properties": {**props, **extra},
-        "allOf": [_per_problem(p) for p in problems],
+        "allOf": [_per_problem(p, methods[p]) for p in problems],
         "$defs": {"verification": _verification()},
     }
 

@@ -36,18 +36,10 @@ from mel_opt.errors import InstanceError, UsageError
 from mel_opt.examples import problem_example
 from mel_opt.io.fields import Field, walk
 from mel_opt.io.json_io import parse_json_text
-from mel_opt.io.schema import (
-    DIALECT,
-    SOLUTIONS,
-    cross_field_rules,
-    field_schema,
-    instance_schema,
-    problem_fields,
-    result_schema,
-    schema_id,
-)
+from mel_opt.io.schema import DIALECT, SOLUTIONS, field_schema, schema_id
 from mel_opt.io.validate import Validator
 from mel_opt.problems import all_problems, get_problem
+from mel_opt.schemas import cross_field_rules, instance_schema, problem_fields, result_schema
 
 ROOT = Path(__file__).resolve().parents[2] / "instances"
 PROBLEMS = list(all_problems())
@@ -635,3 +627,30 @@ def test_schema_command(tmp_path: Path) -> None:
     for args in (["schema", "nope"], ["schema", "dab", "--result"], ["schema", "-o", "x"]):
         bad = runner.invoke(cli, args)
         assert bad.exit_code == 2 and "error:" in bad.output, args
+
+
+def test_io_builds_a_schema_from_what_it_is_given_without_the_registry() -> None:
+    """mel_opt.io.schema takes a table and rules (no problem registry): a made-up problem."""
+    from mel_opt.api import SCHEMA_VERSION
+    from mel_opt.io.schema import instance_schema_of, result_schema_of, table_rules
+
+    pair = Field("pair", "list", length_of="names", item=Field("", "number"), doc="two numbers")
+    fields = (*SYNTHETIC, Field("names", "list", names="name", item=Field("", "string")), pair)
+    rules = table_rules(fields)
+    assert rules == [("pair", "has one entry per entry of names")]
+    schema = instance_schema_of("toy", "a toy problem", fields, [*rules, ("a", "a < c")],
+                                "tests.toy")
+    Draft202012Validator.check_schema(schema)
+    assert SCHEMA_VERSION == 1 and schema["properties"]["schema_version"]["const"] == 1
+    assert schema["properties"]["problem"] == {
+        "const": "toy", "description": "the problem this file is an instance of"}
+    assert schema["$id"] == schema_id("toy") and "tests.toy" in schema["$comment"]
+    assert schema["properties"]["a"]["description"].endswith("mel_opt checks: a < c")
+    assert "pair: has one entry per entry of names; a: a < c." in schema["description"]
+    doc = {"problem": "toy", "schema_version": 1, "a": 2.0, "b": 0.1, "c": 0, "d": 1.0,
+           "e": 3, "f": True, "g": "x", "names": ["u", "v"], "pair": [1.0, 2.0]}
+    assert Draft202012Validator(schema).is_valid(doc)
+    assert not Draft202012Validator(schema).is_valid({**doc, "a": 5.0})
+    result = result_schema_of({"toy": ["m1", "m2"]})
+    assert result["properties"]["problem"] == {"enum": ["toy"]}
+    assert result["allOf"][0]["then"]["properties"]["method"] == {"enum": ["m1", "m2"]}
