@@ -13,7 +13,8 @@ against a second batch or sweep while a batch runs.
 
 Executors: ``local`` (a process pool, or in-process for one job) and ``ray``
 (``ray.util.multiprocessing.Pool``, the same Pool interface on a Ray cluster). A Ray that
-melopt starts itself (no ``address``) gets the loopback interface as its node address.
+melopt starts itself (no ``address``) gets the loopback interface as its node address, and
+is ended with every process it started when the batch is stopped (:mod:`mel_opt.ray_local`).
 """
 
 from __future__ import annotations
@@ -292,37 +293,6 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def init_local_ray(ray: Any, jobs: int) -> None:
-    """Start a Ray for this machine only: every Ray process listens on 127.0.0.1.
-
-    Ray's servers listen on all interfaces unless the node address is the loopback one, and
-    ``ray.init`` replaces a loopback ``_node_ip_address`` by the machine's outward address
-    (``ray._private.services.resolve_ip_for_localhost``, meant for clusters). melopt keeps
-    127.0.0.1 by disabling that replacement for the duration of ``ray.init``; a Ray without
-    that function is started with the plain option. The test suite checks the sockets.
-    """
-    # mel_opt's tasks need no accelerator: Ray keeps its hands off the visible-device
-    # variables (and does not warn that it will stop touching them by default)
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    kwargs: dict[str, Any] = {"num_cpus": jobs, "ignore_reinit_error": True,
-                              "log_to_driver": False, "include_dashboard": False,
-                              "_node_ip_address": "127.0.0.1"}
-    try:
-        from ray._private import services
-    except ImportError:  # pragma: no cover - a Ray without this module layout
-        ray.init(**kwargs)
-        return
-    original = getattr(services, "resolve_ip_for_localhost", None)
-    if original is None:  # pragma: no cover
-        ray.init(**kwargs)
-        return
-    services.resolve_ip_for_localhost = lambda host: host
-    try:
-        ray.init(**kwargs)
-    finally:
-        services.resolve_ip_for_localhost = original
-
-
 #: Where POSIX semaphores (a process pool's locks) are files on Linux
 SHM_DIR = "/dev/shm"
 
@@ -356,6 +326,8 @@ def _pool(executor: str, jobs: int, address: str | None) -> tuple[Any, bool]:
             from ray.util.multiprocessing import Pool as RayPool
         except ImportError:
             raise UsageError(needs_extra("the ray executor", "ray")) from None
+        from mel_opt.ray_local import init_local_ray
+
         started = not ray.is_initialized()
         if started:
             if address:
@@ -364,62 +336,6 @@ def _pool(executor: str, jobs: int, address: str | None) -> tuple[Any, bool]:
                 init_local_ray(ray, jobs)
         return RayPool(processes=jobs), started and not address
     raise UsageError(f"unknown executor {executor!r}; choose local or ray")
-
-
-def _end_ray(pool: Any, started: bool, timeout: float = 10.0) -> None:
-    """After ``pool.terminate()`` of a Ray pool (Ctrl-C, a full disk): wait until its actors
-    are dead, so no result file appears after the summary is counted, then stop the Ray that
-    melopt started (a Ray the caller started, or a cluster at ``--address``, stays) and every
-    process it left, so none outlives the command.
-
-    ``terminate`` only asks Ray to kill the actors (``ray.kill`` is asynchronous), and
-    ``ray.shutdown`` leaves some of its helper processes to end by themselves, seconds later.
-    """
-    import ray
-
-    until = time.monotonic() + timeout
-    for actor, _ in list(getattr(pool, "_actor_pool", [])):
-        while time.monotonic() < until:
-            try:  # answers while the actor lives; raises once it is dead
-                ray.get(actor.ping.remote(), timeout=max(0.1, until - time.monotonic()))
-            except Exception:
-                break
-            time.sleep(0.05)
-    if started:
-        left = _ray_descendants()
-        ray.shutdown()
-        _reap(left, until)
-
-
-def _ray_descendants() -> list[tuple[int, str | None]]:
-    """(pid, start time) of the Ray processes below this one (their command line names Ray;
-    found where the command line can be read, Linux ``/proc``)."""
-    from mel_opt.live.throttle import descendants, process_table
-
-    table = process_table()
-    out = []
-    for pid in sorted(descendants([os.getpid()], table) - {os.getpid()}):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"ray" in cmd:
-            out.append((pid, table[pid].start))
-    return out
-
-
-def _reap(procs: Sequence[tuple[int, str | None]], until: float) -> None:
-    """Wait until ``until`` (monotonic seconds) for ``procs`` to end; kill what is left (a
-    pid reused by another process since, told apart by its start time, is left alone)."""
-    from mel_opt.live.throttle import is_alive, send
-
-    left = [p for p in procs if is_alive(*p)]
-    stop = max(until, time.monotonic() + 1.0)  # ray.shutdown may have used the whole wait
-    while left and time.monotonic() < stop:
-        time.sleep(0.05)
-        left = [p for p in left if is_alive(*p)]
-    for pid, _ in left:
-        send(pid, signal.SIGKILL)
 
 
 def _execute(todo: list[Job], executor: str, jobs: int,
@@ -441,7 +357,9 @@ def _execute(todo: list[Job], executor: str, jobs: int,
         pool.terminate()
         pool.join()
         if executor == "ray":
-            _end_ray(pool, started_ray)
+            from mel_opt.ray_local import end_ray_pool
+
+            end_ray_pool(pool, started_ray)
         # The exception's traceback keeps its frames (this one, the pool iterator's) and so
         # the pool alive: its semaphores would then be freed by the interpreter's teardown
         # only, which the CLI's fast exit skips, and multiprocessing's resource tracker would

@@ -139,10 +139,10 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path,
     import ray
     from flwr.simulation import run_simulation
 
-    from mel_opt.batch import init_local_ray
     from mel_opt.live.client import make_client_app
     from mel_opt.live.report import write_outputs
     from mel_opt.live.server import make_server_app
+    from mel_opt.ray_local import init_local_ray
 
     cpus = os.cpu_count() or 1
     init_local_ray(ray, cpus)
@@ -174,7 +174,8 @@ def _final_figure(out: Path) -> None:
 
 def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path,
                 say: Callable[[str], None]) -> None:
-    from mel_opt.live.launcher import LocalFederation, RemoteFederation, write_app_dir
+    from mel_opt.live.appdir import write_app_dir
+    from mel_opt.live.federation import LocalFederation, RemoteFederation
     from mel_opt.live.report import RecordCollector
     from mel_opt.live.server import NODES_KEY, OUT_KEY, SETTINGS_KEY, settings_json
 

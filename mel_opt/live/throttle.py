@@ -1,4 +1,4 @@
-"""Run local learner processes at a fraction of a core, and the process-tree helpers behind it.
+"""Run local learner processes at a fraction of a core: the :class:`Throttle`, and nothing else.
 
 A live run on one machine has every learner on the same cores, so they would all run at the
 same speed; the papers' learners differ. :class:`Throttle` gives each node's process tree a
@@ -11,225 +11,22 @@ between them) alike, which is what a slower device would do.
 The tree is read again every period because a SuperNode starts a fresh ``flwr-clientapp``
 process for every message. Only descendants of the given root pids are ever signalled (the
 roots included), processes that exit between two periods are skipped, and every process the
-throttle stopped is continued when it stops, also when its thread fails.
-
-The process helpers (:func:`process_table`, :func:`descendants`, :func:`start_time`,
-:func:`is_alive`) read ``/proc`` on Linux and fall back to ``ps`` elsewhere; the local
-launcher (:mod:`mel_opt.live.launcher`) uses them to end every process it started, and
-:func:`listening_sockets` (Linux only) to show that its processes listen on loopback only.
+throttle stopped is continued when it stops, also when its thread fails. The process table
+(trees, start times, signals) is :mod:`mel_opt.processes`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import signal
-import socket
-import subprocess
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping
 from types import TracebackType
 
-__all__ = ["ProcInfo", "Throttle", "descendants", "end_process_group", "is_alive",
-           "listening_sockets", "process_table", "send", "start_time"]
+from mel_opt.processes import ProcInfo, descendants, process_table, send, start_time
 
-_PROC = "/proc"
-
-
-@dataclass(frozen=True)
-class ProcInfo:
-    """One process as the table sees it.
-
-    Attributes
-    ----------
-    ppid : int
-        Parent pid.
-    state : str
-        One-letter state (``R``, ``S``, ``T`` stopped, ``Z`` zombie, ...).
-    start : str | None
-        Start time (clock ticks since boot on Linux), with the pid the identity of a process:
-        a pid reused by a new process gets a new start time. ``None`` where it is unknown.
-    """
-
-    ppid: int
-    state: str
-    start: str | None
-
-
-def _read_stat(pid: int) -> ProcInfo | None:
-    """``/proc/<pid>/stat`` as a :class:`ProcInfo`, or ``None`` if the process is gone."""
-    try:
-        fd = os.open(f"{_PROC}/{pid}/stat", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        raw = os.read(fd, 4096).decode("ascii", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    # the command name (field 2) is in parentheses and may itself contain spaces and ')'
-    rest = raw.rpartition(")")[2].split()
-    if len(rest) < 20:
-        return None
-    # fields after the name: state (3), ppid (4), ..., starttime (22), counted from 1
-    return ProcInfo(ppid=int(rest[1]), state=rest[0], start=rest[19])
-
-
-def _has_proc() -> bool:
-    return os.path.exists(f"{_PROC}/self/stat")
-
-
-def process_table() -> dict[int, ProcInfo]:
-    """Every visible process: pid -> :class:`ProcInfo`.
-
-    Reads ``/proc`` where it exists (Linux), otherwise asks ``ps`` (BSD, macOS), whose table
-    has no start time (identity checks are then skipped).
-    """
-    table: dict[int, ProcInfo] = {}
-    if _has_proc():
-        for name in os.listdir(_PROC):
-            if name.isdigit():
-                info = _read_stat(int(name))
-                if info is not None:
-                    table[int(name)] = info
-        return table
-    out = subprocess.run(["ps", "-A", "-o", "pid=", "-o", "ppid=", "-o", "stat="],
-                         capture_output=True, text=True, check=False, timeout=10).stdout
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[0].isdigit() and parts[1].isdigit():
-            table[int(parts[0])] = ProcInfo(ppid=int(parts[1]), state=parts[2][:1], start=None)
-    return table
-
-
-def descendants(roots: Iterable[int], table: Mapping[int, ProcInfo] | None = None
-                ) -> set[int]:
-    """The live processes of the trees under ``roots``, roots included.
-
-    Parameters
-    ----------
-    roots
-        Root pids; those no longer in the table are left out (their orphaned children have a
-        new parent and are no longer found from them: callers that must end those too record
-        the trees while they are intact, as the launcher does).
-    table
-        A :func:`process_table` to reuse; read afresh when ``None``.
-    """
-    table = process_table() if table is None else table
-    children: dict[int, list[int]] = {}
-    for pid, info in table.items():
-        children.setdefault(info.ppid, []).append(pid)
-    found: set[int] = set()
-    stack = [pid for pid in roots if pid in table]
-    while stack:
-        pid = stack.pop()
-        if pid in found:
-            continue
-        found.add(pid)
-        stack.extend(children.get(pid, ()))
-    return found
-
-
-def start_time(pid: int) -> str | None:
-    """The start time of ``pid`` (``None`` if it is gone or unknown on this system)."""
-    if not _has_proc():
-        return None
-    info = _read_stat(pid)
-    return None if info is None else info.start
-
-
-def is_alive(pid: int, start: str | None = None) -> bool:
-    """Whether ``pid`` exists, is not a zombie and (with ``start``) is the same process."""
-    if _has_proc():
-        info = _read_stat(pid)
-        if info is None or info.state in ("Z", "X"):
-            return False
-        return start is None or info.start == start
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, but belongs to someone else: not one of ours
-        return False
-    return True
-
-
-def send(pid: int, sig: int) -> bool:
-    """``os.kill`` that ignores processes that are gone or not ours; True if delivered."""
-    if pid <= 1 or pid == os.getpid():  # never the init process or ourselves
-        return False
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def end_process_group(proc: subprocess.Popen[bytes], grace: float = 3.0) -> None:
-    """End ``proc`` (started with ``start_new_session``) and its process group.
-
-    SIGTERM, then SIGKILL after ``grace`` seconds; nothing once it has ended (it is reaped
-    then, and only after that could its pid, the group's id, be reused).
-    """
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, sig)  # a session leader: its group id is its pid
-        except (ProcessLookupError, PermissionError):
-            proc.send_signal(sig)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            continue
-
-
-# -- sockets -----------------------------------------------------------------------------------
-def _address(hex_addr: str, family: socket.AddressFamily) -> tuple[str, int]:
-    host_hex, _, port_hex = hex_addr.partition(":")
-    raw = bytes.fromhex(host_hex)
-    # /proc/net prints the address as 32-bit words in host (little-endian) order
-    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-    return socket.inet_ntop(family, raw), int(port_hex, 16)
-
-
-def listening_sockets(pids: Iterable[int]) -> list[tuple[int, str, str, int]]:
-    """Listening sockets of ``pids``: ``(pid, protocol, address, port)`` (Linux ``/proc``).
-
-    TCP sockets in LISTEN and unconnected bound UDP sockets count; a socket shared by several
-    processes is reported once, for one of them.
-    """
-    owner: dict[str, int] = {}
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                owner[target[8:-1]] = pid
-    found = []
-    tables = (("tcp", socket.AF_INET, "0A"), ("tcp6", socket.AF_INET6, "0A"),
-              ("udp", socket.AF_INET, "07"), ("udp6", socket.AF_INET6, "07"))
-    for name, family, listening in tables:
-        try:
-            rows = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            f = row.split()
-            if len(f) > 9 and f[3] == listening and f[9] in owner:
-                host, port = _address(f[1], family)
-                found.append((owner[f[9]], name, host, port))
-    return found
+__all__ = ["Throttle"]
 
 
 def _check_speeds(speeds: Mapping[int, float], period: float) -> dict[int, float]:
@@ -277,7 +74,7 @@ class Throttle:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         # pid -> start time of every process stopped and not continued yet
-        self._stopped: dict[int, str | None] = {}
+        self._stopped: dict[int, float | None] = {}
         self.error: Exception | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -309,6 +106,7 @@ class Throttle:
     # -- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
         throttled = sorted((s, pid) for pid, s in self.speeds.items() if s < 1)
+        roots = [pid for _, pid in throttled]
         try:
             while throttled and not self._halt.is_set():
                 t0 = time.monotonic()
@@ -319,7 +117,7 @@ class Throttle:
                         return
                     # one table per period is enough: a process born later in the period runs
                     # free until the next one
-                    table = process_table() if table is None else table
+                    table = process_table(roots) if table is None else table
                     self._stop_tree(root, table)
                 self._halt.wait(max(0.0, t0 + self.period - time.monotonic()))
         except Exception as exc:  # kept for the owner; the finally leaves nothing stopped
@@ -352,11 +150,11 @@ class Throttle:
         """Continue what was stopped, then every current descendant of the roots."""
         self._continue_stopped()
         try:
-            table = process_table()
-        except (OSError, subprocess.SubprocessError):
+            table = process_table(self._root_start)
+        except OSError:
             return
         roots = [pid for pid, start in self._root_start.items()
                  if pid in table and (start is None or table[pid].start == start)]
         for pid in descendants(roots, table):
-            if table[pid].state == "T" or not _has_proc():
+            if table[pid].stopped:
                 send(pid, signal.SIGCONT)

@@ -17,11 +17,12 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from mel_opt.live.launcher import LocalFederation, write_app_dir  # noqa: E402
+from mel_opt.live.appdir import write_app_dir  # noqa: E402
+from mel_opt.live.federation import LocalFederation  # noqa: E402
 from mel_opt.live.report import rows_from_csv  # noqa: E402
 from mel_opt.live.run import LiveOptions, live, load_settings  # noqa: E402
 from mel_opt.live.server import NODES_KEY, OUT_KEY, SETTINGS_KEY, settings_json  # noqa: E402
-from mel_opt.live.throttle import descendants, send  # noqa: E402
+from mel_opt.processes import descendants, send  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.federation, pytest.mark.timeout(600)]
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from mel_opt.live.throttle import Throttle, descendants, is_alive
+from mel_opt.live.throttle import Throttle
+from mel_opt.processes import descendants, is_alive
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"),
                                 reason="reads CPU time and process states from /proc")

@@ -1,0 +1,464 @@
+"""The Flower deployments of ``melopt live``: on loopback (``--engine local``) and remote.
+
+:class:`LocalFederation` starts a Flower deployment on loopback: one SuperLink and ``nodes``
+SuperNodes, processes of this virtual environment, each in its own process group (session),
+logging into a fresh temporary directory that is also their ``FLWR_HOME``, optionally each node
+at a fraction of a core (:class:`~mel_opt.live.throttle.Throttle`).
+:class:`RemoteFederation` reaches an existing SuperLink. Both run an app directory
+(:func:`mel_opt.live.appdir.write_app_dir`) with ``flwr run <app> <federation> --stream``
+(:func:`mel_opt.live.flwr_cli.run_flwr_app`), each output line to a callback.
+
+Addresses: Flower 1.42 serves the SuperLink's Fleet, Control and server-app Runtime APIs over
+one HTTP server bound by ``--host``/``--port`` (default 127.0.0.1:8000); its legacy gRPC Fleet
+and Control servers (0.0.0.0:9092/9093) start only when ``FLWR_INTERNAL_GRPC_FLEET_API`` or
+``FLWR_INTERNAL_GRPC_CONTROL_API`` is ``1``, so both are removed from the environment
+(:func:`~mel_opt.live.flwr_cli.flower_env`). A SuperNode serves its ClientApps' Runtime API on
+its own ``--host``/``--port`` (default 127.0.0.1:9094). Nothing else listens (no
+``--health-server-address``). Ports are chosen free (:func:`free_ports`).
+
+Ends: the SuperLink starts a SuperExec in a new session, which starts a ``flwr-serverapp`` per
+run; each SuperNode starts a SuperExec, which starts a ``flwr-clientapp`` per message. An
+orphan is no longer found from its killed parent, so a monitor thread records every
+descendant (pid and start time, :mod:`mel_opt.processes`) while the trees are intact; on exit
+each one still alive gets SIGTERM, then SIGKILL after a grace period, and the directory is
+removed.
+
+Waits: the SuperExecs poll for work every ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` seconds (1 by
+default, 0.25 here); an idle SuperNode sleeps 3 s between pulls, with no setting
+(:mod:`mel_opt.live.supernode` shortens it); ``Grid.send_and_receive`` sleeps 3 s between its
+pulls on the server side, which only the ServerApp can avoid (by its own loop over
+``push_messages`` and ``pull_messages``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from mel_opt.errors import UsageError
+from mel_opt.live.flwr_cli import (
+    FederationError,
+    Stream,
+    executable,
+    flower_env,
+    run_flwr_app,
+    write_flower_config,
+)
+from mel_opt.live.supernode import DEFAULT_POLL, POLL_ENV
+from mel_opt.live.throttle import Throttle
+from mel_opt.processes import (
+    descendants,
+    end_process_group,
+    is_alive,
+    listening_sockets,
+    process_table,
+    send,
+    start_time,
+)
+
+__all__ = ["LOCAL_FEDERATION", "LOOPBACK", "REMOTE_FEDERATION", "FederationError",
+           "LocalFederation", "RemoteFederation", "free_ports", "port_open"]
+
+LOCAL_FEDERATION = "melopt-local"
+REMOTE_FEDERATION = "melopt-remote"
+LOOPBACK = "127.0.0.1"
+#: the SuperExec's poll for new work (Flower's default 1 s)
+TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
+_NODE_ID = re.compile(r"SuperNode ID: (\d+)")
+
+
+def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
+    """``count`` distinct ports that were free on ``host`` a moment ago (bound to port 0)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:  # all held until all are chosen, so that no two are the same
+        for s in socks:
+            s.close()
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections at ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class RemoteFederation:
+    """An existing SuperLink, reached at its Control API with ``flwr run``.
+
+    Parameters
+    ----------
+    superlink
+        ``HOST:PORT`` of the SuperLink's Control API.
+    root_certificates
+        PEM root certificate (or bundle) that signed the SuperLink's certificate; ``None``
+        trusts the system's certificate store.
+    insecure
+        Plain HTTP without TLS (only for a SuperLink started with ``--insecure``).
+    env
+        Extra environment for ``flwr`` (e.g. ``PYTHONPATH``).
+
+    Raises
+    ------
+    UsageError
+        An address without a port, a missing certificate file, or a certificate together with
+        ``insecure``.
+    """
+
+    def __init__(self, superlink: str, root_certificates: str | os.PathLike[str] | None = None,
+                 insecure: bool = False, *, env: Mapping[str, str] | None = None) -> None:
+        host, _, port = superlink.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"the SuperLink address must be HOST:PORT, got {superlink!r}")
+        if insecure and root_certificates is not None:
+            raise UsageError("a root certificate is for TLS: give it or --insecure, not both")
+        self.superlink = superlink
+        self.insecure = bool(insecure)
+        self.root_certificates: str | None = None
+        if root_certificates is not None:
+            cert = Path(root_certificates).expanduser().resolve()
+            if not cert.is_file():
+                raise UsageError(f"root certificate {cert} not found")
+            self.root_certificates = str(cert)  # Flower wants an absolute path
+        self.extra_env = dict(env or {})
+
+    def write_config(self, home: str | os.PathLike[str]) -> Path:
+        """Write the connection into ``home/config.toml``."""
+        return write_flower_config(home, REMOTE_FEDERATION, self.superlink,
+                                   insecure=self.insecure,
+                                   root_certificates=self.root_certificates)
+
+    def run_app(self, app_dir: str | os.PathLike[str], stream: Stream | None = None,
+                timeout: float | None = None) -> int:
+        """Run the app on the SuperLink (see :func:`run_flwr_app`); the exit code.
+
+        A fresh ``FLWR_HOME`` holds the connection, so the user's own Flower configuration is
+        never touched (nor used: SuperLinks that want an account login are not supported)."""
+        home = Path(tempfile.mkdtemp(prefix="melopt-flwr-remote-"))
+        try:
+            self.write_config(home)
+            return run_flwr_app(flower_env(home, self.extra_env), REMOTE_FEDERATION, app_dir,
+                                stream, timeout)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+# -- the local deployment ----------------------------------------------------------------------
+class LocalFederation:
+    """A SuperLink and ``nodes`` SuperNodes on 127.0.0.1, ended with the context.
+
+    Parameters
+    ----------
+    nodes
+        Number of SuperNodes; node ``i`` gets the node config ``partition-id=i
+        num-partitions=nodes``.
+    speeds
+        One fraction of a core per node in (0, 1] (:class:`~mel_opt.live.throttle.Throttle`);
+        ``None`` runs every node at full speed.
+    env
+        Extra environment of every process (``PYTHONPATH`` for apps outside the installed
+        packages: the SuperLink's ServerApp and the nodes' ClientApps import them).
+    idle_poll
+        Seconds an idle SuperNode waits between pulls (:mod:`mel_opt.live.supernode`; at
+        0.2 s about 0.04 of a core per node at rest, for a round trip ~2.5 s shorter);
+        ``None`` starts Flower's own ``flower-supernode`` with its fixed 3 s.
+    task_poll
+        Seconds between the SuperExecs' polls for work (Flower's default is 1; each of the
+        ``nodes + 1`` SuperExecs costs about 0.01 of a core at 0.25 s, 0.04 at 0.1 s).
+    throttle_period
+        Seconds of one duty cycle of the throttle.
+    grace
+        Seconds between SIGTERM and SIGKILL when the federation ends.
+    start_timeout
+        Seconds the SuperLink may take to accept connections before the nodes start.
+    """
+
+    def __init__(self, nodes: int = 2, speeds: Sequence[float] | None = None, *,
+                 env: Mapping[str, str] | None = None, idle_poll: float | None = DEFAULT_POLL,
+                 task_poll: float = 0.25, throttle_period: float = 0.1, grace: float = 5.0,
+                 start_timeout: float = 60.0) -> None:
+        if nodes < 1:
+            raise UsageError(f"a local federation needs at least one node, got {nodes}")
+        if speeds is not None and len(speeds) != nodes:
+            raise UsageError(f"{len(speeds)} speeds for {nodes} nodes")
+        if speeds is not None and not all(0 < float(s) <= 1 for s in speeds):
+            raise UsageError(f"speeds are fractions of a core in (0, 1], got {list(speeds)}")
+        self.nodes, self.speeds = nodes, None if speeds is None else [float(s) for s in speeds]
+        self.idle_poll, self.task_poll = idle_poll, task_poll
+        self.throttle_period, self.grace, self.start_timeout = throttle_period, grace, start_timeout
+        self.extra_env = dict(env or {})
+        self.home: Path | None = None
+        self.port, self.env = 0, dict[str, str]()
+        self._link: subprocess.Popen[bytes] | None = None
+        self._nodes: list[subprocess.Popen[bytes]] = []
+        self._killed: set[int] = set()
+        self._node_ids: dict[int, int] = {}
+        self._seen: dict[int, tuple[float | None, int]] = {}  # pid -> (start time, its root)
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self._throttle: Throttle | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def __enter__(self) -> LocalFederation:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the SuperLink, wait until it listens, then start the SuperNodes."""
+        if self.home is not None:
+            raise RuntimeError("this federation is already running")
+        self.home = Path(tempfile.mkdtemp(prefix="melopt-flower-"))
+        self._halt.clear()
+        try:
+            ports = free_ports(1 + self.nodes)
+            self.port = ports[0]
+            extra = {TASK_POLL_ENV: f"{self.task_poll:g}", **self.extra_env}
+            if self.idle_poll is not None:
+                extra[POLL_ENV] = f"{self.idle_poll:g}"
+            no_proxy = os.environ.get("NO_PROXY", os.environ.get("no_proxy", ""))
+            extra["NO_PROXY"] = extra["no_proxy"] = ",".join(
+                p for p in (no_proxy, "127.0.0.1,localhost") if p)
+            self.env = flower_env(self.home, extra)
+            self._link = self._spawn("superlink", [
+                executable("flower-superlink"), "--insecure",
+                "--disable-runtime-dependency-installation",
+                "--database", str(self.home / "state.db"), "--host", LOOPBACK,
+                "--port", str(self.port)])
+            self._monitor = threading.Thread(target=self._watch, name="melopt-federation",
+                                             daemon=True)
+            self._monitor.start()
+            # nodes started before the link listens back off for seconds between retries
+            self._wait(lambda: port_open(LOOPBACK, self.port), self.start_timeout,
+                       "the SuperLink did not accept connections")
+            for i, port in enumerate(ports[1:]):
+                self._nodes.append(self._spawn(f"supernode-{i}", self._node_command(i, port)))
+            if self.speeds is not None and any(s < 1 for s in self.speeds):
+                self._throttle = Throttle(
+                    {p.pid: s for p, s in zip(self._nodes, self.speeds, strict=True)},
+                    self.throttle_period)
+                self._throttle.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _node_command(self, i: int, port: int) -> list[str]:
+        if self.idle_poll is None:
+            head = [executable("flower-supernode")]
+        else:
+            head = [sys.executable, "-m", "mel_opt.live.supernode"]
+        return [*head, "--insecure", "--superlink", f"{LOOPBACK}:{self.port}",
+                "--host", LOOPBACK, "--port", str(port),
+                "--node-config", f"partition-id={i} num-partitions={self.nodes}"]
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        assert self.home is not None
+        with open(self.home / f"{name}.log", "wb") as log:
+            proc = subprocess.Popen(argv, env=self.env, cwd=self.home, stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        self._track(proc.pid)
+        return proc
+
+    def _track(self, pid: int) -> None:
+        with self._lock:
+            self._seen[pid] = (start_time(pid), pid)  # a process we started: its own root
+
+    def close(self) -> None:
+        """End every process started (and its descendants) and remove the directory.
+
+        Idempotent. A Ctrl-C during the clean-up does not cut it short: it is finished, then
+        the interrupt is raised again.
+        """
+        try:
+            self._close()
+        except KeyboardInterrupt:
+            self._close()
+            raise
+
+    def _close(self) -> None:
+        if self._throttle is not None:  # first: a stopped process would not see SIGTERM
+            self._throttle.stop()
+            self._throttle = None
+        self._halt.set()
+        if self._monitor is not None:
+            self._monitor.join()
+            self._monitor = None
+        try:
+            self._terminate(self._scan(), self.grace)
+        finally:  # whatever failed above, the processes we started ourselves end
+            for proc in [self._link, *self._nodes]:
+                if proc is not None and proc.poll() is None:
+                    end_process_group(proc, grace=1.0)
+            if self.home is not None:
+                shutil.rmtree(self.home, ignore_errors=True)
+                self.home = None
+
+    # -- processes -----------------------------------------------------------------------------
+    def _watch(self) -> None:
+        """Record every descendant while the trees are intact (detached ones included)."""
+        while not self._halt.wait(0.25):
+            self._scan()
+
+    def _scan(self) -> dict[int, float | None]:
+        """Record the current descendants; return every recorded process still alive."""
+        with self._lock:
+            recorded = list(self._seen)
+        table = process_table(recorded)  # the trees under every recorded process
+        with self._lock:
+            alive = {pid: (start, root) for pid, (start, root) in self._seen.items()
+                     if pid in table and not table[pid].ended
+                     and (start is None or table[pid].start == start)}
+            for pid, (_, root) in list(alive.items()):
+                for child in descendants([pid], table):
+                    if child not in self._seen:
+                        self._seen[child] = (table[child].start, root)
+                        alive[child] = self._seen[child]
+        return {pid: start for pid, (start, _) in alive.items()}
+
+    def _terminate(self, victims: dict[int, float | None], grace: float,
+                   signals: Sequence[int] = (signal.SIGTERM, signal.SIGKILL)) -> None:
+        """Send each signal to every victim still alive, waiting up to ``grace`` after each."""
+        for sig in signals:
+            for pid, start in victims.items():
+                if is_alive(pid, start):
+                    send(pid, sig)
+                    send(pid, signal.SIGCONT)  # a stopped process acts on SIGTERM only then
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline:
+                for proc in [self._link, *self._nodes]:
+                    if proc is not None:
+                        proc.poll()  # reap our children, so they do not linger as zombies
+                # children born during the shutdown are recorded and signalled too
+                victims = {**victims, **{p: s for p, s in self._scan().items()
+                                         if p not in victims}}
+                victims = {p: s for p, s in victims.items() if is_alive(p, s)}
+                if not victims:
+                    return
+                time.sleep(0.05)
+
+    def kill_node(self, i: int) -> None:
+        """SIGKILL node ``i``'s whole process tree (to test a node dying mid-round)."""
+        root = self._nodes[i].pid
+        alive = self._scan()
+        with self._lock:
+            victims = {p: s for p, s in alive.items() if self._seen[p][1] == root}
+        send(root, signal.SIGKILL)  # first, so that it starts nothing new
+        self._terminate(victims, 5.0, signals=(signal.SIGKILL,))
+        self._nodes[i].wait(timeout=5)
+        self._killed.add(i)
+
+    # -- readiness and runs --------------------------------------------------------------------
+    def _log(self, name: str) -> Path:
+        assert self.home is not None
+        return self.home / f"{name}.log"
+
+    def _check_running(self) -> None:
+        if self.home is None or self._link is None:
+            raise FederationError("the local federation is not running")
+        if self._link.poll() is not None:
+            raise FederationError(f"the SuperLink exited ({self._link.returncode}):\n"
+                                  + _tail(self._log("superlink")))
+        for i, proc in enumerate(self._nodes):
+            if i not in self._killed and proc.poll() is not None:
+                raise FederationError(f"SuperNode {i} exited ({proc.returncode}):\n"
+                                      + _tail(self._log(f"supernode-{i}")))
+
+    def _wait(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_running()
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                raise FederationError(f"{what} within {timeout:g} s; the SuperLink's log ends:\n"
+                                      + _tail(self._log("superlink")))
+            time.sleep(0.1)
+
+    def _registered(self) -> bool:
+        for i in range(self.nodes):
+            if i in self._node_ids or i in self._killed:
+                continue
+            text = self._log(f"supernode-{i}").read_text(encoding="utf-8", errors="replace")
+            if m := _NODE_ID.search(text):
+                self._node_ids[i] = int(m.group(1))
+        return port_open(LOOPBACK, self.port) and all(
+            i in self._node_ids or i in self._killed for i in range(self.nodes))
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Wait until the SuperLink accepts connections and every node has registered.
+
+        A node has registered when its log shows its node id, which Flower prints once the
+        SuperLink has activated it (nodes then appear ``online`` in ``flwr supernode ls``).
+
+        Raises
+        ------
+        FederationError
+            A process exited, or the federation was not ready within ``timeout`` seconds.
+        """
+        self._wait(self._registered, timeout, "not every SuperNode registered")
+
+    def node_ids(self) -> dict[int, int]:
+        """Partition id -> Flower node id of every registered node (after :meth:`wait_ready`)."""
+        return dict(self._node_ids)
+
+    def write_config(self) -> Path:
+        """Write ``$FLWR_HOME/config.toml`` with the loopback connection ``melopt-local``."""
+        self._check_running()
+        assert self.home is not None
+        return write_flower_config(self.home, LOCAL_FEDERATION, f"{LOOPBACK}:{self.port}",
+                                   insecure=True)
+
+    def run_app(self, app_dir: str | os.PathLike[str], stream: Stream | None = None,
+                timeout: float | None = None) -> int:
+        """Run the app on this federation (see :func:`run_flwr_app`); the exit code."""
+        self.write_config()
+        return run_flwr_app(self.env, LOCAL_FEDERATION, app_dir, stream, timeout,
+                            track=self._track)
+
+    # -- for tests -----------------------------------------------------------------------------
+    def node_pids(self) -> list[int]:
+        """The pid of every SuperNode process started (killed ones included)."""
+        return [p.pid for p in self._nodes]
+
+    def processes(self) -> dict[int, float | None]:
+        """Every process started or seen as a descendant: pid -> start time."""
+        with self._lock:
+            return {pid: start for pid, (start, _) in self._seen.items()}
+
+    def pids(self) -> list[int]:
+        """The pids of :meth:`processes`."""
+        return sorted(self.processes())
+
+    def listening(self) -> list[tuple[int, str, str, int]]:
+        """Listening sockets of the live processes (see :func:`listening_sockets`)."""
+        return listening_sockets(self._scan())
