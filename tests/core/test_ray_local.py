@@ -1,0 +1,58 @@
+"""The clean-up of a local Ray's processes, on stand-in children (no Ray needed): which
+descendants count as Ray's, and what is killed after the wait."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from mel_opt.processes import is_alive, start_time
+from mel_opt.ray_local import ray_descendants, reap
+
+# ignores SIGTERM, as a Ray helper that outlives ray.shutdown; ends only when killed
+STUBBORN = ("import signal, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "time.sleep(120)\n")
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str, code: str = STUBBORN) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, "-c", code, *args])
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_ray_descendants_are_the_children_whose_command_line_names_ray(spawn):
+    raylet = spawn("--raylet-name=raylet")
+    plain = spawn("--other")
+    found = dict(ray_descendants())
+    assert raylet.pid in found and plain.pid not in found
+    assert found[raylet.pid] == start_time(raylet.pid)
+
+
+def test_reap_kills_what_outlives_the_wait(spawn):
+    stubborn = spawn()
+    start = start_time(stubborn.pid)
+    reap([(stubborn.pid, start)], until=time.monotonic())  # the wait is already over
+    assert stubborn.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_reap_leaves_a_process_whose_start_time_is_not_the_recorded_one(spawn):
+    other = spawn()
+    start = start_time(other.pid)
+    assert start is not None
+    reap([(other.pid, start - 1.0)], until=time.monotonic())  # as if its pid were reused
+    assert is_alive(other.pid, start) and other.poll() is None
