@@ -55,7 +55,7 @@ from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_sc
 from mel_opt.training.mlp import (
     MLP,
     StepBuffers,
-    _forward,
+    forward_terms,
     init_params,
     layers_for,
     stacked_gradients,
@@ -196,7 +196,7 @@ def _step_times(F: int, dt: np.dtype, K: int, bs: int,
         for a, da in zip(p, stacked_gradients(p, x, None, w, target), strict=True):
             a -= da
 
-    return (_best(lambda: _forward(p, x, work), repeats),
+    return (_best(lambda: forward_terms(p, x, work), repeats),
             _best(lambda: stacked_sgd_step(p, x, w, target, work), repeats),
             _best(lambda: data[rows], repeats), _best(products, repeats),
             _best(fresh, repeats))
