@@ -220,7 +220,7 @@ def send(pid: int, sig: int) -> bool:
     return True
 
 
-def end_process_group(proc: subprocess.Popen[bytes], grace: float = 3.0) -> None:
+def end_process_group(proc: subprocess.Popen[Any], grace: float = 3.0) -> None:
     """End ``proc`` (started with ``start_new_session``) and its process group.
 
     SIGTERM, then SIGKILL after ``grace`` seconds; nothing once it has ended (it is reaped

@@ -19,7 +19,7 @@ round trip of one message to two nodes on two cores took 2.5 s instead of 5.1 s)
 installed Flower no longer has that module attribute the SuperNode runs unchanged.
 
 The SuperExec between the SuperNode and its ClientApp processes polls for tasks every second;
-that one has a setting (``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``), which the launcher sets.
+that one has a setting (``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``), which the local federation sets.
 """
 
 from __future__ import annotations
