@@ -45,10 +45,17 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from mel_opt.reproduce import learning as L
 from mel_opt.reproduce.catalogue import Claim, verdict_of
+from mel_opt.reproduce.learning import ExperimentOutcome, generated_instance
+from mel_opt.reproduce.paper000_training import judge_000, paper000_fig3
+from mel_opt.reproduce.paper004_training import (
+    judge_gpu,
+    judge_table2,
+    paper004_gpu,
+    paper004_table2,
+)
+from mel_opt.reproduce.thesis001_ch3_training import judge_dab, thesis_dab
 from mel_opt.subset_benchmarking import blas_threads
-from mel_opt.training import experiments as E
 from mel_opt.training import load_dataset
 from mel_opt.training.data import KNOWN_IDX_DIRS, Dataset
 from mel_opt.training.local import broadcast, local_sgd, local_sgd_loop, make_schedule
@@ -79,7 +86,7 @@ def cell(row: dict[str, Any], key: str, digits: int = 3) -> str:
     return f"{v:.{digits}g}"
 
 
-def show(title: str, o: E.ExperimentOutcome, columns: tuple[str, ...],
+def show(title: str, o: ExperimentOutcome, columns: tuple[str, ...],
          judge: Callable[[Any], list[Claim]]) -> None:
     """Our rows beside the paper's columns, then the catalogue's claims and verdict on them."""
     table = Table(title=f"{title}; {o.wall_s:.1f} s wall (busy machine)")
@@ -250,7 +257,7 @@ def mlp000_profile(repeats: int = 20) -> None:
 
 def precision(seeds: int) -> None:
     """Paper 000's experiment in float32 and float64: final accuracies side by side."""
-    outs = {dt: E.paper000_fig3(None, seeds=seeds, model="mlp000", dtype=dt)
+    outs = {dt: paper000_fig3(None, seeds=seeds, model="mlp000", dtype=dt)
             for dt in ("float32", "float64")}
     table = Table(title=f"Paper 000 Fig. 3 experiment (mlp000, digits, {seeds} seeds, 20 cycles) "
                         "in float32 and float64: final validation accuracy, mean [95% CI] "
@@ -290,7 +297,7 @@ def fullsize() -> None:
     else:
         data = synthetic_images(60_000, 10_000)
         what = "synthetic 28 x 28 images (Fashion-MNIST is not installed)"
-    inst = E._instance("mel-async", "mohammad2020", 20, 2020)
+    inst = generated_instance("mel-async", "mohammad2020", 20, 2020)
     table = Table(title=f"mel-async mohammad2020 K = 20, scheme exact, mlp000, 20 cycles, one "
                         f"seed, {data.y_train.size:,} training images: {what}; wall time "
                         f"({blas_kernels()})")
@@ -308,38 +315,38 @@ def fullsize() -> None:
 
 def paper000(out: Path, seeds: int, data: Any = None, label: str = "digits") -> None:
     for model in ("mlp000", "twonn"):
-        o = E.paper000_fig3(out / f"paper000_{label}_{model}", seeds=seeds, model=model,
-                            data=data)
+        o = paper000_fig3(out / f"paper000_{label}_{model}", seeds=seeds, model=model,
+                          data=data)
         show(f"Paper 000 Fig. 3 on {label}, model {model}: cycles to target, mean [95% CI] "
              f"over {seeds} seeds, beside the paper", o,
              ("K", "target", "scheme", "max_staleness", "cycles", "reached", "paper_cycles",
-              "final_accuracy"), L.judge_000)
+              "final_accuracy"), judge_000)
 
 
 def table2(out: Path, seeds: int) -> None:
-    o = E.paper004_table2(out / "table2", seeds=seeds)
+    o = paper004_table2(out / "table2", seeds=seeds)
     show(f"Paper 004 Table II on digits (CPU, TwoNN): final test accuracy and speedup to 90% "
          f"vs individual learning, {seeds} seeds", o,
          ("K", "partition", "scheme", "accuracy", "paper_accuracy", "seconds_to_target",
-          "reached", "speedup", "paper_speedup"), L.judge_table2)
+          "reached", "speedup", "paper_speedup"), judge_table2)
 
 
 def gpu(out: Path, seeds: int) -> None:
-    o = E.paper004_gpu(out / "gpu", seeds=seeds)
+    o = paper004_gpu(out / "gpu", seeds=seeds)
     show(f"Paper 004 Figs. 4-5 (K = 6 GPU, TwoNN, digits), {seeds} seeds. Paper: the "
          "proposed scheme converges fastest and most accurately", o,
          ("partition", "scheme", "batch", "seconds_to_target", "reached",
-          "accuracy_at_horizon", "horizon_s"), L.judge_gpu)
+          "accuracy_at_horizon", "horizon_s"), judge_gpu)
 
 
 def dab(out: Path, seeds: int) -> None:
-    o = E.thesis_dab(out / "dab", seeds=seeds)
+    o = thesis_dab(out / "dab", seeds=seeds)
     show(f"Thesis DAB deadline study (4 Jetson-Nano learners, time_cv 0.06, TwoNN, digits, "
          f"5 cycles, {seeds} seeds). Thesis at D = 105 s: DAB 112 s / 7% / 0.91 / 1.53; "
          "CSA 172 s / 63% / 0.95 / 1.50", o,
          ("deadline_s", "scheme", "status", "shards", "cycle_time_s", "truancy_pct",
           "accuracy", "loss", "paper_time_s", "paper_truancy_pct", "paper_accuracy"),
-         L.judge_dab)
+         judge_dab)
 
 
 def fashion(out: Path, seeds: int) -> None:
@@ -347,11 +354,11 @@ def fashion(out: Path, seeds: int) -> None:
         console.print("fashion: dataset-fashion-mnist is not installed; skipped")
         return
     data = load_dataset("fashion-mnist", max_train=3_000, max_test=1_000)
-    o = E.paper000_fig3(out / "paper000_fashion", seeds=seeds, model="twonn", data=data)
+    o = paper000_fig3(out / "paper000_fashion", seeds=seeds, model="twonn", data=data)
     show(f"Paper 000 Fig. 3 set-up on Fashion-MNIST (fixed subsets of 3,000 training / 1,000 "
          f"test images, TwoNN [784, 50, 20, 10], {seeds} seeds)", o,
          ("K", "target", "scheme", "max_staleness", "cycles", "reached", "final_accuracy"),
-         L.judge_000)
+         judge_000)
 
 
 def main() -> None:
