@@ -60,6 +60,41 @@ class UsageError(MelOptError):
     exit_code = 2
 
 
+class SettingError(UsageError):
+    """A run setting (:mod:`mel_opt.settings`) with a value it does not accept.
+
+    The library's message names the setting (``lr must be a number > 0, got -1``); the CLI,
+    which knows the setting as a flag, shows :meth:`as_flag` (``--lr must be ...``).
+
+    Attributes
+    ----------
+    setting : str
+        The setting's name (the keyword of the settings dataclass).
+    flag : str
+        The command-line flag that sets it.
+    detail : str
+        What is wrong, without the name: ``must be a number > 0, got -1``, or a validator's
+        sentence (joined to the name by ``sep``, a colon). Other settings it mentions are
+        written ``{name}`` and listed in ``others`` (name -> flag), so each form names them
+        its own way.
+    """
+
+    def __init__(self, setting: str, flag: str, detail: str, sep: str = " ",
+                 others: dict[str, str] | None = None) -> None:
+        self.setting, self.flag, self.detail, self.sep = setting, flag, detail, sep
+        self.others = dict(others or {})
+        super().__init__(f"{setting}{sep}{self._fill(False)}")
+
+    def _fill(self, flags: bool) -> str:
+        if not self.others:
+            return self.detail
+        return self.detail.format(**{k: (v if flags else k) for k, v in self.others.items()})
+
+    def as_flag(self) -> str:
+        """The message with every setting named by its command-line flag."""
+        return f"{self.flag}{self.sep}{self._fill(True)}"
+
+
 class SolverUnavailableError(MelOptError):
     """A solver backend needed by the chosen method cannot be used here (says why)."""
 

@@ -33,10 +33,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from mel_opt.errors import InstanceError, MelOptError, UsageError
+from mel_opt.errors import InstanceError, MelOptError, SettingError, UsageError
 
 if TYPE_CHECKING:
     from mel_opt.result import Result
+    from mel_opt.settings import Setting
 
 
 def _console(stderr: bool = False) -> Console:
@@ -197,6 +198,41 @@ def job_count() -> click.IntRange:
     return click.IntRange(min=1, max=MAX_JOBS)
 
 
+def setting_type(s: Setting) -> click.ParamType:
+    """The click type of a declared setting: its range for numbers (finite floats), its
+    choices for text, text for a comma-separated list (the library parses it)."""
+    if s.many or s.kind is str:
+        return click.Choice(s.choices) if s.choices and not s.many else click.STRING
+    if s.kind is int:
+        low = None if s.minimum is None else int(s.minimum) + (1 if s.minimum_open else 0)
+        return click.IntRange(min=low, max=None if s.maximum is None else int(s.maximum))
+    return number(min=s.minimum, max=s.maximum, min_open=s.minimum_open)
+
+
+def declared_options(*settings: Setting, short: dict[str, str] | None = None) -> Any:
+    """Decorate a command with one click option per declared setting (:mod:`mel_opt.settings`):
+    the flag, type, range, default and help come from the declaration, and the command
+    receives each value under the setting's name (``short`` adds a one-letter flag to a
+    setting by name). The library checks the values again when it makes its settings object,
+    with the same declarations."""
+    def decorate(func: Any) -> Any:
+        for s in reversed(settings):
+            flags = [f for f in ((short or {}).get(s.name), s.flag) if f]
+            help_text = s.doc
+            if s.default is None and s.nullable and s.default_doc:
+                help_text += f" (default: {s.default_doc})"
+            if s.kind is bool:
+                func = click.option(*flags, s.name, is_flag=True, default=bool(s.default),
+                                    help=help_text)(func)
+                continue
+            default = s.default_text if s.many and s.default is not None else s.default
+            func = click.option(*flags, s.name, type=setting_type(s), default=default,
+                                required=s.default is None and not s.nullable,
+                                show_default=s.default is not None, help=help_text)(func)
+        return func
+    return decorate
+
+
 def fail(message: str, code: int = 2) -> None:
     err.print(f"error: {message}", markup=False)
     sys.exit(code)
@@ -214,6 +250,10 @@ def guarded() -> Iterator[None]:
             raise
         err.print(f"error: {exc}", markup=False)
         sys.exit(exc.exit_code)
+    except SettingError as exc:  # the library names the setting, the command line its flag
+        if State.debug:
+            raise
+        fail(exc.as_flag(), exc.exit_code)
     except MelOptError as exc:
         if State.debug:
             raise

@@ -10,17 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from mel_opt.api import load_instance
-from mel_opt.cli.app import cli, count, err, fail, guarded, out, positive, refuse_overwrite
-from mel_opt.errors import UsageError
+from mel_opt.cli.app import cli, declared_options, err, fail, guarded, out, refuse_overwrite
 from mel_opt.training import TrainSettings, train, write_outputs
-from mel_opt.training.run import DTYPES
-
-
-def _floats(text: str, option: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise UsageError(f"{option} needs comma-separated numbers, got {text!r}") from None
 
 
 def _cell(iv: dict[str, Any], digits: int = 3) -> str:
@@ -59,42 +50,16 @@ def summary_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+_FLAGS = ("schemes", "cycles", "seeds", "dataset", "partition", "model", "targets", "lr",
+          "batch_size", "dtype", "threads", "reference", "max_train", "time_limit")
+
+
 @cli.command("train")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--schemes", required=True,
-              help="Comma-separated methods of the instance's problem and training baselines "
-                   "(feel: individual, model-based, gradient-based).")
-@click.option("--cycles", type=count(), default=20, show_default=True,
-              help="Global cycles (communication rounds) per run.")
-@click.option("--seeds", type=count(), default=3, show_default=True, help="Runs per scheme.")
-@click.option("--dataset", default="digits", show_default=True,
-              help="digits, fashion-mnist, mnist, or idx:DIR (MNIST-format files).")
-@click.option("--partition", default="iid", show_default=True,
-              help="iid, non-iid (2K single-label shards, two per learner) or dirichlet:ALPHA.")
-@click.option("--model", default="twonn", show_default=True,
-              help="softmax, twonn [F,50,20,C] or mlp000 [F,300,124,60,C].")
-@click.option("--target", "targets", default="0.9", show_default=True,
-              help="Comma-separated target accuracies in (0, 1].")
-@click.option("--lr", type=positive(), default=0.1, show_default=True, help="SGD learning rate.")
-@click.option("--batch-size", type=count(), default=32, show_default=True,
-              help="Local minibatch (mel-async, dab).")
-@click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True,
-              help="Precision of the data, the model and its training (float32: about twice "
-                   "as fast, the same accuracy within the spread over seeds).")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="Threads that train the learners (default: the CPUs this process may use).")
-@click.option("--reference", default=None, help="Scheme the speedups are measured against "
-                                                 "(default: the first).")
-@click.option("--max-train", type=count(), default=None, help="Use at most this many training "
-                                                          "samples.")
-@click.option("--time-limit", type=positive(), default=60.0, show_default=True,
-              help="Solver time limit per scheme [s].")
+@declared_options(*(TrainSettings.setting(name) for name in _FLAGS))
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for train.csv, summary.json and train.png.")
-def train_cmd(path: str, schemes: str, cycles: int, seeds: int, dataset: str, partition: str,
-              model: str, targets: str, lr: float, batch_size: int, dtype: str,
-              threads: int | None, reference: str | None, max_train: int | None,
-              time_limit: float, out_dir: str) -> None:
+def train_cmd(path: str, out_dir: str, **values: Any) -> None:
     """Solve PATH with each scheme, then train a model under every allocation.
 
     The clock is virtual: a cycle lasts what the instance's latency model says (dab: plus each
@@ -104,12 +69,7 @@ def train_cmd(path: str, schemes: str, cycles: int, seeds: int, dataset: str, pa
     with guarded():
         for name in ("train.csv", "summary.json", "train.png"):  # before any work
             refuse_overwrite(str(Path(out_dir) / name), path)
-        settings = TrainSettings(
-            schemes=tuple(s.strip() for s in schemes.split(",") if s.strip()), cycles=cycles,
-            seeds=seeds, dataset=dataset, partition=partition, model=model,
-            targets=_floats(targets, "--target"), lr=lr, batch_size=batch_size,
-            dtype=dtype, threads=threads, reference=reference, max_train=max_train,
-            time_limit=time_limit)
+        settings = TrainSettings(**values)
         inst = load_instance(path)
         with Progress(TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:

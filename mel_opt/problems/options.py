@@ -46,6 +46,8 @@ class Option:
         Inclusive bounds of a numeric option.
     default_doc : str
         How the default is chosen when it depends on the instance.
+    minimum_open : bool
+        The minimum itself is refused (``> 0`` rather than ``>= 0``).
     """
 
     name: str
@@ -56,6 +58,7 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     default_doc: str = ""
+    minimum_open: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in (bool, int, float, str):
@@ -72,9 +75,10 @@ class Option:
             return f"one of {', '.join(self.choices)}" if self.choices else "a text"
         word = "a whole number" if self.kind is int else "a number"
         if self.minimum is not None and self.maximum is not None:
-            return f"{word} in [{self.minimum:g}, {self.maximum:g}]"
+            return f"{word} in {'(' if self.minimum_open else '['}{self.minimum:g}, " \
+                   f"{self.maximum:g}]"
         if self.minimum is not None:
-            return f"{word} >= {self.minimum:g}"
+            return f"{word} {'>' if self.minimum_open else '>='} {self.minimum:g}"
         if self.maximum is not None:
             return f"{word} <= {self.maximum:g}"
         return word
@@ -130,8 +134,9 @@ class Option:
             raise self._bad(value)
         if self.kind is int and not number.is_integer():
             raise self._bad(value)
-        if (self.minimum is not None and number < self.minimum) or (
-                self.maximum is not None and number > self.maximum):
+        below = self.minimum is not None and (
+            number <= self.minimum if self.minimum_open else number < self.minimum)
+        if below or (self.maximum is not None and number > self.maximum):
             raise self._bad(value)
         if self.kind is int:
             return int(value) if isinstance(value, int) else int(number)

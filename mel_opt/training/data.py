@@ -176,6 +176,15 @@ def _digits_file() -> np.ndarray | None:
     return None
 
 
+def check_dataset_name(name: str) -> None:
+    """Refuse a name :func:`load_dataset` cannot mean (UsageError); whether its files are there
+    is found when it is loaded."""
+    if name == "digits" or name in KNOWN_IDX_DIRS or name.startswith("idx:") or os.sep in name \
+            or Path(name).is_dir():
+        return
+    raise UsageError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+
+
 def load_dataset(name: str, *, max_train: int | None = None,
                  max_test: int | None = None) -> Dataset:
     """A data set by name: ``digits``, ``fashion-mnist``, ``mnist``, ``idx:DIR`` or a directory.
@@ -202,10 +211,9 @@ def load_dataset(name: str, *, max_train: int | None = None,
         ds = load_idx_dir(directory, name)
     elif name.startswith("idx:"):
         ds = load_idx_dir(name[4:])
-    elif os.sep in name or Path(name).is_dir():
-        ds = load_idx_dir(name)
     else:
-        raise UsageError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+        check_dataset_name(name)
+        ds = load_idx_dir(name)
     return subsample(ds, max_train, max_test)
 
 

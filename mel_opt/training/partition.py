@@ -47,7 +47,7 @@ def parse_partition(text: str) -> Partition:
         except ValueError:
             alpha = float("nan")
         if not alpha > 0 or not np.isfinite(alpha):
-            raise UsageError(f"--partition dirichlet:ALPHA needs a positive number, got {text!r}")
+            raise UsageError(f"dirichlet:ALPHA needs a positive number ALPHA, got {text!r}")
         return Partition("dirichlet", alpha)
     raise UsageError(f"unknown partition {text!r}; choose iid, non-iid or dirichlet:ALPHA")
 

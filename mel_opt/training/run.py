@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt import activity, api
-from mel_opt.errors import UsageError
+from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems import get_problem
 from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext
@@ -27,8 +27,7 @@ from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import Partition, make_pools, parse_partition, proportional_sizes
-
-DTYPES = ("float32", "float64")
+from mel_opt.training.settings import TrainSettings
 
 
 def available_cpus() -> int:
@@ -52,65 +51,6 @@ def training_only(problem: str) -> tuple[str, ...]:
     """The training-only schemes of ``problem``'s learning cycle (none when it has none)."""
     cycle = get_problem(problem).learning
     return tuple(cycle.schemes) if cycle is not None else ()
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """What to train and how (the options of ``melopt train``).
-
-    Attributes
-    ----------
-    schemes : tuple of str
-        Methods of the instance's problem and training-only baselines.
-    cycles : int
-        Global cycles (communication rounds) per run.
-    seeds : int
-        Runs per scheme, seeds 0 .. seeds-1 (model initialisation, partition, shuffling).
-    dataset, partition, model : str
-        See :func:`~mel_opt.training.data.load_dataset`,
-        :func:`~mel_opt.training.partition.parse_partition`,
-        :func:`~mel_opt.training.mlp.layers_for`.
-    targets : tuple of float
-        Validation accuracies in (0, 1] to report cycles and seconds to.
-    lr : float
-        SGD learning rate (feel: at a global batch of B^max, scaled as sqrt(B)).
-    batch_size : int
-        Local minibatch of mel-async and dab passes (feel uses B^max for local epochs).
-    dtype : str
-        ``float32`` (default) or ``float64``: the precision of the data, the model and its
-        training. float32 trains about twice as fast and ends at the same accuracies within
-        the spread over seeds (docs: Train, What it costs).
-    threads : int or None
-        Threads that train the learners of a cycle, each a share of them (the numbers do not
-        depend on it); None: the CPUs this process may run on. BLAS runs one thread each
-        while training (its own threads cost more than they give on these small products).
-    param_bits : float or None
-        feel: bits of the model parameters sent by model-based FEEL and individual learning
-        (default: the instance's gradient size, i.e. parameters sent at the gradient's b bits).
-    reference : str or None
-        Scheme the speedups are measured against (default: the first scheme).
-    max_train, max_test : int or None
-        Subset sizes of the data set.
-    time_limit : float or None
-        Per-scheme solver time limit [s].
-    """
-
-    schemes: tuple[str, ...]
-    cycles: int = 20
-    seeds: int = 3
-    dataset: str = "digits"
-    partition: str = "iid"
-    model: str = "twonn"
-    targets: tuple[float, ...] = (0.9,)
-    lr: float = 0.1
-    batch_size: int = 32
-    dtype: str = "float32"
-    threads: int | None = None
-    param_bits: float | None = None
-    reference: str | None = None
-    max_train: int | None = None
-    max_test: int | None = None
-    time_limit: float | None = 60.0
 
 
 @dataclass
@@ -154,33 +94,16 @@ def learning_cycle(problem: str) -> LearningCycle:
 
 
 def check_settings(problem: str, s: TrainSettings) -> Partition:
-    """Reject bad settings with one clear message each (UsageError, exit code 2)."""
+    """Refuse settings ``problem`` cannot train (UsageError, exit code 2); each setting's own
+    type and range were checked when ``s`` was made (:data:`~mel_opt.training.settings.
+    TRAIN_SETTINGS`)."""
     learning_cycle(problem)
     known = list(api.methods(problem)[problem]) + list(training_only(problem))
-    if not s.schemes:
-        raise UsageError("--schemes needs at least one scheme")
     for name in s.schemes:
         if name not in known:
-            raise UsageError(f"--schemes: unknown scheme {name!r} for {problem}; choose from "
-                             f"{', '.join(known)}")
-    if len(set(s.schemes)) != len(s.schemes):
-        raise UsageError("--schemes: a scheme is named twice")
-    if s.reference is not None and s.reference not in s.schemes:
-        raise UsageError(f"--reference {s.reference!r} is not one of --schemes")
-    if s.cycles < 1:
-        raise UsageError(f"--cycles must be at least 1, got {s.cycles}")
-    if s.seeds < 1:
-        raise UsageError(f"--seeds must be at least 1, got {s.seeds}")
-    for t in s.targets:
-        if not 0.0 < t <= 1.0:
-            raise UsageError(f"--target: accuracies must lie in (0, 1], got {t:g}")
-    if not s.lr > 0 or s.batch_size < 1:
-        raise UsageError("--lr must be positive and --batch-size at least 1")
-    if s.dtype not in DTYPES:
-        raise UsageError(f"--dtype must be float32 or float64, got {s.dtype!r}")
-    if s.threads is not None and s.threads < 1:
-        raise UsageError(f"--threads must be at least 1, got {s.threads}")
-    layers_for(s.model, 1, 1)  # unknown model -> UsageError
+            raise SettingError("schemes", s.setting("schemes").flag,
+                               f"unknown scheme {name!r} for {problem}; choose from "
+                               f"{', '.join(known)}", ": ")
     return parse_partition(s.partition)
 
 

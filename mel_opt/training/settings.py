@@ -1,0 +1,138 @@
+"""The declared settings of learning runs: the emulator's (``melopt train``) and the ones a live
+run shares with it (data set, partition, model, optimiser).
+
+Every setting is declared once here (:class:`~mel_opt.settings.Setting`: type, range, default,
+flag, doc); :class:`TrainSettings` checks its fields against these declarations when it is made,
+``melopt train`` builds its options from them, and :mod:`mel_opt.live.settings` reuses the
+shared ones. "All the data" has one spelling: ``max_train`` / ``max_test`` of None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mel_opt.errors import SettingError
+from mel_opt.settings import Declared, Setting
+from mel_opt.training.data import check_dataset_name
+from mel_opt.training.mlp import layers_for
+from mel_opt.training.partition import parse_partition
+
+__all__ = ["DATA_SETTINGS", "DTYPES", "TRAIN_SETTINGS", "TrainSettings"]
+
+DTYPES = ("float32", "float64")
+
+
+def _model(name: str) -> None:
+    layers_for(name, 1, 1)  # UsageError naming the known models
+
+
+DATASET = Setting("dataset", str, "digits", "digits, fashion-mnist, mnist, or idx:DIR "
+                  "(MNIST-format files).", check=check_dataset_name)
+PARTITION = Setting("partition", str, "iid", "iid, non-iid (2K single-label shards, two per "
+                    "learner) or dirichlet:ALPHA.", check=parse_partition)
+MODEL = Setting("model", str, "twonn", "softmax, twonn [F,50,20,C] or mlp000 "
+                "[F,300,124,60,C].", check=_model)
+LR = Setting("lr", float, 0.1, "SGD learning rate.", minimum=0.0, minimum_open=True)
+BATCH_SIZE = Setting("batch_size", int, 32, "Local minibatch (problems whose plan does not set "
+                     "its own).", minimum=1)
+MAX_TRAIN = Setting("max_train", int, None, "Use at most this many training samples.",
+                    minimum=1, nullable=True, default_doc="all")
+MAX_TEST = Setting("max_test", int, None, "Use at most this many validation samples.",
+                   minimum=1, nullable=True, default_doc="all")
+
+#: What every learning run (emulated or live) says about its data and model.
+DATA_SETTINGS = (DATASET, PARTITION, MODEL, LR, BATCH_SIZE, MAX_TRAIN, MAX_TEST)
+
+TRAIN_SETTINGS = (
+    Setting("schemes", str, None, "Comma-separated methods of the instance's problem and "
+            "training baselines (feel: individual, model-based, gradient-based).", many=True,
+            default_doc="required"),
+    Setting("cycles", int, 20, "Global cycles (communication rounds) per run.", minimum=1),
+    Setting("seeds", int, 3, "Runs per scheme (seeds 0 .. seeds-1).", minimum=1),
+    *DATA_SETTINGS,
+    Setting("targets", float, (0.9,), "Comma-separated target accuracies in (0, 1].",
+            minimum=0.0, minimum_open=True, maximum=1.0, many=True, flag="--target"),
+    Setting("dtype", str, "float32", "Precision of the data, the model and its training "
+            "(float32: about twice as fast, the same accuracy within the spread over seeds).",
+            choices=DTYPES),
+    Setting("threads", int, None, "Threads that train the learners.", minimum=1,
+            nullable=True, default_doc="the CPUs this process may use"),
+    Setting("param_bits", float, None, "feel: bits of the model parameters sent by "
+            "model-based FEEL and individual learning.", minimum=0.0, minimum_open=True,
+            nullable=True, default_doc="the instance's gradient size"),
+    Setting("reference", str, None, "Scheme the speedups are measured against.",
+            nullable=True, default_doc="the first scheme"),
+    Setting("time_limit", float, 60.0, "Solver time limit per scheme [s].", minimum=0.0,
+            minimum_open=True, nullable=True, default_doc="none"),
+)
+
+
+@dataclass(frozen=True)
+class TrainSettings(Declared):
+    """What to train and how (the options of ``melopt train``); every field is checked against
+    its declaration in :data:`TRAIN_SETTINGS` when the object is made.
+
+    Attributes
+    ----------
+    schemes : tuple of str
+        Methods of the instance's problem and training-only baselines.
+    cycles : int
+        Global cycles (communication rounds) per run.
+    seeds : int
+        Runs per scheme, seeds 0 .. seeds-1 (model initialisation, partition, shuffling).
+    dataset, partition, model : str
+        See :func:`~mel_opt.training.data.load_dataset`,
+        :func:`~mel_opt.training.partition.parse_partition`,
+        :func:`~mel_opt.training.mlp.layers_for`.
+    targets : tuple of float
+        Validation accuracies in (0, 1] to report cycles and seconds to.
+    lr : float
+        SGD learning rate (feel: at a global batch of B^max, scaled as sqrt(B)).
+    batch_size : int
+        Local minibatch of mel-async and dab passes (feel uses B^max for local epochs).
+    dtype : str
+        ``float32`` (default) or ``float64``: the precision of the data, the model and its
+        training. float32 trains about twice as fast and ends at the same accuracies within
+        the spread over seeds (docs: Train, What it costs).
+    threads : int or None
+        Threads that train the learners of a cycle, each a share of them (the numbers do not
+        depend on it); None: the CPUs this process may run on. BLAS runs one thread each
+        while training (its own threads cost more than they give on these small products).
+    param_bits : float or None
+        feel: bits of the model parameters sent by model-based FEEL and individual learning
+        (default: the instance's gradient size, i.e. parameters sent at the gradient's b bits).
+    reference : str or None
+        Scheme the speedups are measured against (default: the first scheme).
+    max_train, max_test : int or None
+        Subset sizes of the data set (None: all of it).
+    time_limit : float or None
+        Per-scheme solver time limit [s].
+    """
+
+    SETTINGS: ClassVar[tuple[Setting, ...]] = TRAIN_SETTINGS
+
+    schemes: tuple[str, ...]
+    cycles: int = 20
+    seeds: int = 3
+    dataset: str = "digits"
+    partition: str = "iid"
+    model: str = "twonn"
+    targets: tuple[float, ...] = (0.9,)
+    lr: float = 0.1
+    batch_size: int = 32
+    dtype: str = "float32"
+    threads: int | None = None
+    param_bits: float | None = None
+    reference: str | None = None
+    max_train: int | None = None
+    max_test: int | None = None
+    time_limit: float | None = 60.0
+
+    def check_together(self) -> None:
+        if len(set(self.schemes)) != len(self.schemes):
+            raise SettingError("schemes", self.setting("schemes").flag, "names a scheme twice")
+        if self.reference is not None and self.reference not in self.schemes:
+            raise SettingError("reference", self.setting("reference").flag,
+                               f"{self.reference!r} is not one of {{schemes}}", " ",
+                               {"schemes": self.setting("schemes").flag})
