@@ -25,9 +25,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ALPHA", "Estimates", "Measurement", "read_measurement"]
+from mel_opt.live.settings import LiveSettings
 
-ALPHA = 0.5  # weight of the newest measurement in the average
+__all__ = ["Estimates", "Measurement", "read_measurement"]
+
+#: Weight of the newest measurement in the average (the run's ``alpha`` setting's default).
+ALPHA: float = LiveSettings.setting("alpha").default
 MIN_SECONDS = 1e-9  # seconds per sample-pass: faster than any CPU does a TwoNN sample
 MAX_SECONDS = 60.0  # slower than a minute per sample is a stalled or broken learner
 MAX_JUMP = 100.0  # a measurement this many times off the estimate is not believed
@@ -55,6 +58,15 @@ class Measurement:
     def seconds_per_sample(self) -> float:
         return self.compute_s / self.work
 
+    @classmethod
+    def of(cls, learner: int, compute_s: float | None, work: float | None) -> Measurement | str:
+        """The measurement, or why it cannot be used (both must be finite and positive)."""
+        for key, value in (("compute_s", compute_s), ("work", work)):
+            if value is None or not math.isfinite(value) or value <= 0:
+                return f"{key} must be a finite positive number, got {value!r}"
+        assert compute_s is not None and work is not None
+        return cls(learner, float(compute_s), float(work))
+
 
 def read_measurement(learner: int, metrics: Mapping[str, Any]) -> Measurement | str:
     """The measurement in a learner's metrics, or why it cannot be used.
@@ -62,17 +74,14 @@ def read_measurement(learner: int, metrics: Mapping[str, Any]) -> Measurement | 
     ``metrics`` must hold ``compute_s`` (seconds) and ``work`` (sample-passes), both finite and
     positive.
     """
-    values = {}
+    values: dict[str, float] = {}
     for key in ("compute_s", "work"):
         raw = metrics.get(key)
         try:
-            value = float(raw)  # type: ignore[arg-type]
+            values[key] = float(raw)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return f"{key} is not a number ({raw!r})"
-        if not math.isfinite(value) or value <= 0:
-            return f"{key} must be a finite positive number, got {raw!r}"
-        values[key] = value
-    return Measurement(learner, values["compute_s"], values["work"])
+    return Measurement.of(learner, values["compute_s"], values["work"])
 
 
 @dataclass

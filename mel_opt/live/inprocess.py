@@ -10,14 +10,15 @@ paper 003 runs the adaptive-tau control this way, with the times its authors sim
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from mel_opt.live import learner as L
-from mel_opt.live.rounds import LiveRun, NodeReply, RoundPlan
-from mel_opt.training.mlp import Params
+from mel_opt.live.rounds import Answer, LiveRun
+from mel_opt.problems.messages import ProbeReport, TrainOrder
 
 __all__ = ["Clock", "run_in_process"]
 
@@ -46,6 +47,10 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
                    on_round: Callable[[LiveRun], None] | None = None) -> LiveRun:
     """Probe, then ``run.settings.rounds`` rounds (or until the problem ends the run).
 
+    Every learner answers through :func:`mel_opt.live.learner.answer_train`, as a Flower
+    client does, and its report goes through the same encoding and the same reading on the
+    server; only its compute time is the clock's.
+
     Parameters
     ----------
     run : LiveRun
@@ -58,19 +63,20 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
         Called with ``run`` after every round.
     """
     data = run.data
+    memories = {k: L.Memory() for k in range(run.K)}
     for k in range(run.K):
-        run.accept_probe(k, {"partition_id": k, "compute_s": clock.probe_s_per_sample * 1000,
-                             "work": 1000.0})
-    previous: dict[int, Params] = {}
-    seed = run.settings.seed
+        report = ProbeReport(k, int(np.asarray(pools[k]).size),
+                             clock.probe_s_per_sample * 1000, 1000.0)
+        run.accept_probe(k, report.encode())
     for r in range(1, run.settings.rounds + 1):
         plan = run.plan(r)
-        replies, longest = [], 0.0
-        for k, cfg in plan.configs.items():
-            replies.append(_learner(run, plan, k, cfg, L.LocalData(data, np.asarray(pools[k])),
-                                    previous, seed, clock))
-            longest = max(longest, float(replies[-1].metrics["compute_s"]))
-        run.close(plan, replies, longest + clock.overhead_s(r))
+        answers, longest = [], 0.0
+        for k, order in plan.orders.items():
+            local = L.LocalData(data, np.asarray(pools[k]))
+            answer = _learner(order, k, local, memories[k], clock)
+            answers.append(answer)
+            longest = max(longest, float(answer.records.config["compute_s"]))
+        run.close(plan, answers, longest + clock.overhead_s(r))
         if on_round is not None:
             on_round(run)
         if run.finished:
@@ -78,25 +84,11 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
     return run
 
 
-def _learner(run: LiveRun, plan: RoundPlan, k: int, cfg: dict, local: L.LocalData,
-             previous: dict[int, Params], seed: int, clock: Clock) -> NodeReply:
+def _learner(order: TrainOrder, k: int, local: L.LocalData, memory: L.Memory,
+             clock: Clock) -> Answer:
     """What learner k answers: as the client app does, with the clock's time."""
-    model = run.model_of(k, plan)
-    stats = L.gradient_statistics(model, previous.get(k), local) \
-        if int(cfg.get("statistics", 0)) else None
-    done = L.train_cycle(model, local, int(cfg["samples"]), int(cfg["passes"]),
-                         int(cfg["batch"]), float(cfg["lr"]),
-                         seed * 1_000_003 + plan.round * 7919 + k)
-    metrics: dict[str, float] = {"partition_id": k, "samples": done.samples,
-                                 "passes": done.passes, "work": max(done.work, 1.0),
-                                 "compute_s": clock.compute_s(plan.round, k, done.work)}
-    gradient = None
-    if stats is not None:
-        previous[k] = done.model
-        metrics["local_loss"] = stats.loss
-        if stats.rho is not None:
-            metrics["rho"] = stats.rho
-        if stats.beta is not None:
-            metrics["beta"] = stats.beta
-        gradient = stats.gradient
-    return NodeReply(k, metrics, done.model, gradient=gradient)
+    report = L.answer_train(order, k, local, memory)
+    work = max(report.work, 1.0)
+    report = dataclasses.replace(report, work=work,
+                                 compute_s=clock.compute_s(order.round, k, report.work))
+    return Answer(k, report.encode())

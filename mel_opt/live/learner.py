@@ -1,31 +1,43 @@
-"""What a live learner does with a message: its local data, the probe, one cycle of training.
+"""What a live learner does with a message: its local data, the probe, one round of training.
 
-Pure functions over numpy (no Flower), so the client app (:mod:`mel_opt.live.client`) is a thin
-wrapper and the same code can be tested alone. The learner trains the emulator's own model
-code: the MLP of :mod:`mel_opt.training.mlp` with the batched SGD of
-:mod:`mel_opt.training.local`, here with one learner on the learner axis.
+Pure functions over numpy (no Flower): :func:`answer_probe` and :func:`answer_train` take a
+typed order (:mod:`mel_opt.problems.messages`) and return the typed report. The Flower client app
+(:mod:`mel_opt.live.client`) and the in-process learners (:mod:`mel_opt.live.inprocess`) both
+call them, so a learner behaves the same under either. The learner trains the emulator's own
+model code: the MLP of :mod:`mel_opt.training.mlp` with the batched SGD of
+:mod:`mel_opt.training.local`, here with one learner on the learner axis, and one BLAS thread
+(a learner is one core's work; scipy's BLAS is loaded first so the limit covers it too, which
+matters where every message is a fresh process).
+
+What a learner does beyond training as ordered is its problem's
+(:class:`~mel_opt.problems.learning.LearnerSide`): a dab learner plans its own work from the
+order's brief and its own speed; an adaptive-tau learner reports gradient statistics.
 
 A learner holds one part of the training set, chosen by its partition id: the set is split
-into ``num_partitions`` equal parts (IID, label shards or Dirichlet, as ``--partition`` says)
+into ``num_partitions`` equal parts (IID, label shards or Dirichlet, as the partition says)
 with a seed every learner shares, so the parts never overlap and every process computes the
-same split. Each cycle it trains on the number of samples the server asks for, drawn from its
+same split. Each round it trains on the number of samples it is asked for, drawn from its
 part (its whole part plus random repeats when asked for more, as the thesis duplicates data).
+It keeps its own estimate of its seconds per sample-pass (the same exponentially weighted
+average, with the run's weight ``alpha``, as the server's).
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
+from mel_opt.problems import get_problem
+from mel_opt.problems.learning import LearnerSide
+from mel_opt.problems.messages import DataSpec, ProbeOrder, ProbeReport, TrainOrder, TrainReport
+from mel_opt.subset_benchmarking.threads import blas_threads
 from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.local import local_sgd, make_schedule, one_step_schedule
-from mel_opt.training.mlp import Params
+from mel_opt.training.mlp import Params, init_params, layers_for
 from mel_opt.training.partition import (
     draw,
     make_pools,
@@ -33,12 +45,12 @@ from mel_opt.training.partition import (
     proportional_sizes,
 )
 
-__all__ = ["LocalData", "Statistics", "Trained", "gradient_statistics", "local_data", "probe",
-           "train_cycle"]
+__all__ = ["LocalData", "Memory", "Trained", "answer_probe", "answer_train", "dataset",
+           "local_data",
+           "probe", "round_seed", "train_cycle"]
 
-#: Probe (subset benchmarking) length: at least this many seconds of training, so that a
-#: learner throttled by a duty cycle is measured over many of its periods.
-PROBE_MIN_S = 0.5
+#: The memory key of the learner's own seconds per sample-pass.
+SPEED = "seconds_per_sample"
 
 
 @dataclass(frozen=True)
@@ -56,27 +68,56 @@ class LocalData:
     data: Dataset
     rows: np.ndarray
 
+    def loss_and_gradient(self, model: Params, max_samples: int) -> tuple[float, Params]:
+        """Mean cross-entropy and its gradient at ``model`` over the first ``max_samples``
+        rows of this learner's part (the same rows every round)."""
+        from mel_opt.training.mlp import stacked_gradients, stacked_loss
+
+        rows = self.rows[:max_samples]
+        x, y = self.data.x_train[rows], self.data.y_train[rows]
+        stacked = [np.asarray(a, dtype=x.dtype)[None] for a in model]
+        weight = np.full((1, y.size), 1.0 / y.size, dtype=x.dtype)
+        loss = float(stacked_loss(stacked, x[None], y[None])[0])
+        grads = stacked_gradients(stacked, x[None], y[None], weight)
+        return loss, [np.asarray(g[0]) for g in grads]
+
+
+@dataclass
+class Memory:
+    """What a learner keeps between messages: numbers and arrays by key (the in-process
+    learners' memory; the Flower client keeps the same in its node state)."""
+
+    numbers: dict[str, float] = field(default_factory=dict)
+    stored: dict[str, Params] = field(default_factory=dict)
+
+    def number(self, key: str) -> float:
+        return self.numbers.get(key, math.nan)
+
+    def keep_number(self, key: str, value: float) -> None:
+        self.numbers[key] = float(value)
+
+    def arrays(self, key: str) -> Params | None:
+        return self.stored.get(key)
+
+    def keep_arrays(self, key: str, arrays: Params) -> None:
+        self.stored[key] = [np.array(a, copy=True) for a in arrays]
+
 
 @cache
-def _dataset(name: str, max_train: int | None, max_test: int | None) -> Dataset:
+def dataset(name: str, max_train: int | None, max_test: int | None) -> Dataset:
+    """The named data set in float32, loaded once per process."""
     return load_dataset(name, max_train=max_train, max_test=max_test).astype(np.dtype("float32"))
 
 
-def local_data(config: Mapping[str, Any], partition_id: int) -> LocalData:
-    """The learner's part of the data set named in ``config``.
-
-    ``config`` holds ``dataset``, ``partition``, ``num_partitions``, ``data_seed`` and
-    optionally ``max_train`` / ``max_test`` (0: all).
-    """
-    ds = _dataset(str(config["dataset"]), int(config.get("max_train", 0)) or None,
-                  int(config.get("max_test", 0)) or None)
-    n = int(config["num_partitions"])
+def local_data(spec: DataSpec, partition_id: int) -> LocalData:
+    """The learner's part of the data set ``spec`` describes."""
+    ds = dataset(spec.dataset, spec.max_train, spec.max_test)
+    n = spec.num_partitions
     if not 0 <= partition_id < n:
         raise ValueError(f"partition id {partition_id} is outside 0..{n - 1}")
     sizes = proportional_sizes(np.ones(n), ds.y_train.size)
-    rng = np.random.default_rng([int(config["data_seed"]), 11])
-    pools = make_pools(ds.y_train, sizes, parse_partition(str(config["partition"])),
-                       ds.classes, rng)
+    rng = np.random.default_rng([spec.seed, 11])
+    pools = make_pools(ds.y_train, sizes, parse_partition(spec.partition), ds.classes, rng)
     return LocalData(ds, pools[partition_id])
 
 
@@ -108,18 +149,13 @@ def train_cycle(model: Params, local: LocalData, samples: int, passes: int, batc
 
     ``batch`` is the minibatch size (0: one gradient step over all the samples, a FEEL
     device's round). ``seed`` draws the samples and the shuffles. Returns the new model
-    (float arrays of the same shapes) and the measured compute time.
+    (float arrays of the same shapes) and the measured compute time. The caller sets the BLAS
+    threads (:func:`answer_train` runs one).
     """
     if samples <= 0 or passes <= 0:
         return Trained([a.copy() for a in model], 0.0, 0.0, 0, 0)
     rng = np.random.default_rng(seed)
     x, y = local.data.x_train, local.data.y_train
-    with threadpool_limits(limits=1, user_api="blas"):  # a learner is one core's work
-        return _train(model, x, y, local, samples, passes, batch, lr, rng)
-
-
-def _train(model: Params, x: np.ndarray, y: np.ndarray, local: LocalData, samples: int,
-           passes: int, batch: int, lr: float, rng: np.random.Generator) -> Trained:
     start = time.perf_counter()
     rows = [draw(local.rows, int(samples), rng)]
     if batch == 0:
@@ -133,8 +169,7 @@ def _train(model: Params, x: np.ndarray, y: np.ndarray, local: LocalData, sample
     return Trained([a[0] for a in out], compute, work, int(samples), 1 if batch == 0 else passes)
 
 
-def probe(model: Params, local: LocalData, batch: int, seed: int,
-          min_seconds: float = PROBE_MIN_S) -> Trained:
+def probe(model: Params, local: LocalData, batch: int, seed: int, min_seconds: float) -> Trained:
     """Subset benchmarking of this learner: time passes over (a part of) its own data.
 
     Trains a throw-away copy of ``model`` on up to 256 of its samples, pass after pass, until
@@ -144,80 +179,62 @@ def probe(model: Params, local: LocalData, batch: int, seed: int,
     """
     n = int(min(256, local.rows.size))
     total_s, work, passes = 0.0, 0.0, 0
-    current = model
     while total_s < min_seconds or passes == 0:
-        step = train_cycle(current, local, n, 1, batch, 0.0, seed + passes)
+        step = train_cycle(model, local, n, 1, batch, 0.0, seed + passes)
         total_s += step.compute_s
         work += step.work
         passes += 1
     return Trained(model, total_s, work, n, passes)
 
 
-#: Samples of the learner's own data its gradient statistics are computed on (at most).
-STATISTICS_SAMPLES = 2048
+def round_seed(seed: int, round_: int, learner: int) -> int:
+    """The seed of a learner's samples and shuffles in a round (distinct per learner and
+    round, the same in every engine)."""
+    return seed * 1_000_003 + round_ * 7919 + learner
 
 
-@dataclass(frozen=True)
-class Statistics:
-    """A learner's gradient statistics at the round's global model w (adaptive-tau).
-
-    Attributes
-    ----------
-    loss : float
-        F_i(w), its mean local loss at w.
-    gradient : list of ndarray
-        grad F_i(w).
-    rho, beta : float or None
-        |F_i(w_i) - F_i(w)| / ||w_i - w|| and ||grad F_i(w_i) - grad F_i(w)|| / ||w_i - w||
-        with w_i its local model of the previous round (None without one, or when w_i = w).
-    seconds : float
-        Wall time of computing them [s].
-    """
-
-    loss: float
-    gradient: Params
-    rho: float | None
-    beta: float | None
-    seconds: float
+def _remember(memory: Memory, seconds: float, alpha: float) -> None:
+    """Fold a measurement into the learner's own estimate of its seconds per sample-pass."""
+    before = memory.number(SPEED)
+    memory.keep_number(SPEED, seconds if not math.isfinite(before)
+                       else (1 - alpha) * before + alpha * seconds)
 
 
-def _loss_and_gradient(model: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, Params]:
-    from mel_opt.training.mlp import stacked_gradients, stacked_loss
-
-    stacked = [np.asarray(a, dtype=x.dtype)[None] for a in model]
-    xs, ys = x[None], y[None]
-    weight = np.full((1, y.size), 1.0 / y.size, dtype=x.dtype)
-    loss = float(stacked_loss(stacked, xs, ys)[0])
-    grads = stacked_gradients(stacked, xs, ys, weight)
-    return loss, [np.asarray(g[0]) for g in grads]
+def learner_side(problem: str) -> LearnerSide:
+    """What the learners of ``problem`` do beyond training (its cycle's learner side)."""
+    cycle = get_problem(problem).learning
+    return cycle.learner_side if cycle is not None else LearnerSide()
 
 
-def _norm(arrays: Params) -> float:
-    return float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
+def answer_probe(order: ProbeOrder, learner: int, local: LocalData,
+                 memory: Memory) -> ProbeReport:
+    """Time ``learner`` on its own data ``local``; report its speed unless its problem's
+    learners plan their own work (they keep it to themselves)."""
+    layers = layers_for(order.model, local.data.features, local.data.classes)
+    with blas_threads(1):
+        done = probe(init_params(layers, order.seed, np.float32), local, order.batch,
+                     order.seed * 7919 + learner, order.min_seconds)
+    _remember(memory, done.compute_s / done.work, order.alpha)
+    if learner_side(order.problem).plans_own_work:
+        return ProbeReport(learner, int(local.rows.size))
+    return ProbeReport(learner, int(local.rows.size), done.compute_s, done.work)
 
 
-def gradient_statistics(model: Params, previous: Params | None, local: LocalData,
-                        max_samples: int = STATISTICS_SAMPLES) -> Statistics:
-    """The loss and gradient of the learner's local loss at ``model`` (the global model) and,
-    with its previous local model ``previous``, its Lipschitz (rho) and smoothness (beta)
-    estimates between the two (Wang et al.'s estimates, which paper 003's control uses).
-
-    The local loss is the mean cross-entropy over its data (at most ``max_samples`` of it: the
-    first rows of its part, the same every round).
-    """
-    start = time.perf_counter()
-    rows = local.rows[:max_samples]
-    x, y = local.data.x_train[rows], local.data.y_train[rows]
-    with threadpool_limits(limits=1, user_api="blas"):
-        loss, grad = _loss_and_gradient(model, x, y)
-        rho = beta = None
-        if previous is not None and len(previous) == len(model) and all(
-                np.shape(a) == np.shape(b) for a, b in zip(previous, model, strict=True)):
-            dist = _norm([np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-                          for a, b in zip(previous, model, strict=True)])
-            if dist > 0:
-                loss_p, grad_p = _loss_and_gradient(previous, x, y)
-                rho = abs(loss_p - loss) / dist
-                beta = _norm([np.asarray(a, dtype=np.float64) - b
-                              for a, b in zip(grad_p, grad, strict=True)]) / dist
-    return Statistics(loss, grad, rho, beta, time.perf_counter() - start)
+def answer_train(order: TrainOrder, learner: int, local: LocalData,
+                 memory: Memory) -> TrainReport:
+    """One round of ``learner`` on its data ``local``: its problem's work before training, the
+    training (the order's plan, or its own), its problem's work after, and the report."""
+    side = learner_side(order.problem)
+    model = [np.asarray(a, dtype=np.float32) for a in order.model]
+    own = side.own_plan(order, memory.number(SPEED), learner) if side.plans_own_work else None
+    samples, passes = (own.samples, own.passes) if own is not None else (order.samples,
+                                                                           order.passes)
+    with blas_threads(1):
+        extras = side.before_training(order, local, memory)
+        done = train_cycle(model, local, samples, passes, order.batch, order.lr,
+                           round_seed(order.seed, order.round, learner))
+    if done.work > 0:
+        _remember(memory, done.compute_s / done.work, order.alpha)
+    side.after_training(order, done.model, memory)
+    return TrainReport(learner, done.compute_s, done.work, done.samples, done.passes,
+                       done.model, own, dict(extras.metrics), dict(extras.arrays))

@@ -32,7 +32,8 @@ RECORD_PREFIX = "melopt-live "
 
 COLUMNS = ("round", "learner", "name", "node", "status", "predicted_s", "measured_s",
            "deadline_met", "compute_predicted_s", "compute_measured_s", "comm_emulated_s",
-           "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s")
+           "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s",
+           "reason")
 
 
 def _cell(value: Any) -> Any:
@@ -83,16 +84,20 @@ def rows_from_csv(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _value(text: str | None) -> Any:
+    """A cell as the number, flag or text it was (a whole number stays exact: node ids are
+    64-bit and would lose digits through a float)."""
     if text is None or text == "":
         return None
     if text in ("True", "False"):
         return text == "True"
     try:
-        number = float(text)
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
     except ValueError:
         return text
-    return int(number) if number.is_integer() and "." not in text and "e" not in text \
-        else number
 
 
 class RecordCollector:
@@ -170,12 +175,16 @@ def plot(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
         axes[1].legend(fontsize=7)
     else:
         axes[1].plot(walls, [r["accuracy"] for r in done], "o-", lw=1.4)
-    control = [(r["wall_s"], r["control"]["tau"]) for r in done if r.get("control")]
-    if control:  # adaptive-tau: the tau each round ran, on a second axis
-        twin = axes[1].twinx()
-        twin.step([w for w, _ in control], [t for _, t in control], where="pre",
-                  color="tab:gray", lw=1.0)
-        twin.set_ylabel("tau (grey)")
+    for key, label in dict(summary.get("plotted") or {}).items():
+        # what the problem's cycle declares (adaptive-tau: the tau of each round), on a
+        # second axis
+        traced = [(r["wall_s"], r["control"][key]) for r in done
+                  if key in (r.get("control") or {})]
+        if traced:
+            twin = axes[1].twinx()
+            twin.step([w for w, _ in traced], [v for _, v in traced], where="pre",
+                      color="tab:gray", lw=1.0)
+            twin.set_ylabel(f"{label} (grey)")
     axes[1].set_xlabel("wall time [s]")
     axes[1].set_ylabel("validation accuracy")
     for ax in axes:

@@ -1,31 +1,35 @@
 """The server's side of a live run, without Flower: probe, plan a round, close it.
 
 :class:`LiveRun` holds what the server knows between rounds (which node is which learner, each
-learner's estimated speed, who is missing, the global model) and turns it into plans and
-records. The Flower strategy (:mod:`mel_opt.live.strategy`) only carries its configurations to
-the nodes and their replies back, so everything that decides an allocation or judges a
-measurement is a plain function of plain values, testable without a federation.
+learner's estimated speed, who is missing, the global models) and turns it into typed orders
+(:mod:`mel_opt.problems.messages`) and records. The Flower strategy
+(:mod:`mel_opt.live.strategy`) and the in-process learners (:mod:`mel_opt.live.inprocess`) only
+carry the orders to the learners and their answers back, so everything that decides an
+allocation or judges a measurement is a plain function of plain values, testable without a
+federation.
+
+Who plans a round is chosen once, from the problem's learner side (:mod:`mel_opt.live.planners`):
+the server (it solves the round's instance from the measured speeds) or the learners (dab: each
+decides its own work from a brief and keeps its speed to itself).
 
 One round:
 
-1. :meth:`LiveRun.plan`: the instance of the learners that answered last time, with each one's
-   compute coefficient from its current estimate (``LearningCycle.live_instance``), solved by
-   the chosen method through :func:`mel_opt.api.solve` (so the allocation is verified), turned
-   into one plan per learner by the problem's ``configure_cycle``. A decentralised problem
-   (dab) instead sends each learner :meth:`LearningCycle.learner_config` and lets it decide.
-2. The nodes train; the round closes when all have answered or its wall-clock budget
+1. :meth:`LiveRun.plan`: the planner's cycle plan, and one :class:`~mel_opt.problems.messages.
+   TrainOrder` per learner with its task's global model.
+2. The learners train; the round closes when all have answered or its wall-clock budget
    (:meth:`LiveRun.wait_s`: each learner's predicted computation plus its own measured
    messaging overhead) is spent. A learner that has not answered is *missing*: left out
    of the next allocations until it answers again.
-3. :meth:`LiveRun.close`: every reply is checked (non-finite, negative or absurd metrics are
-   ignored with a warning), its measured time is its compute time plus the plan's emulated
+3. :meth:`LiveRun.close`: every answer is read in one place (:meth:`LiveRun.read`: a reply of
+   the wrong shape, or one whose measurements are not believed, is ignored with a warning
+   naming the learner), its measured time is its compute time plus the plan's emulated
    transfer time, the models are aggregated by the problem's ``aggregate``, the estimates
-   follow the measurements, and the global model is evaluated on the server's validation set.
+   follow the measurements, and the global models are evaluated on the server's validation
+   set.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -36,107 +40,45 @@ import numpy as np
 
 from mel_opt import api
 from mel_opt.errors import UsageError
-from mel_opt.live.estimates import Estimates, read_measurement
+from mel_opt.live.estimates import Estimates, Measurement
+from mel_opt.live.planners import Planner, planner_for
+from mel_opt.live.settings import LiveSettings
 from mel_opt.problems import get_problem
-from mel_opt.problems.learning import (
-    CyclePlan,
-    LearnerPlan,
-    LearningCycle,
-    LiveReport,
-    Reply,
-    RunContext,
+from mel_opt.problems.learning import CyclePlan, LearnerPlan, LearningCycle, LiveReport, Reply
+from mel_opt.problems.messages import (
+    ProbeOrder,
+    ProbeReport,
+    Records,
+    ReplyError,
+    TrainOrder,
+    TrainReport,
+    shapes_of,
 )
 from mel_opt.training.data import Dataset
 from mel_opt.training.local import evaluate
 from mel_opt.training.mlp import Params, init_params, layers_for
-from mel_opt.training.partition import proportional_sizes
 
-__all__ = ["LiveRun", "LiveSettings", "NodeReply", "RoundPlan"]
-
-#: A round's compute time beyond this is not believed (a day) [s].
-MAX_ROUND_S = 86_400.0
-#: The probe's own length (at least this much training) [s].
-PROBE_S = 0.5
+__all__ = ["Answer", "LiveRun", "LiveSettings", "RoundPlan"]
 
 
 @dataclass(frozen=True)
-class LiveSettings:
-    """What a live run does (the options of ``melopt live``).
-
-    Attributes
-    ----------
-    instance : Mapping
-        The instance document (the JSON of the file), so a server on another machine can
-        rebuild it.
-    method : str or None
-        The method that allocates every round (None: the problem's default).
-    rounds : int
-    seed : int
-        Model initialisation, the data split and each learner's shuffles.
-    dataset, partition, model : str
-        As ``melopt train``.
-    lr : float
-    batch_size : int
-        Local minibatch (problems whose plan does not set its own).
-    max_train, max_test : int
-        Subset sizes of the data set (0: all).
-    time_limit : float or None
-        Solver time limit per round [s].
-    alpha : float
-        Weight of a new measurement in each learner's speed estimate.
-    grace_s : float
-        Wall-clock seconds a round waits for replies beyond each learner's predicted
-        computation and measured messaging overhead.
-    learners : int or None
-        Learners of a problem whose instance does not fix their number (adaptive-tau: the
-        nodes; None: the problem's default).
-    """
-
-    instance: Mapping[str, Any]
-    method: str | None = None
-    rounds: int = 5
-    seed: int = 0
-    dataset: str = "digits"
-    partition: str = "iid"
-    model: str = "twonn"
-    lr: float = 0.1
-    batch_size: int = 32
-    max_train: int = 0
-    max_test: int = 0
-    time_limit: float | None = 30.0
-    alpha: float = 0.5
-    grace_s: float = 5.0
-    learners: int | None = None
-
-    def data_config(self, num_partitions: int) -> dict[str, Any]:
-        """What every learner needs to find its part of the data set."""
-        return {"dataset": self.dataset, "partition": self.partition,
-                "num_partitions": num_partitions, "data_seed": self.seed,
-                "max_train": self.max_train, "max_test": self.max_test}
-
-
-@dataclass(frozen=True)
-class NodeReply:
-    """What came back from one learner.
+class Answer:
+    """What came back from one learner, not read yet.
 
     Attributes
     ----------
     learner : int
-    metrics : Mapping
-        Its metric record (numbers).
-    model : list of ndarray or None
-        Its trained model (None for a probe, or when the learner trained nothing).
+        The learner whose node sent it.
+    records : Records
+        Its content (:class:`~mel_opt.problems.messages.TrainReport` or
+        :class:`~mel_opt.problems.messages.ProbeReport` encoded).
     elapsed_s : float or None
-        Wall time from sending the message to receiving this reply [s].
-    gradient : list of ndarray or None
-        Its local gradient at the round's global model (cycles with gradient statistics).
+        Wall time from sending the order to receiving this answer [s].
     """
 
     learner: int
-    metrics: Mapping[str, Any]
-    model: Params | None = None
+    records: Records
     elapsed_s: float | None = None
-    gradient: Params | None = None
 
 
 @dataclass
@@ -146,12 +88,13 @@ class RoundPlan:
     Attributes
     ----------
     round : int
-    cycle : CyclePlan or None
-        The problem's plan (None for a decentralised problem: learners decide theirs).
-    configs : dict of int to dict
-        Learner -> the configuration it is sent (numbers and strings).
+    cycle : CyclePlan
+        The cycle's rules and, where the server planned it, each learner's plan (a round whose
+        learners plan their own work has the rules only: they report their plans).
+    orders : dict of int to TrainOrder
+        Learner -> its order.
     allocation : dict
-        The verified solution this round runs (empty when decentralised).
+        The verified solution this round runs (empty when the learners plan).
     method : str
     solve_s : float
         Wall time of building and solving the round's instance [s].
@@ -160,35 +103,37 @@ class RoundPlan:
     """
 
     round: int
-    cycle: CyclePlan | None
-    configs: dict[int, dict[str, Any]]
+    cycle: CyclePlan
+    orders: dict[int, TrainOrder]
     allocation: dict[str, Any] = field(default_factory=dict)
     method: str = ""
     solve_s: float = 0.0
     last: bool = False
 
+    def plan_of(self, learner: int) -> LearnerPlan | None:
+        """The server's plan of ``learner`` (None where the learner plans its own)."""
+        return next((p for p in self.cycle.learners if p.learner == learner), None)
+
     @property
     def clock_s(self) -> float:
-        """The round's length on the problem's clock [s] (its fixed length, deadline, or the
-        longest predicted time)."""
+        """The round's length on the problem's clock [s] (its fixed length, deadline, the
+        learners' own deadlines, or the longest predicted time)."""
         c = self.cycle
-        if c is not None and c.duration_s is not None:
+        if c.duration_s is not None:
             return float(c.duration_s)
-        if c is not None and c.deadline_s is not None:
+        if c.deadline_s is not None:
             return float(c.deadline_s)
-        deadlines = [float(v["deadline_s"]) for v in self.configs.values() if "deadline_s" in v]
-        if deadlines:
-            return max(deadlines)
-        return max((float(v.get("predicted_s", 0.0)) for v in self.configs.values()),
-                   default=0.0)
+        own = [p.deadline_s for p in c.learners if p.deadline_s is not None]
+        if own:
+            return float(max(own))
+        return max((float(p.predicted_s) for p in c.learners), default=0.0)
 
     def compute_s(self, learner: int) -> float:
         """The computation predicted for ``learner`` [s]: the part of its time that passes on
-        the wall clock (transfers are emulated). A decentralised learner's is unknown to the
-        server: its whole clock."""
-        if self.cycle is None:
-            return self.clock_s
-        return next((p.compute_s for p in self.cycle.learners if p.learner == learner), 0.0)
+        the wall clock (transfers are emulated). A learner that plans its own work has no
+        prediction on the server: its whole clock."""
+        p = self.plan_of(learner)
+        return p.compute_s if p is not None else self.clock_s
 
 
 class LiveRun:
@@ -211,6 +156,7 @@ class LiveRun:
                              f"{self.spec.name!r} has none")
         self.cycle: LearningCycle = cycle
         self.method = self.spec.method(settings.method).name
+        self.planner: Planner = planner_for(cycle)
         self.K = cycle.live_learners(self.inst, settings.learners)
         self.data = data
         self.N = int(data.y_train.size)
@@ -219,7 +165,6 @@ class LiveRun:
         self.models: list[Params] = [init_params(layers, settings.seed + 1009 * t, np.float32)
                                      for t in range(cycle.tasks(self.inst))]
         self.finished = False  # the problem ended the run (adaptive-tau: budget spent)
-        self.control: list[dict[str, Any]] = []  # what live_feedback recorded, per round
         self.estimates = Estimates.unknown(self.K, settings.alpha)
         # wall seconds of a message's round trip beyond the learner's computation (process
         # start, data loading, decoding): measured per learner, averaged like the speeds
@@ -241,7 +186,7 @@ class LiveRun:
 
     def model_of(self, learner: int, plan: RoundPlan) -> Params:
         """The global model ``learner`` starts from in ``plan`` (its task's)."""
-        return self.models[int(plan.configs[learner].get("task", 0))]
+        return self.models[plan.orders[learner].task]
 
     def _evaluation(self) -> dict[str, Any]:
         """Validation loss and accuracy of the global model; with several tasks, their means
@@ -255,43 +200,44 @@ class LiveRun:
         return out
 
     # -- probe ---------------------------------------------------------------------------------
-    def probe_config(self, num_nodes: int) -> dict[str, Any]:
+    def probe_order(self, num_nodes: int) -> ProbeOrder:
         """What every node is sent in the probe round."""
-        return {"kind": "probe", "problem": self.spec.name, "model": self.settings.model,
-                "batch": self.settings.batch_size, "seed": self.settings.seed,
-                **self.settings.data_config(num_nodes)}
+        s = self.settings
+        return ProbeOrder(self.spec.name, s.model, s.batch_size, s.seed, s.alpha, s.probe_s,
+                          s.data_spec(num_nodes))
 
-    def accept_probe(self, node_id: int, metrics: Mapping[str, Any],
+    def accept_probe(self, node_id: int, records: Records,
                      elapsed_s: float | None = None) -> None:
         """Map ``node_id`` to the learner of its partition id and take its first speed (a
-        decentralised learner keeps its speed to itself: only the mapping is made) and its
-        messaging overhead (``elapsed_s``: the probe's round trip)."""
-        pid = metrics.get("partition_id")
-        if not isinstance(pid, (int, float)) or not float(pid).is_integer() or \
-                not 0 <= int(pid) < self.K:
-            self.warn(f"node {node_id} reported partition id {pid!r}, not a learner of the "
-                      f"instance (0..{self.K - 1}); ignored")
+        learner that plans its own work keeps it: only the mapping is made) and its messaging
+        overhead (``elapsed_s``: the probe's round trip)."""
+        try:
+            report = ProbeReport.decode(records)
+        except ReplyError as exc:
+            self.warn(f"node {node_id}'s probe reply ignored: {exc}")
             return
-        learner = int(pid)
+        if not 0 <= report.learner < self.K:
+            self.warn(f"node {node_id} reported partition id {report.learner}, not a learner "
+                      f"of the instance (0..{self.K - 1}); ignored")
+            return
+        learner = report.learner
         if learner in self.nodes.values() and self.nodes.get(node_id) != learner:
             self.warn(f"node {node_id} claims learner {learner}, which another node holds; "
                       "ignored")
             return
         self.nodes[node_id] = learner
-        if not self.cycle.decentralised:
-            self._measure(learner, metrics, 0)
-        self.note_overhead(learner, metrics, elapsed_s)
+        why = self.planner.probed(self, report)
+        if why:
+            self.warn(f"round 0: learner {learner}'s measurement ignored: {why}")
+        self.note_overhead(learner, report.compute_s, elapsed_s)
 
-    def note_overhead(self, learner: int, metrics: Mapping[str, Any],
+    def note_overhead(self, learner: int, compute_s: float | None,
                       elapsed_s: float | None) -> None:
         """Fold one round trip of ``learner`` into its messaging overhead."""
         if elapsed_s is None or not math.isfinite(elapsed_s):
             return
-        try:
-            compute = float(metrics.get("compute_s", 0.0))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            compute = 0.0
-        value = max(0.0, elapsed_s - (compute if math.isfinite(compute) else 0.0))
+        compute = compute_s if compute_s is not None and math.isfinite(compute_s) else 0.0
+        value = max(0.0, elapsed_s - compute)
         now = float(self.overhead[learner])
         a = self.settings.alpha
         self.overhead[learner] = value if not math.isfinite(now) else (1 - a) * now + a * value
@@ -299,14 +245,14 @@ class LiveRun:
     def wait_s(self, plan: RoundPlan) -> float:
         """How long the server waits for the replies of ``plan`` [s]: for each learner its
         predicted computation and a quarter more (for learners slower than predicted) plus its
-        measured messaging overhead, the longest of those, plus ``grace_s``."""
-        waits = [1.25 * plan.compute_s(k) + self._overhead(k) for k in plan.configs]
-        return max(waits, default=0.0) + self.settings.grace_s
+        measured messaging overhead, the longest of those, plus the grace."""
+        waits = [1.25 * plan.compute_s(k) + self._overhead(k) for k in plan.orders]
+        return max(waits, default=0.0) + self.settings.grace
 
     def rejoin_wait_s(self, learners: Sequence[int]) -> float:
         """How long to wait for a probe of the missing ``learners`` [s]."""
         return max((self._overhead(k) for k in learners), default=0.0) * 1.5 + \
-            self.settings.grace_s + PROBE_S
+            self.settings.grace + self.settings.probe_s
 
     def _overhead(self, k: int) -> float:
         value = float(self.overhead[k])
@@ -317,16 +263,15 @@ class LiveRun:
 
     @property
     def active(self) -> np.ndarray:
-        """Learners with a node and an estimate (a decentralised learner keeps its own) that
-        are not missing, in learner order."""
-        known = set(range(self.K)) if self.cycle.decentralised else set(
-            self.estimates.known.tolist())
+        """Learners the planner can plan for (with a node, and with an estimate where the
+        server plans) that are not missing, in learner order."""
+        known = self.planner.known(self)
         return np.array(sorted(k for k in self.nodes.values()
                                if k in known and k not in self.missing), dtype=np.int64)
 
     # -- one round -----------------------------------------------------------------------------
     def plan(self, r: int) -> RoundPlan:
-        """The allocation and the learners' configurations of round ``r`` (1, 2, ...).
+        """The allocation and the learners' orders of round ``r`` (1, 2, ...).
 
         Raises
         ------
@@ -336,88 +281,92 @@ class LiveRun:
         active = self.active
         if active.size == 0:
             raise UsageError(f"round {r}: no learner is left to train (all missing)")
-        base = {"kind": "train", "problem": self.spec.name, "round": r,
-                "lr": self.settings.lr, "seed": self.settings.seed,
-                **self.settings.data_config(len(self.nodes))}
-        if self.cycle.decentralised:
-            configs = {int(k): {**base, "batch": self.settings.batch_size,
-                                **self.cycle.learner_config(self.inst, int(k), self.N)}
-                       for k in active}
-            return RoundPlan(r, None, configs, method="decentralised")
-        start = time.perf_counter()
-        inst = self.cycle.live_instance(self.inst, active, self.estimates.seconds, self.N)
-        res = api.solve(inst, self.method, time_limit=self.settings.time_limit,
-                        seed=self.settings.seed)
-        solve_s = time.perf_counter() - start
-        if not res.ok:
-            raise UsageError(f"round {r}: {self.method} gave no verified allocation for the "
-                             f"measured learners ({res.status.value}: {res.message})")
-        shares = self.cycle.live_shares(inst, self.method, res.solution, int(active.size),
-                                        self.N)
-        sizes = proportional_sizes(shares, self.N)
-        ctx = RunContext(self.method, res.solution, self.settings.seed, sizes,
-                         {"batch_size": self.settings.batch_size})
-        local = self.cycle.configure_cycle(inst, ctx, r)
-        # the round's instance numbers its learners 0..n-1: back to the learners of the file
-        cycle = CyclePlan(tuple(_renumber(p, int(active[p.learner])) for p in local.learners),
-                          local.duration_s, local.deadline_s, local.batch, local.lr_scale,
-                          local.restart)
-        batch = self.settings.batch_size if cycle.batch is None else cycle.batch
-        stats = {"statistics": 1} if self.cycle.gradient_statistics else {}
-        configs = {p.learner: {**base, "samples": p.samples, "passes": p.passes,
-                               "batch": batch, "lr": self.settings.lr * cycle.lr_scale,
-                               "predicted_s": p.predicted_s, "comm_s": p.comm_s,
-                               "task": p.task, **stats}
-                   for p in cycle.learners}
-        return RoundPlan(r, cycle, configs, dict(res.solution), self.method, solve_s,
-                         last=bool(res.metrics.get("last_round", False)))
+        draft = self.planner.plan(self, r, active)
+        s = self.settings
+        data = s.data_spec(len(self.nodes))
+        batch = s.batch_size if draft.cycle.batch is None else draft.cycle.batch
+        lr = s.lr * draft.cycle.lr_scale
+        plans = {p.learner: p for p in draft.cycle.learners}
+        orders = {}
+        for k in draft.learners:
+            p = plans.get(k)
+            common = (self.spec.name, r, s.seed, s.alpha, lr, batch, data)
+            if p is None:  # the learner plans its own work from its brief
+                orders[k] = TrainOrder(*common, self.models[0], brief=draft.briefs.get(k, {}))
+            else:
+                orders[k] = TrainOrder(*common, self.models[p.task], task=p.task,
+                                       samples=p.samples, passes=p.passes,
+                                       predicted_s=p.predicted_s, comm_s=p.comm_s)
+        return RoundPlan(r, draft.cycle, orders, draft.allocation, draft.method, draft.solve_s,
+                         draft.last)
 
-    def close(self, plan: RoundPlan, replies: Sequence[NodeReply], wall_s: float) -> None:
-        """Judge the replies, aggregate, update the estimates, record the round."""
+    def read(self, plan: RoundPlan, answer: Answer) -> TrainReport | str:
+        """The report in ``answer``, or why it is ignored: the one place a reply is refused
+        (a message of the wrong shape, a model of other shapes than its task's global model,
+        non-finite numbers or arrays, a report for another learner)."""
+        task = plan.orders[answer.learner].task if answer.learner in plan.orders else 0
+        try:
+            report = TrainReport.decode(answer.records, shapes_of(self.models[task]))
+        except ReplyError as exc:
+            return str(exc)
+        if report.learner != answer.learner:
+            return (f"it reports partition id {report.learner}, its node holds learner "
+                    f"{answer.learner}")
+        return report
+
+    def close(self, plan: RoundPlan, answers: Sequence[Answer], wall_s: float) -> None:
+        """Read the answers, aggregate, update the estimates, record the round."""
         r = plan.round
-        got: dict[int, NodeReply] = {}
-        for reply in replies:
-            if reply.learner in got:
-                self.warn(f"round {r}: learner {reply.learner} answered twice; the second "
-                          "answer is ignored")
+        got: dict[int, TrainReport] = {}
+        elapsed: dict[int, float | None] = {}
+        refused: dict[int, str] = {}
+        for answer in answers:
+            k = answer.learner
+            if k in got or k in refused:
+                self.warn(f"round {r}: learner {k} answered twice; the second answer is "
+                          "ignored")
                 continue
-            got[reply.learner] = reply
-        self.missing = {k for k in plan.configs if k not in got} | (self.missing - set(got))
-        learner_plans = self._learner_plans(plan, got)
+            read = self.read(plan, answer)
+            if isinstance(read, str):
+                refused[k] = read
+            else:
+                got[k] = read
+                elapsed[k] = answer.elapsed_s
+        answered = set(got) | set(refused)
+        self.missing = {k for k in plan.orders if k not in answered} | (
+            self.missing - answered)
+        plans = self.planner.learner_plans(self, plan, got)
+        for k, report in got.items():
+            self.note_overhead(k, report.compute_s, elapsed[k])
         rows, usable = [], []
-        for k, reply in got.items():
-            self.note_overhead(k, reply.metrics, reply.elapsed_s)
-        for k in sorted(plan.configs):
-            p = learner_plans.get(k)
-            row = self._row(plan, k, p, got.get(k))
+        for k in sorted(plan.orders):
+            row = self._row(plan, k, plans.get(k), got.get(k), refused.get(k))
             rows.append(row)
-            model = got[k].model if k in got else None
-            if row["status"] in ("ok", "late") and model is not None and p is not None \
-                    and p.weight > 0:
-                usable.append((Reply(k, row["measured_s"]), model, p))
+            p = plans.get(k)
+            if row["status"] in ("ok", "late") and p is not None and p.weight > 0:
+                usable.append((Reply(k, row["measured_s"]), got[k].model, p))
         self.rows.extend(rows)
-        cycle = plan.cycle or CyclePlan(tuple(learner_plans.values()), deadline_s=plan.clock_s)
+        cycle = CyclePlan(tuple(plans.values()), plan.cycle.duration_s, plan.cycle.deadline_s,
+                          plan.cycle.batch, plan.cycle.lr_scale, plan.cycle.restart) \
+            if not plan.cycle.learners else plan.cycle
         clock = self._aggregate(cycle, usable) if usable else plan.clock_s
         if not usable:
             self.warn(f"round {r}: no usable reply; the global model is unchanged")
         self.clock_s += clock
-        record: dict[str, Any] = {}
-        if plan.cycle is not None:
-            reports = [LiveReport(k, float(row["compute_measured_s"]), p.weight,
-                                  dict(got[k].metrics), got[k].gradient)
-                       for row in rows for k in [row["learner"]]
-                       if row["status"] == "ok" and (p := learner_plans.get(k)) is not None]
-            fb = self.cycle.live_feedback(self.inst, plan.cycle, reports, wall_s)
-            self.inst = fb.instance
-            record = dict(fb.record)
-            self.finished = fb.stop or plan.last
+        reports = [LiveReport(k, float(row["compute_measured_s"]), p.weight,
+                              dict(got[k].extras), dict(got[k].arrays))
+                   for row in rows for k in [row["learner"]]
+                   if row["status"] == "ok" and (p := plans.get(k)) is not None]
+        fb = self.cycle.live_feedback(self.inst, cycle, reports, wall_s)
+        self.inst = fb.instance
+        self.finished = fb.stop or plan.last
         self.rounds.append({"round": r, **self._evaluation(),
                             "wall_s": time.perf_counter() - self.started,
                             "round_wall_s": wall_s, "clock_s": self.clock_s,
                             "learners": len(usable), "missing": sorted(self.missing),
                             "method": plan.method, "solve_s": plan.solve_s,
                             "allocation": plan.allocation, "last": plan.last or self.finished,
-                            **({"control": record} if record else {})})
+                            **({"control": dict(fb.record)} if fb.record else {})})
 
     def _aggregate(self, cycle: CyclePlan,
                    usable: Sequence[tuple[Reply, Params, LearnerPlan]]) -> float:
@@ -440,36 +389,19 @@ class LiveRun:
     def warn(self, text: str) -> None:
         self.warnings.append(text)
 
-    def _measure(self, learner: int, metrics: Mapping[str, Any], r: int) -> str:
-        m = read_measurement(learner, metrics)
-        why = m if isinstance(m, str) else self.estimates.update(m, r)
-        if why:
-            self.warn(f"round {r}: learner {learner}'s measurement ignored: {why}")
-        return why
-
-    def _learner_plans(self, plan: RoundPlan,
-                       got: Mapping[int, NodeReply]) -> dict[int, LearnerPlan]:
-        if plan.cycle is not None:
-            return {p.learner: p for p in plan.cycle.learners}
-        out = {}  # decentralised: each learner reported the plan it made
-        for k, reply in got.items():
-            mm = reply.metrics
-            try:
-                out[k] = LearnerPlan(k, int(mm["samples"]), int(mm["passes"]),
-                                     float(mm["weight"]), float(mm["predicted_s"]),
-                                     float(mm["comm_s"]),
-                                     columns={c: mm[c] for c in ("shards", "tau") if c in mm})
-            except (KeyError, TypeError, ValueError):
-                self.warn(f"round {plan.round}: learner {k} reported no usable plan")
-        return out
+    def measure(self, learner: int, compute_s: float | None, work: float | None,
+                r: int) -> str:
+        """Fold one measurement into ``learner``'s speed estimate; why it was refused ('' when
+        taken)."""
+        m = Measurement.of(learner, compute_s, work)
+        return m if isinstance(m, str) else self.estimates.update(m, r)
 
     def _row(self, plan: RoundPlan, k: int, p: LearnerPlan | None,
-             reply: NodeReply | None) -> dict[str, Any]:
+             report: TrainReport | None, refused: str | None) -> dict[str, Any]:
         node = self.node_of(k) if k in self.nodes.values() else None
         row: dict[str, Any] = {"round": plan.round, "learner": k,
                                "name": self._name(k), "node": node}
-        clock = plan.clock_s if plan.cycle is not None else float(
-            plan.configs[k].get("deadline_s", plan.clock_s))
+        clock = plan.clock_s
         if p is not None and p.deadline_s is not None:  # its own deadline (med: its task's)
             clock = p.deadline_s
         row.update(predicted_s=None if p is None else p.predicted_s,
@@ -478,48 +410,32 @@ class LiveRun:
         if p is not None:
             row.update(p.columns)
             row.update(samples=p.samples, passes=p.passes)
-        if reply is None:
+        why = refused
+        if report is None and why is None:
             row.update(status="missing", measured_s=None, compute_measured_s=None,
                        deadline_met=False)
             return row
-        if p is not None and p.samples == 0:  # a decentralised learner that halted
+        if report is not None and p is not None and p.samples == 0:  # it halted (dab)
             row.update(status="ok", measured_s=p.comm_s, compute_measured_s=0.0,
                        deadline_met=True)
             return row
-        compute, why = self._compute_time(k, reply.metrics, plan.round)
-        if why or p is None:
-            self.warn(f"round {plan.round}: learner {k}'s reply ignored: {why or 'no plan'}")
-            row.update(status="ignored", measured_s=None, compute_measured_s=None,
+        if report is not None and why is None:
+            why = self.planner.measured(self, report, plan.round) or (
+                "" if p is not None else "it sent no plan of its own")
+        if why or report is None or p is None:
+            self.warn(f"round {plan.round}: learner {k}'s reply ignored: {why}")
+            row.update(status="ignored", reason=why, measured_s=None, compute_measured_s=None,
                        deadline_met=False)
             return row
-        measured = compute + p.comm_s
+        measured = report.compute_s + p.comm_s
         if not self.cycle.has_deadline:
-            row.update(status="ok", measured_s=measured, compute_measured_s=compute,
+            row.update(status="ok", measured_s=measured, compute_measured_s=report.compute_s,
                        deadline_met=None)
             return row
         met = measured <= clock * (1 + 1e-9)
         row.update(status="ok" if met else "late", measured_s=measured,
-                   compute_measured_s=compute, deadline_met=met)
+                   compute_measured_s=report.compute_s, deadline_met=met)
         return row
-
-    def _compute_time(self, k: int, metrics: Mapping[str, Any], r: int) -> tuple[float, str]:
-        """The learner's measured compute time, or why it is not believed. A central problem's
-        measurement also updates the learner's speed estimate; a decentralised learner reports
-        its time only (its speed stays its own)."""
-        if not self.cycle.decentralised:
-            m = read_measurement(k, metrics)
-            if isinstance(m, str):
-                return math.nan, m
-            why = self.estimates.update(m, r)
-            return m.compute_s, why
-        raw = metrics.get("compute_s")
-        try:
-            value = float(raw)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return math.nan, f"compute_s is not a number ({raw!r})"
-        if not math.isfinite(value) or not 0.0 <= value <= MAX_ROUND_S:
-            return math.nan, f"compute_s must lie in [0, {MAX_ROUND_S:g}] s, got {raw!r}"
-        return value, ""
 
     def _name(self, k: int) -> str:
         names = getattr(self.inst, "learner_names", None) or getattr(self.inst, "device_names",
@@ -537,16 +453,13 @@ class LiveRun:
             "settings": {"rounds": s.rounds, "seed": s.seed, "dataset": s.dataset,
                          "partition": s.partition, "model": s.model, "lr": s.lr,
                          "batch_size": s.batch_size, "alpha": s.alpha},
+            "plotted": dict(self.cycle.plotted),
             "estimates_s_per_sample": [None if not math.isfinite(v) else v
                                        for v in self.estimates.seconds],
             "prediction_error": _median_errors(measured),
             "warnings": self.warnings,
             "wall_s": time.perf_counter() - self.started,
         }
-
-
-def _renumber(p: LearnerPlan, learner: int) -> LearnerPlan:
-    return dataclasses.replace(p, learner=learner)
 
 
 def _median_errors(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:

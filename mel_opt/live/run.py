@@ -5,7 +5,7 @@ Three engines, one pair of apps (:mod:`mel_opt.live.server`, :mod:`mel_opt.live.
 - ``simulation``: Flower's simulation runtime (Ray) in this process; its Ray listens on
   127.0.0.1 only.
 - ``local``: a loopback deployment: mel_opt starts a SuperLink and ``nodes`` SuperNodes as
-  processes on 127.0.0.1 (:class:`~mel_opt.live.launcher.LocalFederation`), optionally each at
+  processes on 127.0.0.1 (:class:`~mel_opt.live.federation.LocalFederation`), optionally each at
   a fraction of a core (``speeds``), runs the app on them with ``flwr run``, and ends every
   process it started, also on error and Ctrl-C.
 - ``remote``: an existing deployment (a SuperLink on a server, SuperNodes on devices), reached
@@ -18,59 +18,25 @@ Outputs (:mod:`mel_opt.live.report`) are written after every round into ``out_di
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mel_opt import api
-from mel_opt.errors import UsageError
+from mel_opt.errors import SettingError, UsageError
 from mel_opt.io.json_io import read_json_file
-from mel_opt.live.rounds import LiveSettings
+from mel_opt.live.settings import ENGINES, LiveOptions, LiveSettings, grace_for
 
-__all__ = ["ENGINES", "LiveOptions", "live"]
-
-ENGINES = ("simulation", "local", "remote")
-
-
-@dataclass(frozen=True)
-class LiveOptions:
-    """How to run (the engine side of ``melopt live``).
-
-    Attributes
-    ----------
-    engine : str
-        ``simulation``, ``local`` or ``remote``.
-    nodes : int or None
-        Learner processes (default: the instance's learners); learner k runs on the node
-        whose partition id is k.
-    speeds : tuple of float
-        Fraction of a core of each local node (``local`` only), in (0, 1].
-    superlink : str or None
-        ``HOST:PORT`` of a remote SuperLink's Control API (``remote`` only).
-    root_certificates : str or None
-        PEM file of the CA that signed the remote SuperLink's certificate.
-    insecure : bool
-        Talk to the remote SuperLink without TLS (only when asked).
-    emulate : bool
-        Also run the emulator on the same instance, method, seed and rounds.
-    """
-
-    engine: str = "simulation"
-    nodes: int | None = None
-    speeds: tuple[float, ...] = ()
-    superlink: str | None = None
-    root_certificates: str | None = None
-    insecure: bool = False
-    emulate: bool = False
+__all__ = ["ENGINES", "LiveOptions", "check", "live", "load_settings"]
 
 
 def load_settings(path: str | os.PathLike[str], **kw: Any) -> LiveSettings:
     """The settings of a live run of the instance file ``path`` (checked: bad input raises
-    InstanceError or UsageError before anything starts)."""
+    InstanceError or SettingError before anything starts)."""
     doc = read_json_file(path)
     inst = api.parse_instance(doc, str(path), Path(path).stem)
     spec_doc = dict(doc)
@@ -79,7 +45,8 @@ def load_settings(path: str | os.PathLike[str], **kw: Any) -> LiveSettings:
 
 
 def check(settings: LiveSettings, opts: LiveOptions) -> int:
-    """The number of nodes, after refusing what cannot run (UsageError)."""
+    """The number of nodes, after refusing what cannot run: the rules between the settings,
+    the options and the instance (each setting's own range was checked when it was made)."""
     inst = api.parse_instance(dict(settings.instance))
     from mel_opt.problems import get_problem
 
@@ -91,25 +58,13 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
     K = spec.learning.live_learners(inst, settings.learners or opts.nodes)
     nodes = opts.nodes or K
     if not 1 <= nodes <= K:
-        raise UsageError(f"--nodes must be between 1 and the instance's {K} learners, "
-                         f"got {nodes}")
+        raise SettingError("nodes", opts.setting("nodes").flag,
+                           f"must be between 1 and the instance's {K} learners, got {nodes}")
     if opts.emulate and not spec.learning.emulated:
-        raise UsageError(f"--emulate: the emulator does not train {spec.name} (it runs live "
-                         "only)")
-    if opts.engine not in ENGINES:
-        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}")
-    if opts.speeds:
-        if opts.engine != "local":
-            raise UsageError("--speeds throttles local nodes: it needs --engine local")
-        if len(opts.speeds) not in (1, nodes):
-            raise UsageError(f"--speeds needs one value or one per node ({nodes}), got "
-                             f"{len(opts.speeds)}")
-        if not all(0 < s <= 1 for s in opts.speeds):
-            raise UsageError("--speeds: every value must lie in (0, 1]")
-    if opts.engine == "remote" and not opts.superlink:
-        raise UsageError("--engine remote needs --superlink HOST:PORT")
-    if settings.rounds < 1:
-        raise UsageError(f"--rounds must be at least 1, got {settings.rounds}")
+        raise SettingError("emulate", opts.setting("emulate").flag,
+                           f"the emulator does not train {spec.name} (it runs live only)",
+                           ": ")
+    opts.node_speeds(nodes)
     return nodes
 
 
@@ -119,6 +74,8 @@ def live(settings: LiveSettings, opts: LiveOptions, out_dir: str | os.PathLike[s
     from mel_opt.io.lock import output_lock
 
     nodes = check(settings, opts)
+    if settings.grace_s is None:  # the engine's own
+        settings = dataclasses.replace(settings, grace_s=grace_for(opts.engine))
     say = log or (lambda text: None)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -190,8 +147,7 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
         if opts.engine == "local":
             config[OUT_KEY] = str(out)  # the SuperLink runs here: it writes the files itself
             write_app_dir(app_dir, config)
-            speeds = list(opts.speeds) * (nodes if len(opts.speeds) == 1 else 1)
-            with LocalFederation(nodes=nodes, speeds=speeds or None) as fed:
+            with LocalFederation(nodes=nodes, speeds=opts.node_speeds(nodes)) as fed:
                 fed.wait_ready()
                 code = fed.run_app(app_dir, stream)
         else:
@@ -216,20 +172,7 @@ def _emulate(settings: LiveSettings, out: Path) -> dict[str, Any]:
     ts = TrainSettings(schemes=(method,), cycles=settings.rounds, seeds=1,
                        dataset=settings.dataset, partition=settings.partition,
                        model=settings.model, lr=settings.lr, batch_size=settings.batch_size,
-                       max_train=settings.max_train or None,
-                       max_test=settings.max_test or None, time_limit=settings.time_limit)
+                       max_train=settings.max_train, max_test=settings.max_test,
+                       time_limit=settings.time_limit)
     run = train(inst, ts)
     return write_outputs(run, out)
-
-
-def speeds_from_text(text: str | None) -> tuple[float, ...]:
-    """``--speeds 1,0.5,0.25`` as numbers (UsageError naming the bad one)."""
-    if not text:
-        return ()
-    out: list[float] = []
-    for part in text.split(","):
-        try:
-            out.append(float(part))
-        except ValueError:
-            raise UsageError(f"--speeds needs comma-separated numbers, got {part!r}") from None
-    return tuple(out)

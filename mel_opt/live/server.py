@@ -23,7 +23,8 @@ from flwr.serverapp import Grid, ServerApp
 
 from mel_opt.live import learner as L
 from mel_opt.live.report import RECORD_PREFIX
-from mel_opt.live.rounds import LiveRun, LiveSettings
+from mel_opt.live.rounds import LiveRun
+from mel_opt.live.settings import LiveSettings
 from mel_opt.live.strategy import AllocationStrategy
 
 __all__ = ["make_server_app", "server_app", "settings_json"]
@@ -35,14 +36,14 @@ NODES_KEY = "melopt-nodes"
 
 def settings_json(settings: LiveSettings) -> str:
     """``settings`` as the JSON text the server app reads back."""
-    doc = {k: getattr(settings, k) for k in LiveSettings.__dataclass_fields__}
+    doc = settings.values()
     doc["instance"] = dict(settings.instance)
     return json.dumps(doc)
 
 
 def settings_from_json(text: str) -> LiveSettings:
-    doc = json.loads(text)
-    return LiveSettings(**doc)
+    """The settings again (checked against their declarations, as on the user's machine)."""
+    return LiveSettings(**json.loads(text))
 
 
 # -- server ------------------------------------------------------------------------------------
@@ -61,7 +62,7 @@ def make_server_app(settings: LiveSettings | None = None,
         s = settings if settings is not None else settings_from_json(str(config[SETTINGS_KEY]))
         out = str(config.get(OUT_KEY, "") or "")
         nodes = expected_nodes if expected_nodes is not None else int(config.get(NODES_KEY, 1))
-        data = L._dataset(s.dataset, s.max_train or None, s.max_test or None)
+        data = L.dataset(s.dataset, s.max_train, s.max_test)
         run = LiveRun(s, data)
 
         def after_round(r: LiveRun) -> None:

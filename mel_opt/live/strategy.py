@@ -21,50 +21,32 @@ and by the runner of the engines only (the ``flower`` extra).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from mel_opt.errors import MelOptError
-from mel_opt.live.rounds import LiveRun, NodeReply, RoundPlan
+from mel_opt.live.rounds import Answer, LiveRun, RoundPlan
+from mel_opt.live.wire import content_of, records_of
+from mel_opt.problems.messages import Records, ReplyError
 
-__all__ = ["AllocationStrategy", "config_record"]
+__all__ = ["AllocationStrategy"]
 
 #: Seconds between two pulls of replies.
 POLL_S = 0.1
 
 
-def config_record(values: Mapping[str, Any]) -> ConfigRecord:
-    """A ConfigRecord of ``values``: numbers, booleans and text (None is left out)."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if value is None:
-            continue
-        if isinstance(value, (bool, int, float, str)):
-            out[key] = value
-        elif isinstance(value, np.integer):
-            out[key] = int(value)
-        elif isinstance(value, np.floating):
-            out[key] = float(value)
-        else:
-            out[key] = str(value)
-    return ConfigRecord(out)
-
-
-def _metrics(msg: Message) -> dict[str, Any]:
-    record = msg.content.get("metrics") if msg.has_content() else None
-    return dict(record) if record is not None else {}
-
-
-def _model(msg: Message, key: str = "arrays") -> list[np.ndarray] | None:
-    arrays = msg.content.get(key) if msg.has_content() else None
-    if not isinstance(arrays, ArrayRecord) or len(arrays) == 0:
-        return None
-    return [np.asarray(a, dtype=np.float32) for a in arrays.to_numpy_ndarrays()]
+def _read(msg: Message) -> Records | str:
+    """The message's records, or why they cannot be read (its content has no config)."""
+    if not msg.has_content():
+        return "the reply has no content"
+    try:
+        return records_of(msg.content)
+    except ReplyError as exc:
+        return str(exc)
 
 
 class AllocationStrategy(Strategy):
@@ -100,22 +82,18 @@ class AllocationStrategy(Strategy):
     # -- the four Strategy hooks -------------------------------------------------------------
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
+        """One message per learner of the round: its typed order (with its task's global
+        model; ``arrays`` and ``config`` of Flower's loop are not used)."""
         plan = self.run.plan(server_round)
         self._plan = plan
-        # every node gets the global model of its own task (``arrays``: of the first task)
-        models = {t: ArrayRecord(m) for t, m in enumerate(self.run.models)} \
-            if len(self.run.models) > 1 else None
-        return [Message(RecordDict({"arrays": arrays if models is None else
-                                    models[int(cfg.get("task", 0))],
-                                    "config": config_record({**dict(config), **cfg})}),
-                        dst_node_id=self.run.node_of(k), message_type=MessageType.TRAIN,
-                        group_id=str(server_round))
-                for k, cfg in plan.configs.items()]
+        return [Message(content_of(order.encode()), dst_node_id=self.run.node_of(k),
+                        message_type=MessageType.TRAIN, group_id=str(server_round))
+                for k, order in plan.orders.items()]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         assert self._plan is not None and self._plan.round == server_round
-        node_replies = []
+        answers = []
         for msg in list(replies):
             learner = self.run.nodes.get(msg.metadata.src_node_id)
             if learner is None:
@@ -124,10 +102,14 @@ class AllocationStrategy(Strategy):
                 self.run.warn(f"round {server_round}: learner {learner} failed: "
                               f"{msg.error.reason}")
                 continue
-            node_replies.append(NodeReply(learner, _metrics(msg), _model(msg),
-                                          self._elapsed.get(msg.metadata.reply_to_message_id),
-                                          _model(msg, "gradient")))
-        self.run.close(self._plan, node_replies, time.perf_counter() - self._round_start)
+            records = _read(msg)
+            if isinstance(records, str):
+                self.run.warn(f"round {server_round}: learner {learner}'s reply ignored: "
+                              f"{records}")
+                continue
+            answers.append(Answer(learner, records,
+                                  self._elapsed.get(msg.metadata.reply_to_message_id)))
+        self.run.close(self._plan, answers, time.perf_counter() - self._round_start)
         last = self.run.rounds[-1]
         return (ArrayRecord(self.run.model),
                 MetricRecord({"accuracy": float(last["accuracy"]), "loss": float(last["loss"])}))
@@ -195,15 +177,21 @@ class AllocationStrategy(Strategy):
 
     def _probe(self, grid: Grid, nodes: Iterable[int], wait: float) -> None:
         """Subset benchmarking on every node; maps node ids to learners."""
-        config = config_record(self.run.probe_config(len(list(nodes))))
-        messages = [Message(RecordDict({"config": config}), dst_node_id=n,
+        nodes = list(nodes)
+        content = self.run.probe_order(len(nodes)).encode()
+        messages = [Message(content_of(content), dst_node_id=n,
                             message_type=MessageType.QUERY, group_id="probe") for n in nodes]
-        for msg in self._exchange(grid, messages, wait, probe=True):
+        for msg in self._exchange(grid, messages, wait):
             if msg.has_error():
                 self.run.warn(f"probe: node {msg.metadata.src_node_id} failed: "
                               f"{msg.error.reason}")
                 continue
-            self.run.accept_probe(msg.metadata.src_node_id, _metrics(msg),
+            records = _read(msg)
+            if isinstance(records, str):
+                self.run.warn(f"probe: node {msg.metadata.src_node_id}'s reply ignored: "
+                              f"{records}")
+                continue
+            self.run.accept_probe(msg.metadata.src_node_id, records,
                                   self._elapsed.get(msg.metadata.reply_to_message_id))
         self.log(f"probe: {len(self.run.nodes)} learner(s) measured")
 
@@ -213,17 +201,16 @@ class AllocationStrategy(Strategy):
             return
         missing = sorted(self.run.missing)
         nodes = [self.run.node_of(k) for k in missing]
-        config = config_record(self.run.probe_config(len(self.run.nodes)))
-        messages = [Message(RecordDict({"config": config}), dst_node_id=n,
+        content = self.run.probe_order(len(self.run.nodes)).encode()
+        messages = [Message(content_of(content), dst_node_id=n,
                             message_type=MessageType.QUERY, group_id="rejoin") for n in nodes]
-        for msg in self._exchange(grid, messages, self.run.rejoin_wait_s(missing), probe=True):
+        for msg in self._exchange(grid, messages, self.run.rejoin_wait_s(missing)):
             learner = self.run.nodes.get(msg.metadata.src_node_id)
             if learner is not None and not msg.has_error():
                 self.run.missing.discard(learner)
                 self.log(f"learner {learner} answers again")
 
-    def _exchange(self, grid: Grid, messages: list[Message], wait: float,
-                  probe: bool = False) -> list[Message]:
+    def _exchange(self, grid: Grid, messages: list[Message], wait: float) -> list[Message]:
         """Push ``messages`` and pull their replies until all came or ``wait`` seconds pass.
 
         Replies to messages of earlier rounds that arrive meanwhile bring their learner back

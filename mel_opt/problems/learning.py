@@ -20,16 +20,20 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 __all__ = [
     "Aggregate",
     "CyclePlan",
+    "Extras",
     "Feedback",
+    "LearnerMemory",
     "LearnerPlan",
+    "LearnerSide",
     "LearningCycle",
+    "LocalLearner",
     "LiveReport",
     "Reply",
     "RunContext",
@@ -214,18 +218,18 @@ class LiveReport:
         Measured wall time of its training [s].
     weight : float
         Its weight in the aggregate.
-    metrics : Mapping
-        Everything else it reported (numbers).
-    gradient : list of ndarray or None
-        Its gradient of the local loss at the round's global model (only where the cycle asks
-        for gradient statistics).
+    metrics : Mapping of str to float
+        The numbers its problem's learner side reported (:attr:`LearnerSide`).
+    arrays : Mapping of str to list of ndarray
+        The arrays its problem's learner side reported (adaptive-tau: ``gradient``, its
+        gradient of the local loss at the round's global model).
     """
 
     learner: int
     compute_s: float
     weight: float
-    metrics: Mapping[str, Any] = field(default_factory=dict)
-    gradient: Params | None = None
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    arrays: Mapping[str, Params] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -245,6 +249,75 @@ class Feedback:
     instance: Any
     stop: bool = False
     record: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Extras:
+    """What a problem's learner side computed beside the training, sent with the report.
+
+    Attributes
+    ----------
+    metrics : Mapping of str to float
+    arrays : Mapping of str to list of ndarray
+    """
+
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    arrays: Mapping[str, Params] = field(default_factory=dict)
+
+
+class LocalLearner(Protocol):
+    """What a learner process can compute on its own part of the data
+    (:class:`mel_opt.live.learner.LocalData` is one)."""
+
+    def loss_and_gradient(self, model: Params, max_samples: int) -> tuple[float, Params]:
+        """Mean loss and its gradient at ``model`` over (at most ``max_samples`` of) its data,
+        the same rows every round."""
+        ...
+
+
+class LearnerMemory(Protocol):
+    """What a learner keeps from one round to the next (Flower's node state in a deployment,
+    a dictionary for learners in one process)."""
+
+    def arrays(self, key: str) -> Params | None:
+        """The arrays kept under ``key`` (None: nothing kept)."""
+        ...
+
+    def keep_arrays(self, key: str, arrays: Params) -> None:
+        """Keep ``arrays`` under ``key`` for the next round."""
+        ...
+
+
+class LearnerSide:
+    """What a live learner does for its problem beyond training as ordered.
+
+    The generic learner (:mod:`mel_opt.live.learner`) trains what its order says; a problem
+    whose learners do more overrides this class in its own package and sets it as its
+    cycle's :attr:`LearningCycle.learner_side`:
+
+    - learners that plan their own work (dab, thesis Algorithm 10): :attr:`plans_own_work`
+      and :meth:`own_plan`, from the order's ``brief`` and the learner's own measured speed,
+      which it never reports;
+    - numbers or arrays computed beside the training (adaptive-tau's gradient statistics):
+      :meth:`before_training` (at the global model it received) and :meth:`after_training`
+      (with the model it trained), keeping what the next round needs in the learner's memory.
+    """
+
+    #: True: the learner decides its own work (:meth:`own_plan`) and keeps its speed to itself;
+    #: the server then sends briefs (:meth:`LearningCycle.briefs`) instead of plans.
+    plans_own_work: bool = False
+
+    def own_plan(self, order: Any, seconds: float, learner: int) -> LearnerPlan:
+        """The learner's plan from ``order.brief`` and its own seconds per sample-pass."""
+        raise NotImplementedError("only a learner side that plans its own work makes plans")
+
+    def before_training(self, order: Any, local: LocalLearner,
+                        memory: LearnerMemory) -> Extras:
+        """Computed at the received global model (``order.model``), before training."""
+        return Extras()
+
+    def after_training(self, order: Any, model: Params, memory: LearnerMemory) -> None:
+        """Called with the trained model, before the report is sent."""
 
 
 def weighted_average(models: Params, weights: np.ndarray) -> Params:
@@ -270,10 +343,6 @@ class LearningCycle(abc.ABC):
     """
 
     schemes: Mapping[str, str] = {}
-    #: True when the learners decide their own allocation from their own measurements (dab):
-    #: live runs then send each learner :meth:`learner_config` and it answers with
-    #: :meth:`learner_decides`, and the server never sees its speed.
-    decentralised: bool = False
     #: False when the cycle's length is an outcome of the allocation, not a deadline the
     #: learners must meet (feel's round latency): live runs then judge no learner late.
     has_deadline: bool = True
@@ -281,10 +350,12 @@ class LearningCycle(abc.ABC):
     #: the problem's clock; med's tasks have a model each and adaptive-tau's control needs
     #: the learners' gradient statistics).
     emulated: bool = True
-    #: True when the live learners report gradient statistics of their local loss (the
-    #: loss and gradient at the global model, the loss and gradient at their previous local
-    #: model) for :meth:`live_feedback` (adaptive-tau's estimates of rho, beta and delta).
-    gradient_statistics: bool = False
+    #: What a live learner does beyond training as ordered (:class:`LearnerSide`): dab's
+    #: learners plan their own work, adaptive-tau's report gradient statistics.
+    learner_side: LearnerSide = LearnerSide()
+    #: Numbers of :meth:`live_feedback`'s record drawn over the rounds in a live run's figure
+    #: (record key -> label; adaptive-tau: the tau of each round).
+    plotted: Mapping[str, str] = {}
 
     def check(self, inst: Any, scheme: str, solution: Mapping[str, Any] | None) -> None:  # noqa: B027
         """Refuse an allocation this cycle cannot train (UsageError); default: accept all."""
@@ -383,12 +454,9 @@ class LearningCycle(abc.ABC):
         """
         return Feedback(inst)
 
-    def learner_config(self, inst: Any, learner: int, dataset_size: int) -> dict[str, Any]:
-        """What a decentralised learner is told (numbers only); default: nothing."""
-        return {}
-
-    def learner_decides(self, config: Mapping[str, Any], seconds: float,
-                        learner: int) -> LearnerPlan:
-        """A decentralised learner's own plan from ``config`` and its own seconds per
-        sample-pass (runs on the learner)."""
-        raise NotImplementedError("only decentralised cycles let learners decide")
+    def briefs(self, inst: Any, learners: np.ndarray, dataset_size: int
+               ) -> tuple[CyclePlan, dict[int, Mapping[str, Any]]]:
+        """A round whose learners plan their own work (:attr:`LearnerSide.plans_own_work`):
+        the cycle's rules (a :class:`CyclePlan` without learner plans: its deadline) and what
+        each of ``learners`` is told (numbers only)."""
+        raise NotImplementedError("only cycles whose learners plan their own work brief them")

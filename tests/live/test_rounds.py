@@ -13,7 +13,8 @@ import pytest
 from mel_opt import api
 from mel_opt.examples import problem_example
 from mel_opt.io.json_io import parse_json_text
-from mel_opt.live.rounds import LiveRun, LiveSettings, NodeReply
+from mel_opt.live.rounds import Answer, LiveRun, LiveSettings
+from mel_opt.problems.messages import ProbeReport, Records, TrainOrder, TrainReport
 from mel_opt.training import load_dataset
 
 SIGMA = np.array([1e-5, 2e-5, 4e-5])  # seconds per sample-pass of the three learners
@@ -33,24 +34,24 @@ def mel_async_doc(T: float = 2.0) -> dict[str, Any]:
 def probed(doc: dict[str, Any], data: Any) -> LiveRun:
     run = LiveRun(LiveSettings(instance=doc, method="exact", seed=1, model="softmax"), data)
     for k in range(3):
-        run.accept_probe(100 + k, {"partition_id": k, "compute_s": SIGMA[k] * 1000,
-                                   "work": 1000.0})
+        run.accept_probe(100 + k, ProbeReport(k, 100, SIGMA[k] * 1000, 1000.0).encode())
     return run
 
 
-def reply(run: LiveRun, k: int, cfg: dict[str, Any], sigma: float, fill: float) -> NodeReply:
+def reply(run: LiveRun, k: int, order: TrainOrder, sigma: float, fill: float) -> Answer:
     """Learner k did its plan at ``sigma`` seconds per sample-pass; its model is all ``fill``."""
     model = [np.full_like(a, fill) for a in run.model]
-    work = cfg["samples"] * cfg["passes"]
-    return NodeReply(k, {"compute_s": sigma * work, "work": work}, model)
+    work = order.samples * order.passes
+    return Answer(k, TrainReport(k, sigma * work, work, order.samples, order.passes,
+                                 model).encode())
 
 
 def test_probe_maps_nodes_to_learners_and_refuses_impostors(digits: Any) -> None:
     run = probed(mel_async_doc(), digits)
     assert run.nodes == {100: 0, 101: 1, 102: 2}
     assert run.estimates.seconds == pytest.approx(SIGMA)
-    run.accept_probe(999, {"partition_id": 1, "compute_s": 1.0, "work": 10.0})
-    run.accept_probe(998, {"partition_id": 7, "compute_s": 1.0, "work": 10.0})
+    run.accept_probe(999, ProbeReport(1, 100, 1.0, 10.0).encode())
+    run.accept_probe(998, ProbeReport(7, 100, 1.0, 10.0).encode())
     assert run.nodes == {100: 0, 101: 1, 102: 2} and len(run.warnings) == 2
     assert run.active.tolist() == [0, 1, 2]
 
@@ -65,22 +66,22 @@ def test_round_allocates_from_the_measured_speeds(digits: Any) -> None:
     check = api.solve(inst, "exact")
     assert plan.allocation == check.solution
     d, tau = np.array(plan.allocation["d"]), np.array(plan.allocation["tau"])
-    for k, cfg in plan.configs.items():
+    for k, order in plan.orders.items():
         # predicted busy time: Eq. (5) on the live instance, at most the cycle clock T
         busy = SIGMA[k] * N / d_total * tau[k] * d[k] + 1e-3 * d[k] + 0.1
-        assert cfg["predicted_s"] == pytest.approx(busy)
-        assert cfg["predicted_s"] <= 2.0 * (1 + 1e-9)
-        assert cfg["comm_s"] == pytest.approx(1e-3 * d[k] + 0.1)
-        assert cfg["passes"] == tau[k] and cfg["samples"] >= 1
+        assert order.predicted_s == pytest.approx(busy)
+        assert order.predicted_s <= 2.0 * (1 + 1e-9)
+        assert order.comm_s == pytest.approx(1e-3 * d[k] + 0.1)
+        assert order.passes == tau[k] and order.samples >= 1
     # the slowest learner gets the least work
-    work = {k: c["samples"] * c["passes"] for k, c in plan.configs.items()}
+    work = {k: o.samples * o.passes for k, o in plan.orders.items()}
     assert work[0] > work[1] > work[2]
-    longest = max(c["predicted_s"] - c["comm_s"] for c in plan.configs.values())
+    longest = max(o.predicted_s - o.comm_s for o in plan.orders.values())
     assert run.wait_s(plan) == pytest.approx(1.25 * longest + 5.0)  # no overhead known yet
     # a learner whose messages take 3 s beyond its computation is waited for that long
-    run.note_overhead(2, {"compute_s": 0.5}, 3.5)
+    run.note_overhead(2, 0.5, 3.5)
     assert run.overhead[2] == pytest.approx(3.0)
-    wait2 = 1.25 * (plan.configs[2]["predicted_s"] - plan.configs[2]["comm_s"]) + 3.0
+    wait2 = 1.25 * (plan.orders[2].predicted_s - plan.orders[2].comm_s) + 3.0
     assert run.wait_s(plan) == pytest.approx(max(1.25 * longest, wait2) + 5.0)
 
 
@@ -91,7 +92,7 @@ def test_close_aggregates_judges_deadlines_and_learns(digits: Any) -> None:
     # share of the data set, rounded to whole samples, so exactly sigma can overrun T by a
     # sample's time: the allocation keeps every learner busy for the whole cycle)
     true = SIGMA * np.array([0.9, 0.9, 2.0])
-    replies = [reply(run, k, plan.configs[k], true[k], fill=float(k)) for k in range(3)]
+    replies = [reply(run, k, plan.orders[k], true[k], fill=float(k)) for k in range(3)]
     run.close(plan, replies, wall_s=2.5)
     rows = {r["learner"]: r for r in run.rows}
     assert [rows[k]["status"] for k in range(3)] == ["ok", "ok", "late"]
@@ -104,22 +105,22 @@ def test_close_aggregates_judges_deadlines_and_learns(digits: Any) -> None:
                                                        / d.sum()))
     # the estimate moved half-way to the measurement
     assert run.estimates.seconds[2] == pytest.approx(1.5 * SIGMA[2])
-    before = plan.configs[2]["samples"] * plan.configs[2]["passes"]
-    after = run.plan(2).configs[2]
-    assert after["samples"] * after["passes"] < before  # less work for the slow learner
+    before = plan.orders[2].samples * plan.orders[2].passes
+    after = run.plan(2).orders[2]
+    assert after.samples * after.passes < before  # less work for the slow learner
     assert run.rounds[-1]["round"] == 1 and run.rounds[-1]["learners"] == 3
 
 
 def test_missing_learner_is_left_out_until_it_answers(digits: Any) -> None:
     run = probed(mel_async_doc(), digits)
     plan = run.plan(1)
-    run.close(plan, [reply(run, k, plan.configs[k], SIGMA[k], 1.0) for k in (0, 2)], 2.0)
+    run.close(plan, [reply(run, k, plan.orders[k], SIGMA[k], 1.0) for k in (0, 2)], 2.0)
     assert run.missing == {1}
     assert [r["status"] for r in run.rows if r["learner"] == 1] == ["missing"]
     plan2 = run.plan(2)
-    assert sorted(plan2.configs) == [0, 2] and len(plan2.allocation["d"]) == 2
+    assert sorted(plan2.orders) == [0, 2] and len(plan2.allocation["d"]) == 2
     run.missing.discard(1)  # the strategy does this when a rejoin probe is answered
-    assert sorted(run.plan(3).configs) == [0, 1, 2]
+    assert sorted(run.plan(3).orders) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("metrics", [
@@ -133,8 +134,11 @@ def test_bad_metrics_are_ignored_never_a_crash_never_a_poisoned_estimate(
         digits: Any, metrics: dict[str, Any]) -> None:
     run = probed(mel_async_doc(), digits)
     plan = run.plan(1)
-    replies = [reply(run, k, plan.configs[k], SIGMA[k], 1.0) for k in (0, 1)]
-    replies.append(NodeReply(2, metrics, [np.full_like(a, 99.0) for a in run.model]))
+    replies = [reply(run, k, plan.orders[k], SIGMA[k], 1.0) for k in (0, 1)]
+    good = reply(run, 2, plan.orders[2], SIGMA[2], 99.0).records
+    # the numbers replaced in a well-formed report; {}: a reply with no numbers at all
+    config = {**good.config, **metrics} if metrics else {}
+    replies.append(Answer(2, Records(config, good.arrays)))
     run.close(plan, replies, 2.0)
     row = next(r for r in run.rows if r["learner"] == 2)
     assert row["status"] == "ignored" and row["measured_s"] is None
@@ -150,29 +154,30 @@ def test_decentralised_dab_never_tells_the_server_a_speed(digits: Any) -> None:
                            "mnist_ffn_testbed.json").read_text())
     run = LiveRun(LiveSettings(instance=dab, seed=0, model="softmax"), digits)
     for k in range(run.K):
-        run.accept_probe(10 + k, {"partition_id": k, "samples_held": 80})
+        run.accept_probe(10 + k, ProbeReport(k, 80).encode())
     assert np.isnan(run.estimates.seconds).all()
     plan = run.plan(1)
-    assert plan.cycle is None and sorted(plan.configs) == list(range(run.K))
-    for cfg in plan.configs.values():
+    assert plan.cycle.learners == () and sorted(plan.orders) == list(range(run.K))
+    for order in plan.orders.values():
         assert {"deadline_s", "iterations", "model_bytes", "shard_bytes", "bandwidth_Bps",
-                "per_shard"} <= set(cfg)
-        assert not {"train_rate", "c2", "seconds_per_sample"} & set(cfg)
+                "per_shard"} <= set(order.brief)
+        assert not {"train_rate", "c2", "seconds_per_sample"} & set(order.brief)
+        assert order.samples == 0 and order.passes == 0  # no plan from the server
     # each learner decides with its own speed; the server sees a_k and the time it took
     replies = []
-    for k, cfg in plan.configs.items():
-        mine = run.cycle.learner_decides(cfg, 1e-4 * (k + 1), k)
-        metrics = {"compute_s": mine.compute_s, "samples": mine.samples,
-                   "passes": mine.passes, "weight": mine.weight,
-                   "predicted_s": mine.predicted_s, "comm_s": mine.comm_s,
-                   "shards": mine.columns["shards"], "tau": mine.columns["tau"]}
-        replies.append(NodeReply(k, metrics, [a.copy() for a in run.model]))
+    for k, order in plan.orders.items():
+        # through the wire, as a learner reads it
+        mine = run.cycle.learner_side.own_plan(TrainOrder.decode(order.encode()),
+                                               1e-4 * (k + 1), k)
+        report = TrainReport(k, mine.compute_s, mine.samples * mine.passes, mine.samples,
+                             mine.passes, [a.copy() for a in run.model], plan=mine)
+        replies.append(Answer(k, report.encode()))
     run.close(plan, replies, 1.0)
     assert all(r["status"] == "ok" for r in run.rows)
     inst = run.inst
     for row in run.rows:  # Eq. (3.5) by hand: the largest a with eta(a) < D
         k = row["learner"]
-        per_shard = plan.configs[k]["per_shard"]
+        per_shard = plan.orders[k].brief["per_shard"]
         c = 1.0 / (1e-4 * (k + 1) * per_shard)  # its own shards per second
         b = inst.bandwidth[k]
 

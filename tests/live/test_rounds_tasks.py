@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from mel_opt import api
-from mel_opt.live.learner import LocalData, gradient_statistics
-from mel_opt.live.rounds import LiveRun, LiveSettings, NodeReply
+from mel_opt.live.learner import LocalData
+from mel_opt.live.rounds import Answer, LiveRun, LiveSettings
 from mel_opt.problems.adaptive_tau.control import scan
+from mel_opt.problems.adaptive_tau.statistics import GradientStatistics, gradient_statistics
+from mel_opt.problems.messages import ProbeReport, TrainReport
 from mel_opt.training import load_dataset
 from mel_opt.training.mlp import init_params, stacked_loss
 
@@ -28,8 +30,7 @@ def digits() -> Any:
 
 def probe_all(run: LiveRun) -> None:
     for k in range(3):
-        run.accept_probe(100 + k, {"partition_id": k, "compute_s": SIGMA[k] * 1000,
-                                   "work": 1000.0})
+        run.accept_probe(100 + k, ProbeReport(k, 100, SIGMA[k] * 1000, 1000.0).encode())
 
 
 # -- med -----------------------------------------------------------------------------------------
@@ -60,18 +61,18 @@ def test_med_round_solves_the_measured_tasks_and_sends_each_its_task(digits: Any
     assignment, d = plan.allocation["assignment"], np.array(plan.allocation["d"])
     assert sorted(set(assignment)) == [0, 1] and d.sum(axis=1).tolist() == [6, 4]
     Omega, alpha, tau, T = [1e6, 2e6], [1e5, 1e5], [2, 1], [20.0, 8.0]
-    for j, cfg in plan.configs.items():
+    for j, order in plan.orders.items():
         i = assignment[j]
         shards = int(d[i, j])
-        assert cfg["task"] == i and cfg["passes"] == tau[i]
-        assert cfg["samples"] == shards * per[i]
+        assert order.task == i and order.passes == tau[i]
+        assert order.samples == shards * per[i]
         # Eq. (4.3) with tau_i on one state: (2 Omega_i + alpha_i d) / b + tau_i d / R_ij
         comm = (2 * Omega[i] + alpha[i] * shards) / 1e6
-        assert cfg["comm_s"] == pytest.approx(comm)
-        assert cfg["predicted_s"] == pytest.approx(comm + tau[i] * shards * SIGMA[j] * per[i])
-        assert cfg["predicted_s"] <= T[i] * (1 + 1e-9)
+        assert order.comm_s == pytest.approx(comm)
+        assert order.predicted_s == pytest.approx(comm + tau[i] * shards * SIGMA[j] * per[i])
+        assert order.predicted_s <= T[i] * (1 + 1e-9)
         # the node starts from its own task's global model
-        assert run.model_of(j, plan) is run.models[i]
+        assert run.model_of(j, plan) is run.models[i] and order.model is run.models[i]
 
 
 def test_med_close_averages_each_task_and_judges_each_by_its_deadline(digits: Any) -> None:
@@ -80,12 +81,13 @@ def test_med_close_averages_each_task_and_judges_each_by_its_deadline(digits: An
     plan = run.plan(1)
     assignment, d = plan.allocation["assignment"], np.array(plan.allocation["d"], dtype=float)
     replies = []
-    for j, cfg in plan.configs.items():
+    for j, order in plan.orders.items():
         # every learner is busy 14 s in all: past task b's deadline (8 s), within task a's (20 s)
-        compute = 14.0 - cfg["comm_s"]
-        work = cfg["samples"] * cfg["passes"]
-        model = [np.full_like(a, float(j)) for a in run.models[cfg["task"]]]
-        replies.append(NodeReply(j, {"compute_s": compute, "work": work}, model))
+        compute = 14.0 - order.comm_s
+        work = order.samples * order.passes
+        model = [np.full_like(a, float(j)) for a in run.models[order.task]]
+        replies.append(Answer(j, TrainReport(j, compute, work, order.samples, order.passes,
+                                             model).encode()))
     run.close(plan, replies, wall_s=1.0)
     rows = {r["learner"]: r for r in run.rows}
     for j in range(3):
@@ -111,13 +113,15 @@ def tau_doc(budget: float = 15.0) -> dict[str, Any]:
 
 
 def tau_replies(run: LiveRun, plan: Any, rho: list[float], beta: list[float],
-                compute: list[float], grads: list[float]) -> list[NodeReply]:
+                compute: list[float], grads: list[float]) -> list[Answer]:
     out = []
-    for k, cfg in plan.configs.items():
-        metrics = {"compute_s": compute[k], "work": cfg["samples"] * cfg["passes"],
-                   "rho": rho[k], "beta": beta[k]}
+    for k, order in plan.orders.items():
         gradient = [np.full(a.shape, grads[k], dtype=np.float32) for a in run.model]
-        out.append(NodeReply(k, metrics, [a.copy() for a in run.model], gradient=gradient))
+        report = TrainReport(k, compute[k], order.samples * order.passes, order.samples,
+                             order.passes, [a.copy() for a in run.model],
+                             extras={"rho": rho[k], "beta": beta[k]},
+                             arrays={"gradient": gradient})
+        out.append(Answer(k, report.encode()))
     return out
 
 
@@ -125,14 +129,14 @@ def test_adaptive_tau_sets_the_next_tau_from_the_reported_estimates(digits: Any)
     settings = LiveSettings(instance=tau_doc(), seed=0, model="softmax", batch_size=16,
                             learners=3)
     run = LiveRun(settings, digits)
-    assert run.K == 3 and run.cycle.gradient_statistics
+    assert run.K == 3 and isinstance(run.cycle.learner_side, GradientStatistics)
     probe_all(run)
     plan = run.plan(1)
     tau1 = api.solve(run.inst, "scan").solution["tau"]  # round 1: the file's estimates
     assert plan.allocation == {"tau": tau1}
-    for cfg in plan.configs.values():
-        assert cfg["samples"] == tau1 * 16 and cfg["passes"] == 1 and cfg["statistics"] == 1
-        assert cfg["predicted_s"] == pytest.approx(0.013015156 * tau1)
+    for order in plan.orders.values():
+        assert order.samples == tau1 * 16 and order.passes == 1
+        assert order.predicted_s == pytest.approx(0.013015156 * tau1)
     weights = np.array([p.weight for p in plan.cycle.learners])
     w = weights / weights.sum()
     run.close(plan, tau_replies(run, plan, rho=[1.0, 2.0, 3.0], beta=[0.5, 0.5, 2.0],
@@ -153,9 +157,12 @@ def test_adaptive_tau_sets_the_next_tau_from_the_reported_estimates(digits: Any)
     plan2 = run.plan(2)
     assert plan2.allocation == {"tau": scan(inst).tau}  # the control rule on the estimates
     # a learner reporting a non-finite rho is left out of that average, never poisons it
+    # (its whole reply is refused as malformed)
     run.close(plan2, tau_replies(run, plan2, rho=[math.nan, 2.0, 2.0], beta=[1.0] * 3,
                                  compute=[0.1] * 3, grads=[1.0] * 3), wall_s=13.5)
     assert run.inst.rho == pytest.approx(2.0) and run.inst.delta == pytest.approx(0.0)
+    row = next(r for r in run.rows if r["round"] == 2 and r["learner"] == 0)
+    assert row["status"] == "ignored" and "x.rho must be a finite number" in row["reason"]
     # 14.5 s of 15 used: the end-of-budget rule shortens the next round and makes it the last
     plan3 = run.plan(3)
     R, c, b = 15.0, run.inst.local_cost[0], run.inst.global_cost[0]

@@ -39,6 +39,7 @@ import numpy as np
 from mel_opt.errors import UsageError
 from mel_opt.io.validate import readonly_array
 from mel_opt.problems.adaptive_tau.instance import AdaptiveTauInstance
+from mel_opt.problems.adaptive_tau.statistics import GradientStatistics
 from mel_opt.problems.learning import (
     CyclePlan,
     Feedback,
@@ -95,7 +96,8 @@ class AdaptiveTauCycle(LearningCycle):
 
     emulated = False
     has_deadline = False  # the control rule keeps a budget, not a per-round deadline
-    gradient_statistics = True
+    learner_side = GradientStatistics()
+    plotted = {"tau": "tau"}
 
     def live_learners(self, inst: AdaptiveTauInstance, nodes: int | None) -> int:
         return int(nodes) if nodes else DEFAULT_NODES
@@ -152,7 +154,8 @@ class AdaptiveTauCycle(LearningCycle):
                                   for rep in reports])
             rho = rho if new_rho is None else new_rho
             beta = beta if new_beta is None else new_beta
-            grads = [(rep.gradient, rep.weight) for rep in reports if rep.gradient is not None]
+            grads = [(rep.arrays["gradient"], rep.weight) for rep in reports
+                     if "gradient" in rep.arrays]
             if len(grads) >= 1:
                 value = gradient_divergence([g for g, _ in grads],
                                             np.array([w for _, w in grads]))

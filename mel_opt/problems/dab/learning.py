@@ -22,7 +22,14 @@ import numpy as np
 from mel_opt.errors import UsageError
 from mel_opt.problems.dab.instance import DabInstance
 from mel_opt.problems.dab.latency import eta, shard_bound
-from mel_opt.problems.learning import CyclePlan, LearnerPlan, LearningCycle, RunContext
+from mel_opt.problems.learning import (
+    CyclePlan,
+    LearnerPlan,
+    LearnerSide,
+    LearningCycle,
+    RunContext,
+)
+from mel_opt.problems.messages import TrainOrder
 
 
 def _allocation(inst: DabInstance,
@@ -41,8 +48,36 @@ def _per_shard(inst: DabInstance, shards: np.ndarray, dataset_size: int) -> int:
     return max(1, dataset_size // max(ref, 1))
 
 
+class DabLearner(LearnerSide):
+    """A DAB learner decides its own a_k (thesis Algorithm 10) from its own benchmark."""
+
+    plans_own_work = True
+
+    def own_plan(self, order: TrainOrder, seconds: float, learner: int) -> LearnerPlan:
+        """Learner k's own a_k by Eq. (3.5) from its own benchmark: c_k = 1 / (sigma_k x
+        samples per shard) shards/s, and its predicted eta_k (Eq. (3.4)). a_k = 0: it halts
+        (Algorithm 10, lines 18-19) and trains nothing. ``order.brief`` is
+        :meth:`DabCycle.learner_config`."""
+        brief = order.brief
+        per_shard = int(brief["per_shard"])
+        mu = int(brief["iterations"])
+        rate = 1.0 / (float(seconds) * per_shard)
+        model, shard = float(brief["model_bytes"]), float(brief["shard_bytes"])
+        c, b = np.array([rate]), np.array([float(brief["bandwidth_Bps"])])
+        a = int(shard_bound(float(brief["deadline_s"]), mu, model, shard, c, b)[0])
+        busy = float(np.asarray(eta(a, iterations=mu, model_bytes=model, shard_bytes=shard,
+                                    train_rate=c, bandwidth=b), dtype=float).ravel()[0])
+        compute = mu * a / rate
+        return LearnerPlan(learner=learner, samples=a * per_shard, passes=mu, weight=float(a),
+                           predicted_s=busy, comm_s=busy - compute,
+                           columns={"shards": a, "tau": mu})
+
+
 class DabCycle(LearningCycle):
-    """a_k shards for mu passes per learner, averaged by a_k, until the last update."""
+    """a_k shards for mu passes per learner, averaged by a_k, until the last update; live,
+    each learner decides its own a_k (:class:`DabLearner`)."""
+
+    learner_side = DabLearner()
 
     def data_shares(self, inst: DabInstance, scheme: str, solution: Mapping[str, Any] | None,
                     dataset_size: int) -> np.ndarray:
@@ -67,10 +102,7 @@ class DabCycle(LearningCycle):
             for i, k in enumerate(used))
         return CyclePlan(plans, deadline_s=float(inst.deadline))
 
-
     # -- live runs: decentralised, as the thesis runs DAB (Algorithm 10) --------------------
-    decentralised = True
-
     def learner_config(self, inst: DabInstance, learner: int,
                        dataset_size: int) -> dict[str, Any]:
         """What the orchestrator sends learner k: the deadline, the passes, the model and shard
@@ -90,23 +122,11 @@ class DabCycle(LearningCycle):
                 "bandwidth_Bps": float(inst.bandwidth[learner]),
                 "per_shard": _per_shard(inst, shards, dataset_size)}
 
-    def learner_decides(self, config: Mapping[str, Any], seconds: float,
-                        learner: int) -> LearnerPlan:
-        """Learner k's own a_k by Eq. (3.5) from its own benchmark: c_k = 1 / (sigma_k x
-        samples per shard) shards/s, and its predicted eta_k (Eq. (3.4)). a_k = 0: it halts
-        (Algorithm 10, lines 18-19) and trains nothing."""
-        per_shard = int(config["per_shard"])
-        mu = int(config["iterations"])
-        rate = 1.0 / (float(seconds) * per_shard)
-        model, shard = float(config["model_bytes"]), float(config["shard_bytes"])
-        c, b = np.array([rate]), np.array([float(config["bandwidth_Bps"])])
-        a = int(shard_bound(float(config["deadline_s"]), mu, model, shard, c, b)[0])
-        busy = float(np.asarray(eta(a, iterations=mu, model_bytes=model, shard_bytes=shard,
-                                    train_rate=c, bandwidth=b), dtype=float).ravel()[0])
-        compute = mu * a / rate
-        return LearnerPlan(learner=learner, samples=a * per_shard, passes=mu, weight=float(a),
-                           predicted_s=busy, comm_s=busy - compute,
-                           columns={"shards": a, "tau": mu})
+    def briefs(self, inst: DabInstance, learners: np.ndarray, dataset_size: int
+               ) -> tuple[CyclePlan, dict[int, Mapping[str, Any]]]:
+        """The deadline D judges every learner; each is told :meth:`learner_config`."""
+        return (CyclePlan((), deadline_s=float(inst.deadline)),
+                {int(k): self.learner_config(inst, int(k), dataset_size) for k in learners})
 
 
 CYCLE = DabCycle()

@@ -1,0 +1,206 @@
+"""The declared settings of a live run: what the server does (:class:`LiveSettings`) and how the
+run is deployed (:class:`LiveOptions`).
+
+Every setting is declared once (:class:`~mel_opt.settings.Setting`); the data set, partition,
+model and optimiser settings are the emulator's own declarations
+(:data:`~mel_opt.training.settings.DATA_SETTINGS`), so ``melopt train`` and ``melopt live``
+accept and document them alike. Both dataclasses check their fields when they are made, on the
+user's machine and again on a SuperLink that reads them from JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from mel_opt.errors import SettingError, UsageError
+from mel_opt.problems.messages import DataSpec
+from mel_opt.settings import Declared, Setting
+from mel_opt.training.settings import DATA_SETTINGS
+
+__all__ = ["ENGINES", "LIVE_OPTIONS", "LIVE_SETTINGS", "LiveOptions", "LiveSettings",
+           "grace_for"]
+
+ENGINES = ("simulation", "local", "remote")
+#: Seconds a round waits beyond the predictions when ``grace_s`` is not set: Flower's
+#: simulation answers at once; a deployment's messages take their own round trips.
+GRACE_S = {"simulation": 2.0, "local": 5.0, "remote": 5.0}
+MAX_SEED = 2**63 - 1
+
+LIVE_SETTINGS = (
+    Setting("method", str, None, "Method that allocates every round.", nullable=True,
+            default_doc="the problem's", flag="--method"),
+    Setting("rounds", int, 5, "Global rounds after the probe (adaptive-tau may end earlier: "
+            "budget).", minimum=1),
+    Setting("seed", int, 0, "Model initialisation, data split and shuffles.", minimum=0,
+            maximum=MAX_SEED),
+    *DATA_SETTINGS,
+    Setting("time_limit", float, 30.0, "Solver time limit per round [s].", minimum=0.0,
+            minimum_open=True, nullable=True, default_doc="none"),
+    Setting("alpha", float, 0.5, "Weight of a new measurement in each learner's speed "
+            "estimate (the server's and the learner's own).", minimum=0.0, minimum_open=True,
+            maximum=1.0),
+    Setting("grace_s", float, None, "Seconds a round waits for replies beyond each learner's "
+            "predicted computation and measured messaging overhead.", minimum=0.0,
+            nullable=True, flag="--grace",
+            default_doc="2 in the simulation, 5 in a deployment"),
+    Setting("probe_s", float, 0.5, "Seconds of training each learner times in the probe "
+            "(subset benchmarking), at least.", minimum=0.0, minimum_open=True,
+            flag="--probe"),
+    Setting("learners", int, None, "Learners of a problem whose file does not fix them "
+            "(adaptive-tau).", minimum=1, nullable=True, flag="--nodes",
+            default_doc="the problem's"),
+)
+
+def _readable_file(path: str) -> None:
+    if not Path(path).is_file():
+        raise UsageError(f"{path} is not a file")
+
+
+LIVE_OPTIONS = (
+    Setting("engine", str, "simulation", "Flower's simulation runtime, a loopback deployment "
+            "started here, or an existing deployment (--superlink).", choices=ENGINES),
+    Setting("nodes", int, None, "Learner processes; learner k runs on the node whose "
+            "partition id is k.", minimum=1, nullable=True,
+            default_doc="the instance's learners; adaptive-tau, whose file has none: 5, as "
+                        "paper 003's demo"),
+    Setting("speeds", float, None, "Local nodes' fractions of a core, e.g. 1,0.5,0.25 "
+            "(--engine local).", minimum=0.0, minimum_open=True, maximum=1.0, many=True,
+            nullable=True, default_doc="every node a whole core"),
+    Setting("superlink", str, None, "HOST:PORT of a remote SuperLink (remote).",
+            nullable=True, default_doc="none"),
+    Setting("root_certificates", str, None, "CA certificate (PEM) of the remote SuperLink.",
+            nullable=True, default_doc="none", check=_readable_file),
+    Setting("insecure", bool, False, "Remote SuperLink without TLS (only when asked)."),
+    Setting("emulate", bool, False, "Also run the emulator on the same instance, seed and "
+            "rounds (written to DIR/emulated)."),
+)
+
+
+def grace_for(engine: str) -> float:
+    """The grace of a round on ``engine`` when the settings leave it unset [s]."""
+    return GRACE_S.get(engine, GRACE_S["local"])
+
+
+@dataclass(frozen=True)
+class LiveSettings(Declared):
+    """What a live run's server does (every field but ``instance`` declared in
+    :data:`LIVE_SETTINGS` and checked when the object is made).
+
+    Attributes
+    ----------
+    instance : Mapping
+        The instance document (the JSON of the file), so a server on another machine can
+        rebuild it.
+    method : str or None
+        The method that allocates every round (None: the problem's default).
+    rounds, seed : int
+    dataset, partition, model, lr, batch_size, max_train, max_test
+        As ``melopt train`` (:data:`~mel_opt.training.settings.DATA_SETTINGS`).
+    time_limit : float or None
+        Solver time limit per round [s].
+    alpha : float
+        Weight of a new measurement in each learner's speed estimate, the server's and the
+        learner's own.
+    grace_s : float or None
+        Wall-clock seconds a round waits for replies beyond each learner's predicted
+        computation and measured messaging overhead (None: :func:`grace_for` the engine).
+    probe_s : float
+        Seconds of training each learner times in the probe, at least.
+    learners : int or None
+        Learners of a problem whose instance does not fix their number (adaptive-tau: the
+        nodes; None: the problem's default).
+    """
+
+    SETTINGS: ClassVar[tuple[Setting, ...]] = LIVE_SETTINGS
+    UNDECLARED: ClassVar[tuple[str, ...]] = ("instance",)
+
+    instance: Mapping[str, Any]
+    method: str | None = None
+    rounds: int = 5
+    seed: int = 0
+    dataset: str = "digits"
+    partition: str = "iid"
+    model: str = "twonn"
+    lr: float = 0.1
+    batch_size: int = 32
+    max_train: int | None = None
+    max_test: int | None = None
+    time_limit: float | None = 30.0
+    alpha: float = 0.5
+    grace_s: float | None = None
+    probe_s: float = 0.5
+    learners: int | None = None
+
+    def data_spec(self, num_partitions: int) -> DataSpec:
+        """Where every learner finds its part of the data set."""
+        return DataSpec(self.dataset, self.partition, num_partitions, self.seed,
+                        self.max_train, self.max_test)
+
+    @property
+    def grace(self) -> float:
+        """``grace_s``, or a deployment's default when it is unset [s]."""
+        return self.grace_s if self.grace_s is not None else grace_for("local")
+
+
+@dataclass(frozen=True)
+class LiveOptions(Declared):
+    """How a live run is deployed (the engine side of ``melopt live``; every field declared
+    in :data:`LIVE_OPTIONS`).
+
+    Attributes
+    ----------
+    engine : str
+        ``simulation``, ``local`` or ``remote``.
+    nodes : int or None
+        Learner processes (default: the instance's learners); learner k runs on the node
+        whose partition id is k.
+    speeds : tuple of float or None
+        Fraction of a core of each local node (``local`` only), in (0, 1]: one value for
+        all, or one per node.
+    superlink : str or None
+        ``HOST:PORT`` of a remote SuperLink's Control API (``remote`` only).
+    root_certificates : str or None
+        PEM file of the CA that signed the remote SuperLink's certificate.
+    insecure : bool
+        Talk to the remote SuperLink without TLS (only when asked).
+    emulate : bool
+        Also run the emulator on the same instance, method, seed and rounds.
+    """
+
+    SETTINGS: ClassVar[tuple[Setting, ...]] = LIVE_OPTIONS
+
+    engine: str = "simulation"
+    nodes: int | None = None
+    speeds: tuple[float, ...] | None = None
+    superlink: str | None = None
+    root_certificates: str | None = None
+    insecure: bool = False
+    emulate: bool = False
+
+    def check_together(self) -> None:
+        flag = {s.name: s.flag for s in LIVE_OPTIONS}
+        if self.speeds is not None and self.engine != "local":
+            raise SettingError("speeds", flag["speeds"], "throttles local nodes: it needs "
+                               "{engine} local", " ", {"engine": flag["engine"]})
+        if self.engine == "remote" and not self.superlink:
+            raise SettingError("engine", flag["engine"], "remote needs {superlink} HOST:PORT",
+                               " ", {"superlink": flag["superlink"]})
+
+    def node_speeds(self, nodes: int) -> list[float] | None:
+        """One fraction of a core per node (None: none throttled).
+
+        Raises
+        ------
+        SettingError
+            ``speeds`` has neither one value nor one per node.
+        """
+        if self.speeds is None:
+            return None
+        if len(self.speeds) not in (1, nodes):
+            raise SettingError("speeds", self.setting("speeds").flag,
+                               f"needs one value or one per node ({nodes}), got "
+                               f"{len(self.speeds)}")
+        return list(self.speeds) * (nodes if len(self.speeds) == 1 else 1)
