@@ -31,10 +31,10 @@ from functools import cache
 
 import numpy as np
 
+from mel_opt.blas import blas_threads
 from mel_opt.problems import get_problem
 from mel_opt.problems.learning import LearnerSide
 from mel_opt.problems.messages import DataSpec, ProbeOrder, ProbeReport, TrainOrder, TrainReport
-from mel_opt.subset_benchmarking.threads import blas_threads
 from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.local import local_sgd, make_schedule, one_step_schedule
 from mel_opt.training.mlp import Params, init_params, layers_for

@@ -11,6 +11,7 @@ joins the two (this package does not import the problems).
 
 from __future__ import annotations
 
+from mel_opt.blas import blas_control_available, blas_threads
 from mel_opt.subset_benchmarking.data import SHARD_BYTES, decode_shard, encode_shard, make_shards
 from mel_opt.subset_benchmarking.download import (
     BenchmarkError,
@@ -26,7 +27,6 @@ from mel_opt.subset_benchmarking.measure import (
     subset_benchmark,
     time_training,
 )
-from mel_opt.subset_benchmarking.threads import blas_control_available, blas_threads
 from mel_opt.subset_benchmarking.twonn import MLP, MODELS, TWONN_LAYERS, twonn
 
 __all__ = [

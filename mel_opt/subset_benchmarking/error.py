@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mel_opt.blas import blas_threads
 from mel_opt.subset_benchmarking.data import encode_shard, make_shards
 from mel_opt.subset_benchmarking.download import time_download
 from mel_opt.subset_benchmarking.measure import flops_benchmark, model_for, time_training
-from mel_opt.subset_benchmarking.threads import blas_threads
 
 
 @dataclass

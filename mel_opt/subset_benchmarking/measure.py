@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mel_opt.blas import blas_threads
 from mel_opt.subset_benchmarking.data import SAMPLES_PER_SHARD, make_shards
-from mel_opt.subset_benchmarking.threads import blas_threads
 from mel_opt.subset_benchmarking.twonn import MLP, MODELS
 
 
@@ -123,7 +123,7 @@ def subset_benchmark(
         Shards to train on (default: :func:`make_shards` ``(shards, seed=seed)``); only the
         first ``shards`` are used.
     threads : int or None
-        BLAS threads during the run (default 1, see :mod:`~mel_opt.subset_benchmarking.threads`;
+        BLAS threads during the run (default 1, see :mod:`~mel_opt.blas`;
         None or 0 leaves the library's setting).
     """
     if shards < 1 or passes < 1:

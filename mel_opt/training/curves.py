@@ -35,7 +35,7 @@ def centralised_ceiling(ds: Dataset, model: str, lr: float = 0.1, batch_size: in
     The papers state their targets on their own data (95 % / 97 % on MNIST, 90 % on CIFAR-10);
     the catalogue sets ours relative to this ceiling instead.
     """
-    from mel_opt.subset_benchmarking.threads import blas_threads
+    from mel_opt.blas import blas_threads
     from mel_opt.training.local import evaluate, local_sgd, make_schedule
     from mel_opt.training.mlp import init_params, layers_for
 

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from mel_opt import activity, api
+from mel_opt.blas import blas_threads
 from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems import get_problem
 from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext
-from mel_opt.subset_benchmarking.threads import blas_threads
 from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.mlp import init_params, layers_for
