@@ -335,14 +335,32 @@ def solve_arrays(
     _reset_scheduler()
     start = time.perf_counter()
     h.run()
-    elapsed = time.perf_counter() - start
+    return _answer(h, bool(integer.any()), time.perf_counter() - start)
+
+
+def _answer(h: Any, integer: bool, elapsed: float) -> SolverResult:
+    """The answer of ``h``'s last run: its model status through :func:`native_termination_map`
+    (unknown codes: ``UNKNOWN``), what came back through :func:`solution_status`.
+
+    Parameters
+    ----------
+    h : highspy.Highs
+        The instance that just ran.
+    integer : bool
+        The model has integer columns: the bound is HiGHS's MIP dual bound, else the LP's
+        objective.
+    elapsed : float
+        Seconds inside ``run()``.
+    """
+    import highspy
+
     status = h.getModelStatus()
     term = native_termination_map().get(status, TerminationCondition.UNKNOWN)
     info = h.getInfo()
     has_point = info.primal_solution_status != highspy.SolutionStatus.kSolutionStatusNone
     feasible = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
     x = np.array(h.getSolution().col_value, dtype=float) if has_point else np.zeros(0)
-    bound = float(info.mip_dual_bound) if integer.any() else float(info.objective_function_value)
+    bound = float(info.mip_dual_bound) if integer else float(info.objective_function_value)
     return SolverResult(
         termination=term,
         solution_status=solution_status(term, has_point, feasible),
@@ -367,12 +385,9 @@ class IncrementalLp:
     """
 
     def __init__(self, cost: np.ndarray) -> None:
-        import highspy
-
         self.n = int(cost.shape[0])
         self._h = _quiet_highs()
         self._h.setOptionValue("threads", 1)
-        self._optimal = highspy.HighsModelStatus.kOptimal
         # highspy's infinity is the float inf (kHighsInf), so +-inf bounds pass as they are
         self._h.addVars(self.n, np.full(self.n, -np.inf), np.full(self.n, np.inf))
         self._h.changeColsCost(self.n, np.arange(self.n, dtype=np.int32),
@@ -395,18 +410,30 @@ class IncrementalLp:
                                  np.asarray(cols, dtype=np.int32),
                                  np.asarray(lower, dtype=float), np.asarray(upper, dtype=float))
 
-    def minimise(self) -> tuple[np.ndarray, float] | None:
-        """The optimal columns and objective; None unless HiGHS reports optimal (time limits
-        of :mod:`mel_opt.deadline` hold: None past the deadline)."""
+    def minimise(self) -> SolverResult:
+        """Solve from the last basis, within the current deadline of :mod:`mel_opt.deadline`.
+
+        Returns
+        -------
+        SolverResult
+            The two axes as :func:`solve_arrays` maps them (one mapping: optimal,
+            infeasible, unbounded, a time limit, an error... each its own pair), with ``x``
+            (the n columns) and ``objective`` when HiGHS has a point. A deadline already
+            passed: ``TIME_LIMIT`` and no point, HiGHS not called. A point that is not n
+            finite values (never seen) is reported as ``NUMERICAL`` with no point.
+        """
         until = deadline.current()
         if until.expired():
-            return None
+            return _no_time("time limit reached before HiGHS started")
         if until.time_limit is not None:
             self._h.setOptionValue("time_limit", max(1e-9, until.remaining()))
+        start = time.perf_counter()
         self._h.run()
-        if self._h.getModelStatus() != self._optimal:
-            return None
-        x = np.asarray(self._h.getSolution().col_value, dtype=float)
-        if x.shape != (self.n,) or not np.all(np.isfinite(x)):
-            return None
-        return x, float(self._h.getInfo().objective_function_value)
+        res = _answer(self._h, False, time.perf_counter() - start)
+        if res.solution_status is not SolutionStatus.NONE and (
+                res.x.shape != (self.n,) or not np.all(np.isfinite(res.x))):
+            return SolverResult(TerminationCondition.NUMERICAL, SolutionStatus.NONE, None,
+                                solve_time_s=res.solve_time_s,
+                                message=f"HiGHS gave {res.x.size} values for {self.n} "
+                                        f"columns, not all finite ({res.message})")
+        return res

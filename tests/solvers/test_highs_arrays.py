@@ -102,11 +102,59 @@ def test_incremental_lp_matches_a_solve_from_scratch_after_each_change() -> None
         elif change == "bound":
             lp.set_col_bounds(np.array([0]), np.array([0.0]), np.array([1.0]))
             col_hi = np.array([1.0, 10.0])
-        x, objective = lp.minimise()
+        res = lp.minimise()
+        assert res.termination is TerminationCondition.CONVERGED and res.is_optimal
+        x, objective = res.x, res.objective
         assert objective == pytest.approx(want) and x == pytest.approx(want_x)
         scratch = highs.solve_arrays(np.array([-1.0, -2.0]), np.array(rows), np.array(cols),
                                      np.array(vals), (np.full(len(ub), -np.inf), np.array(ub)),
                                      (np.zeros(2), col_hi), np.zeros(2, dtype=bool))
         assert scratch.objective == pytest.approx(objective)
-    # min -x with x free is unbounded: no point
-    assert highs.IncrementalLp(np.array([-1.0])).minimise() is None
+    # min -x with x free is unbounded: no usable point
+    unbounded = highs.IncrementalLp(np.array([-1.0])).minimise()
+    assert unbounded.termination is TerminationCondition.UNBOUNDED and not unbounded.is_usable
+
+
+def test_incremental_lp_reports_an_infeasible_lp() -> None:
+    # x + y <= 1 and x + y >= 3 contradict: (infeasible, none), no point
+    lp = highs.IncrementalLp(np.array([1.0, 1.0]))
+    lp.add_rows(np.array([-np.inf, 3.0]), np.array([1.0, np.inf]), np.array([0, 2]),
+                np.array([0, 1, 0, 1]), np.ones(4))
+    res = lp.minimise()
+    assert (res.termination, res.solution_status) == (TerminationCondition.INFEASIBLE,
+                                                      SolutionStatus.NONE)
+    assert res.objective is None and res.x.size == 0 and not res.is_usable
+
+
+def test_incremental_lp_reports_an_unbounded_lp() -> None:
+    # min x - y with 0 <= x <= 1, x <= 2 and y free: y grows without end, so unbounded; HiGHS
+    # hands back the feasible point it started from (x = y = 0), which is no answer
+    lp = highs.IncrementalLp(np.array([1.0, -1.0]))
+    lp.set_col_bounds(np.array([0]), np.array([0.0]), np.array([1.0]))
+    lp.add_rows(np.array([-np.inf]), np.array([2.0]), np.array([0]), np.array([0]),
+                np.array([1.0]))
+    res = lp.minimise()
+    assert (res.termination, res.solution_status) == (TerminationCondition.UNBOUNDED,
+                                                      SolutionStatus.FEASIBLE)
+    assert not res.is_usable and not res.is_optimal
+
+
+def test_incremental_lp_past_the_deadline_is_a_time_limit() -> None:
+    # a deadline already spent: (time_limit, none) without running HiGHS; the same LP answers
+    # (x = 1, objective 1: min x with x >= 1) once the deadline is lifted, so nothing was
+    # left half-done
+    import time
+
+    from mel_opt import deadline
+
+    lp = highs.IncrementalLp(np.array([1.0]))
+    lp.set_col_bounds(np.array([0]), np.array([1.0]), np.array([5.0]))
+    with deadline.limit(0.001):
+        time.sleep(0.01)
+        res = lp.minimise()
+    assert (res.termination, res.solution_status) == (TerminationCondition.TIME_LIMIT,
+                                                      SolutionStatus.NONE)
+    assert res.objective is None and not res.is_usable
+    after = lp.minimise()
+    assert after.is_optimal and after.objective == pytest.approx(1.0)
+    assert after.x.tolist() == pytest.approx([1.0])

@@ -135,7 +135,7 @@ class _BoxModel:
     def maximise(self, cols: Columns, mu: np.ndarray, lam: float, box: float
                  ) -> tuple[np.ndarray, float, float] | None:
         """The model's maximiser over the box around (mu, lam) and its value (None if HiGHS
-        gives no point)."""
+        gives no optimal point)."""
         lag = self.lag
         m, n = lag.m, lag.n
         self.sync(cols)
@@ -147,10 +147,9 @@ class _BoxModel:
             lo[-1] = hi[-1] = 0.0
         self.lp.set_col_bounds(np.arange(m, m + n + 1), lo, hi)
         got = self.lp.minimise()
-        if got is None:
+        if not got.is_optimal or got.objective is None:
             return None
-        x, objective = got
-        return x[m:m + n], float(x[-1]), -objective
+        return got.x[m:m + n], float(got.x[-1]), -got.objective
 
 
 def _evaluate(lag: Lagrangian, node: Node, mu: np.ndarray, lam: float, cutoff: float,
