@@ -48,8 +48,9 @@ def solve_exact(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
 
     Extras: ``bound`` (proven lower bound), ``gap`` (relative), and the search statistics.
     """
-    with deadline.keep_incumbent(lambda: _exact_output(branch_and_bound.snapshot())):
-        out = dispatch.solve(inst, time_limit=_search_limit())
+    running = branch_and_bound.Running()  # what a stop by the guard timer keeps
+    with deadline.keep_incumbent(lambda: _exact_output(running.snapshot())):
+        out = dispatch.solve(inst, time_limit=_search_limit(), running=running)
     output = _exact_output(out)
     assert output is not None
     return output

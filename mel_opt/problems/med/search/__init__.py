@@ -9,7 +9,11 @@ Modules, each importing only those listed before it (no cycles; this file import
 - ``evaluate``: the exact value of one assignment (many-types path).
 - ``local``: greedy start, local search and iterated local search.
 - ``lagrangian``: the Lagrangian bound and its subgradient optimisation.
+- ``bundle``: the box-step bundle method of the bound and the restricted master LP.
 - ``companion``: a forked process and shared mailboxes for the primal search on a second core.
+- ``exchange``: the incumbent and its exchange with the companion (what is sent and kept).
+- ``branching``: how a node of the branch and bound is split (on a task's level or a learner).
+- ``search_stats``: the branch and bound's statistics, typed, and their result keys.
 - ``branch_and_bound``: the Lagrangian branch and bound for many learner types.
 - ``dispatch``: the entry point ``solve``, which picks one of the searches.
 """

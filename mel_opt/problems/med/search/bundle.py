@@ -16,7 +16,8 @@ method it stops with a certificate: when the model's maximum over the box equals
 value, the best multipliers maximise L over the box and, L being concave, over everything.
 
 The bound is always ``evaluate``'s value at some multipliers, so it is valid whatever the LP
-answers; the LP only chooses where to look.
+answers; the LP only chooses where to look. When it gives no optimal point (a time limit,
+infeasible, unbounded, an error) the ascent ends there and says why (``Ascent.lp_stop``).
 
 The same columns give the restricted master programme (the LP dual of the model): a convex
 combination of each task's columns covering every learner once and within the budget. Its
@@ -35,6 +36,7 @@ import numpy as np
 from mel_opt.problems.med.search.lagrangian import Lagrangian, Node
 from mel_opt.problems.med.search.types import REL_GAP
 from mel_opt.solvers.highs import IncrementalLp, solve_arrays
+from mel_opt.status import TerminationCondition
 
 SHRINK = 0.7  # the box after a null step that did not raise the bound
 GROW = 1.5  # ... after a serious step that gained at least GOOD of what the model promised
@@ -133,9 +135,10 @@ class _BoxModel:
         self.rows = len(cols)
 
     def maximise(self, cols: Columns, mu: np.ndarray, lam: float, box: float
-                 ) -> tuple[np.ndarray, float, float] | None:
-        """The model's maximiser over the box around (mu, lam) and its value (None if HiGHS
-        gives no optimal point)."""
+                 ) -> tuple[np.ndarray, float, float] | TerminationCondition:
+        """The model's maximiser over the box around (mu, lam) and its value; when HiGHS gives
+        no optimal point, why it stopped instead (a time limit, infeasible, unbounded, an
+        error...)."""
         lag = self.lag
         m, n = lag.m, lag.n
         self.sync(cols)
@@ -148,8 +151,43 @@ class _BoxModel:
         self.lp.set_col_bounds(np.arange(m, m + n + 1), lo, hi)
         got = self.lp.minimise()
         if not got.is_optimal or got.objective is None:
-            return None
+            return got.termination
         return got.x[m:m + n], float(got.x[-1]), -got.objective
+
+
+@dataclass(frozen=True)
+class Ascent:
+    """What one box-step ascent (:func:`ascend`) reached.
+
+    Attributes
+    ----------
+    bound : float
+        The best value of L found [s] (inf: the node cannot beat the incumbent).
+    cover : (m, n) bool array
+        The subproblems' cover at the best multipliers.
+    steps : int
+        Evaluations of L after the first.
+    columns : int
+        Columns in the pool when it ended.
+    converged : bool
+        It ended with the certificate (the model's maximum equals the best value).
+    lp_stop : TerminationCondition or None
+        Why the box LP gave no optimal point, when that ended the ascent (a time limit,
+        infeasible, unbounded, an error...); None otherwise.
+    """
+
+    bound: float
+    cover: np.ndarray
+    steps: int = 0
+    columns: int = 0
+    converged: bool = False
+    lp_stop: TerminationCondition | None = None
+
+    @property
+    def counted(self) -> bool:
+        """Whether its counters mean anything: an ascent that met an infinite L (the node is
+        cut) stops at once and reports none."""
+        return math.isfinite(self.bound)
 
 
 def _evaluate(lag: Lagrangian, node: Node, mu: np.ndarray, lam: float, cutoff: float,
@@ -167,27 +205,30 @@ def _evaluate(lag: Lagrangian, node: Node, mu: np.ndarray, lam: float, cutoff: f
 
 
 def ascend(lag: Lagrangian, node: Node, upper: float, iters: int, deadline: float,
-           cols: Columns, stats: dict | None = None) -> tuple[float, np.ndarray]:
+           cols: Columns) -> Ascent:
     """Box-step ascent from the node's multipliers (a subgradient warm start is expected in
-    them); updates node.mu / node.lam to the best point. Returns the best bound and the
-    subproblems' cover there.
+    them); updates node.mu / node.lam to the best point. Returns the best bound, the
+    subproblems' cover there and what the ascent did (:class:`Ascent`).
 
     Stops at ``iters`` evaluations, at ``deadline``, when the bound reaches ``upper`` (it
-    proves the incumbent), or when the model's maximum is within 1e-7 of the best (the dual
-    optimum is reached)."""
+    proves the incumbent), when the model's maximum is within 1e-7 of the best (the dual
+    optimum is reached), or when the box LP has no optimal point (``Ascent.lp_stop`` says why:
+    the bound found so far stands, as every bound is an evaluation of L)."""
     mu, lam = node.mu.copy(), node.lam
     best, best_cover = _evaluate(lag, node, mu, lam, upper, cols)
     if not math.isfinite(best):
-        return best, best_cover
+        return Ascent(best, best_cover)
     box = FIRST_BOX * max(1e-3, float(np.abs(mu).max()), lam)
     lp = _BoxModel(lag)
     done = 0
     converged = False
+    lp_stop: TerminationCondition | None = None
     for _ in range(iters):
         if time.perf_counter() > deadline or best >= upper - REL_GAP * max(1.0, abs(upper)):
             break
         got = lp.maximise(cols, mu, lam, box)
-        if got is None:
+        if isinstance(got, TerminationCondition):
+            lp_stop = got
             break
         new_mu, new_lam, model = got
         if model - best <= 1e-7 * max(1.0, abs(best)):
@@ -196,7 +237,7 @@ def ascend(lag: Lagrangian, node: Node, upper: float, iters: int, deadline: floa
         val, cover = _evaluate(lag, node, new_mu, new_lam, upper, cols)
         done += 1
         if not math.isfinite(val):
-            return val, cover
+            return Ascent(val, cover)
         if val > best + 1e-4 * (model - best):
             if val - best >= GOOD * (model - best):
                 box *= GROW
@@ -206,11 +247,7 @@ def ascend(lag: Lagrangian, node: Node, upper: float, iters: int, deadline: floa
             if box < 1e-9:
                 break
     node.mu, node.lam = mu.copy(), lam
-    if stats is not None:
-        stats["bundle_steps"] = done
-        stats["bundle_columns"] = len(cols)
-        stats["bundle_converged"] = converged
-    return best, best_cover
+    return Ascent(best, best_cover, done, len(cols), converged, lp_stop)
 
 
 @dataclass

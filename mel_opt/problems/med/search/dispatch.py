@@ -71,9 +71,11 @@ def _budget_free_answer(inst: MedInstance, coef: Coefficients, start: float,
     return None
 
 
-def solve(inst: MedInstance, *, time_limit: float | None = None) -> Outcome:
+def solve(inst: MedInstance, *, time_limit: float | None = None,
+          running: branch_and_bound.Running | None = None) -> Outcome:
     """The exact method (see the module docstring) within ``time_limit`` seconds (None: none
-    for the type programmes, ``LARGE_DEFAULT_LIMIT`` for the branch and bound)."""
+    for the type programmes, ``LARGE_DEFAULT_LIMIT`` for the branch and bound). ``running``
+    is handed to the branch and bound (:class:`branch_and_bound.Running`)."""
     start = time.perf_counter()
     coef = coefficients(inst)
     why = structural_check(inst, coef)
@@ -89,5 +91,5 @@ def solve(inst: MedInstance, *, time_limit: float | None = None) -> Outcome:
         # The limit counts from this function's start, not from the branch and bound's.
         spent = time.perf_counter() - start
         limit = LARGE_DEFAULT_LIMIT if time_limit is None else max(0.0, time_limit - spent)
-        return branch_and_bound.solve(inst, coef, time_limit=limit)
+        return branch_and_bound.solve(inst, coef, time_limit=limit, running=running)
     return solve_types(inst, coef, space, binds, start, time_limit)

@@ -10,17 +10,17 @@ import pytest
 from mel_opt.api import parse_instance, solve
 from mel_opt.problems.med.generate import generate
 from mel_opt.problems.med.latency import coefficients
-from mel_opt.problems.med.search import branch_and_bound
+from mel_opt.problems.med.search import branch_and_bound, branching
 
 
 @pytest.mark.parametrize("seed", range(25))
-@pytest.mark.parametrize(("spread", "first"), [(branch_and_bound.LEVEL_SPREAD, 100), (0.0, 700)])
+@pytest.mark.parametrize(("spread", "first"), [(branching.LEVEL_SPREAD, 100), (0.0, 700)])
 def test_lagrangian_branch_and_bound_matches_brute_force(seed, spread, first, tiny_case,
                                                          monkeypatch):
     # the many-types path of exact (every learner different), called directly; with spread
     # 0 it branches on a task's level whenever the master mixes two levels: the windows split
     # each task's levels in two, so the proven optimum is still brute force's
-    monkeypatch.setattr(branch_and_bound, "LEVEL_SPREAD", spread)
+    monkeypatch.setattr(branching, "LEVEL_SPREAD", spread)
     inst, want = tiny_case(first + seed)
     out = branch_and_bound.solve(inst, coefficients(inst), time_limit=30)
     if math.isinf(want):
@@ -91,6 +91,14 @@ def test_a_step_that_overruns_the_limit_still_returns_the_incumbent(monkeypatch)
     monkeypatch.setattr(branch_and_bound._Search, "primal_from_master", hang)
     # in this process, not the companion's (its phases are test_companion's)
     monkeypatch.setattr(branch_and_bound.companion, "available", lambda: False)
+    made = []  # the Running holders exact hands the search (what the guard timer reads)
+
+    def running():
+        made.append(real_running())
+        return made[-1]
+
+    real_running = branch_and_bound.Running
+    monkeypatch.setattr(branch_and_bound, "Running", running)
     inst = parse_instance(generate("hetero", learners=40, tasks=5, seed=5))
     res = solve(inst, "exact", time_limit=4)
     assert res.status.value == "feasible" and res.ok  # a point, verified; not proven
@@ -98,7 +106,7 @@ def test_a_step_that_overruns_the_limit_still_returns_the_incumbent(monkeypatch)
     bound = float(res.metrics["bound"])
     assert bound == pytest.approx(float(res.metrics["search_root_bound"]))
     assert bound <= res.objective and res.objective >= 45.8727  # the optimum's region
-    assert branch_and_bound.snapshot() is None  # nothing left running
+    assert made and all(r.snapshot() is None for r in made)  # nothing left running
 
 
 def _optimum_and_levels(inst):
@@ -177,13 +185,13 @@ def test_level_split_window_and_when_it_applies():
     mix = [(np.array([1.0]), np.array([5.0])), (np.array([0.5, 0.5]), np.array([8.0, 8.02]))]
     free = np.ones(3, dtype=bool)
     fractional = Master(np.array([[1.0, 0.5, 0.0], [0.0, 0.5, 1.0]]), mix)
-    assert branch_and_bound._level_split(node, fractional, free) == []
+    assert branching.level_split(node, fractional, free) == []
     integral = Master(np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), mix)
-    low, high = branch_and_bound._level_split(node, integral, free)
+    low, high = branching.level_split(node, integral, free)
     assert low.upto is not None and high.above is not None
     assert low.upto.tolist() == [math.inf, pytest.approx(8.01)]
     assert high.above.tolist() == [-math.inf, pytest.approx(8.01)]
     assert low.level_window(0) == high.level_window(0) == (-math.inf, math.inf)
     # a fractional learner that is fixed already does not count
     node.fixed[1] = 0
-    assert len(branch_and_bound._level_split(node, fractional, np.array([True, False, True])))
+    assert len(branching.level_split(node, fractional, np.array([True, False, True])))

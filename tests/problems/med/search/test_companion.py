@@ -15,7 +15,7 @@ import pytest
 from mel_opt.api import parse_instance, solve
 from mel_opt.problems.med.generate import generate
 from mel_opt.problems.med.latency import coefficients
-from mel_opt.problems.med.search import branch_and_bound, companion
+from mel_opt.problems.med.search import branch_and_bound, companion, exchange
 from mel_opt.problems.med.search.types import parts_of
 
 # Linux's fork; the tests that start a companion force it (pytest-timeout's thread, or Ray
@@ -82,22 +82,23 @@ def _search(seed: int = 5):
 
 def test_the_parent_values_what_it_receives_itself():
     search = _search()
+    swap = exchange.Exchange(_FakeBox(None, None), search.best, search.ev)
     start = branch_and_bound.greedy(search.ev)
     excess, true_value, _ = search.ev.value(parts_of(start, search.m))
     assert excess == 0
     # a claim lower than the truth is kept at the true value
-    assert search.take((true_value - 5.0, start))
+    assert swap.take((true_value - 5.0, start))
     assert search.best.value == pytest.approx(true_value)
     # a claim no better than the incumbent, an out-of-range task, a wrong length: ignored
-    assert not search.take((true_value, start))
+    assert not swap.take((true_value, start))
     bad = start.copy()
     bad[0] = search.m
-    assert not search.take((1.0, bad))
-    assert not search.take((1.0, start[:-1]))
+    assert not swap.take((1.0, bad))
+    assert not swap.take((1.0, start[:-1]))
     # an allocation that breaks the budget (everyone on one task) is not kept
     crowd = np.zeros(search.n, dtype=np.int64)
     assert search.ev.value(parts_of(crowd, search.m))[0] > 0
-    assert not search.take((1.0, crowd))
+    assert not swap.take((1.0, crowd))
     assert search.best.value == pytest.approx(true_value)
 
 
