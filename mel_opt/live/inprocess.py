@@ -18,7 +18,7 @@ import numpy as np
 
 from mel_opt.live import learner as L
 from mel_opt.live.rounds import Answer, LiveRun
-from mel_opt.problems.messages import ProbeReport, TrainOrder
+from mel_opt.problems.messages import TrainOrder
 
 __all__ = ["Clock", "run_in_process"]
 
@@ -63,10 +63,10 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
         Called with ``run`` after every round.
     """
     data = run.data
-    memories = {k: L.Memory() for k in range(run.K)}
-    for k in range(run.K):
-        report = ProbeReport(k, int(np.asarray(pools[k]).size),
-                             clock.probe_s_per_sample * 1000, 1000.0)
+    memories = {k: L.Memory({L.SPEED: clock.probe_s_per_sample}) for k in range(run.K)}
+    for k in range(run.K):  # the probe, on the clock
+        report = L.probe_report(run.spec.name, k, int(np.asarray(pools[k]).size),
+                                clock.probe_s_per_sample * 1000, 1000.0)
         run.accept_probe(k, report.encode())
     for r in range(1, run.settings.rounds + 1):
         plan = run.plan(r)
@@ -87,8 +87,6 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
 def _learner(order: TrainOrder, k: int, local: L.LocalData, memory: L.Memory,
              clock: Clock) -> Answer:
     """What learner k answers: as the client app does, with the clock's time."""
-    report = L.answer_train(order, k, local, memory)
-    work = max(report.work, 1.0)
-    report = dataclasses.replace(report, work=work,
-                                 compute_s=clock.compute_s(order.round, k, report.work))
-    return Answer(k, report.encode())
+    report = L.answer_train(order, k, local, memory,
+                            lambda work: clock.compute_s(order.round, k, work))
+    return Answer(k, dataclasses.replace(report, work=max(report.work, 1.0)).encode())

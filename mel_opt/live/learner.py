@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -45,8 +46,8 @@ from mel_opt.training.partition import (
     proportional_sizes,
 )
 
-__all__ = ["LocalData", "Memory", "Trained", "answer_probe", "answer_train", "dataset",
-           "local_data",
+__all__ = ["SPEED", "LocalData", "Memory", "Trained", "answer_probe", "answer_train", "dataset",
+           "local_data", "probe_report",
            "probe", "round_seed", "train_cycle"]
 
 #: The memory key of the learner's own seconds per sample-pass.
@@ -215,15 +216,27 @@ def answer_probe(order: ProbeOrder, learner: int, local: LocalData,
         done = probe(init_params(layers, order.seed, np.float32), local, order.batch,
                      order.seed * 7919 + learner, order.min_seconds)
     _remember(memory, done.compute_s / done.work, order.alpha)
-    if learner_side(order.problem).plans_own_work:
-        return ProbeReport(learner, int(local.rows.size))
-    return ProbeReport(learner, int(local.rows.size), done.compute_s, done.work)
+    return probe_report(order.problem, learner, int(local.rows.size), done.compute_s,
+                        done.work)
 
 
-def answer_train(order: TrainOrder, learner: int, local: LocalData,
-                 memory: Memory) -> TrainReport:
+def probe_report(problem: str, learner: int, samples_held: int, compute_s: float,
+                 work: float) -> ProbeReport:
+    """A learner's probe report: with its timing, unless its problem's learners plan their own
+    work (they keep their speed to themselves)."""
+    if learner_side(problem).plans_own_work:
+        return ProbeReport(learner, samples_held)
+    return ProbeReport(learner, samples_held, compute_s, work)
+
+
+def answer_train(order: TrainOrder, learner: int, local: LocalData, memory: Memory,
+                 clock: Callable[[float], float] | None = None) -> TrainReport:
     """One round of ``learner`` on its data ``local``: its problem's work before training, the
-    training (the order's plan, or its own), its problem's work after, and the report."""
+    training (the order's plan, or its own), its problem's work after, and the report.
+
+    ``clock`` gives the compute time of a number of sample-passes on a virtual clock (the
+    in-process learners'); None: the measured wall time. The learner's own speed estimate and
+    its report follow the same time."""
     side = learner_side(order.problem)
     model = [np.asarray(a, dtype=np.float32) for a in order.model]
     own = side.own_plan(order, memory.number(SPEED), learner) if side.plans_own_work else None
@@ -233,8 +246,9 @@ def answer_train(order: TrainOrder, learner: int, local: LocalData,
         extras = side.before_training(order, local, memory)
         done = train_cycle(model, local, samples, passes, order.batch, order.lr,
                            round_seed(order.seed, order.round, learner))
+    compute_s = done.compute_s if clock is None else clock(done.work)
     if done.work > 0:
-        _remember(memory, done.compute_s / done.work, order.alpha)
+        _remember(memory, compute_s / done.work, order.alpha)
     side.after_training(order, done.model, memory)
-    return TrainReport(learner, done.compute_s, done.work, done.samples, done.passes,
+    return TrainReport(learner, compute_s, done.work, done.samples, done.passes,
                        done.model, own, dict(extras.metrics), dict(extras.arrays))
