@@ -50,6 +50,12 @@ MODELS = {"twonn": TWONN_LAYERS}  # the subset_benchmarking package's model tabl
 Params = list[np.ndarray]  # [W_1, b_1, W_2, b_2, ...], each with a leading learner axis
 
 
+def check_model(name: str) -> None:
+    """Refuse a model name :func:`layers_for` does not know (UsageError listing the known)."""
+    if name not in HIDDEN:
+        raise UsageError(f"unknown model {name!r}; choose one of {', '.join(HIDDEN)}")
+
+
 def layers_for(name: str, features: int, classes: int) -> tuple[int, ...]:
     """Layer widths of the named model for ``features`` inputs and ``classes`` outputs.
 
@@ -58,11 +64,8 @@ def layers_for(name: str, features: int, classes: int) -> tuple[int, ...]:
     UsageError
         For an unknown name (the message lists the known ones).
     """
-    try:
-        hidden = HIDDEN[name]
-    except KeyError:
-        raise UsageError(f"unknown model {name!r}; choose one of {', '.join(HIDDEN)}") from None
-    return (int(features), *hidden, int(classes))
+    check_model(name)
+    return (int(features), *HIDDEN[name], int(classes))
 
 
 def init_params(layers: Sequence[int], seed: int = 0, dtype: DTypeLike = np.float64) -> Params:

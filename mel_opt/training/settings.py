@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mel_opt.errors import SettingError
+from mel_opt.mlp import check_model
 from mel_opt.settings import Declared, Setting
 from mel_opt.training.data import check_dataset_name
-from mel_opt.training.mlp import layers_for
 from mel_opt.training.partition import parse_partition
 
 __all__ = ["DATA_SETTINGS", "DTYPES", "TRAIN_SETTINGS", "TrainSettings"]
@@ -23,16 +23,12 @@ __all__ = ["DATA_SETTINGS", "DTYPES", "TRAIN_SETTINGS", "TrainSettings"]
 DTYPES = ("float32", "float64")
 
 
-def _model(name: str) -> None:
-    layers_for(name, 1, 1)  # UsageError naming the known models
-
-
 DATASET = Setting("dataset", str, "digits", "digits, fashion-mnist, mnist, or idx:DIR "
                   "(MNIST-format files).", check=check_dataset_name)
 PARTITION = Setting("partition", str, "iid", "iid, non-iid (2K single-label shards, two per "
                     "learner) or dirichlet:ALPHA.", check=parse_partition)
 MODEL = Setting("model", str, "twonn", "softmax, twonn [F,50,20,C] or mlp000 "
-                "[F,300,124,60,C].", check=_model)
+                "[F,300,124,60,C].", check=check_model)
 LR = Setting("lr", float, 0.1, "SGD learning rate.", minimum=0.0, minimum_open=True)
 BATCH_SIZE = Setting("batch_size", int, 32, "Local minibatch (problems whose plan does not set "
                      "its own).", minimum=1)
