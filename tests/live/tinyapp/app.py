@@ -5,7 +5,7 @@ Run config (all optional): ``tiny-rounds`` (rounds, 1), ``tiny-nodes`` (nodes to
 (seconds between the server's pulls; 0 uses ``Grid.send_and_receive``, whose pulls are 3 s
 apart), ``tiny-fail`` (the ServerApp raises at once).
 Each round prints one line ``tinyapp round=R seconds=S partitions=[...]`` (the partition ids
-of the nodes that replied), which the launcher streams back to the test.
+of the nodes that replied), which the local federation streams back to the test.
 """
 
 from __future__ import annotations
