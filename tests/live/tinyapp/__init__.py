@@ -1,1 +1,1 @@
-"""A tiny Flower app for the local federation's tests: one QUERY per node and round, replies timed."""
+"""A tiny Flower app for the local federation's tests: one QUERY per node and round, timed."""
