@@ -151,11 +151,11 @@ def test_blas_threads_sets_every_blas_to_one_and_restores_it() -> None:
 
 
 def test_blas_threads_without_a_blas_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mel_opt.subset_benchmarking import threads
+    from mel_opt import blas
 
-    monkeypatch.setattr(threads, "threadpool_info", lambda: [])
+    monkeypatch.setattr(blas, "threadpool_info", lambda: [])
     before = _blas_counts()
-    assert threads.blas_control_available() is False
+    assert blas.blas_control_available() is False
     with blas_threads(1) as done:
         assert done is False and _blas_counts() == before
 
