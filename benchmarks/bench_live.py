@@ -127,10 +127,11 @@ def emulator_round(K: int, clock: float, rounds: int, tmp: Path,
 
 
 def live_round(K: int, clock: float, rounds: int, engine: str, nodes: int | None,
-               tmp: Path, speeds: tuple[float, ...] = ()) -> tuple[float, int, dict[str, Any]]:
+               tmp: Path, speeds: tuple[float, ...] | None = None
+               ) -> tuple[float, int, dict[str, Any]]:
     settings = load_settings(instance(K, clock, tmp / f"l{K}.json"), rounds=rounds,
                              grace_s=3.0 if engine == "simulation" else 5.0)
-    out = tmp / f"out-{engine}-{K}-{nodes}-{len(speeds)}"
+    out = tmp / f"out-{engine}-{K}-{nodes}-{len(speeds or ())}"
     with PeakMemory() as mem:
         summary = live(settings, LiveOptions(engine=engine, nodes=nodes, speeds=speeds), out)
     walls = [r["round_wall_s"] for r in summary["rounds"][1:] if "round_wall_s" in r]
