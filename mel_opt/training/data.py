@@ -6,9 +6,11 @@
 - IDX files (the MNIST / Fashion-MNIST format: big-endian header, magic 0x0000080D with D
   dimensions, optionally gzip-compressed) from a directory holding ``train-images-idx3-ubyte``,
   ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte``
-  (each possibly with ``.gz``). ``fashion-mnist`` and ``mnist`` name the directories where
-  Debian's ``dataset-fashion-mnist`` / ``dataset-mnist`` packages put them; ``idx:DIR`` (or a
-  directory path) reads any other.
+  (each possibly with ``.gz``). ``fashion-mnist`` and ``mnist`` are looked for in mel_opt's
+  cache (:func:`cache_dir`, filled by ``melopt data fetch``, :mod:`mel_opt.training.fetch`),
+  then where Debian's packages put them (:data:`KNOWN_IDX_DIRS`; Debian packages
+  Fashion-MNIST as ``dataset-fashion-mnist``); :func:`dataset_dir` says which.
+  ``idx:DIR`` (or a directory path) reads any other.
 
 Pixels are scaled to [0, 1]; images are flattened to feature vectors.
 """
@@ -24,11 +26,19 @@ import numpy as np
 
 from mel_opt.errors import UsageError, needs_extra
 
+#: Where Debian's packages put the known IDX data sets (read when the cache has none).
 KNOWN_IDX_DIRS = {
     "fashion-mnist": "/usr/share/datasets/fashion-mnist",
     "mnist": "/usr/share/datasets/mnist",
 }
+#: The Debian package of a known IDX data set, where Debian has one.
+DEBIAN_PACKAGES = {"fashion-mnist": "dataset-fashion-mnist"}
 DATASETS = ("digits", *KNOWN_IDX_DIRS, "idx:DIR")
+#: The environment variable naming the folder of the data-set cache (one sub-folder per set).
+DATA_DIR_ENV = "MELOPT_DATA_DIR"
+#: The four files of an IDX data set, without the ``.gz`` they may carry.
+IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+             "t10k-labels-idx1-ubyte")
 
 _IDX_TYPES: dict[int, str] = {0x08: "u1", 0x09: "i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4",
                               0x0E: ">f8"}
@@ -95,11 +105,18 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     return np.frombuffer(body, dtype=dtype).reshape(shape)
 
 
-def _idx_file(directory: Path, stem: str) -> Path:
+def _find_idx_file(directory: Path, stem: str) -> Path | None:
     for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"),
                  stem.replace("-idx", ".idx") + ".gz"):
         if (directory / name).is_file():
             return directory / name
+    return None
+
+
+def _idx_file(directory: Path, stem: str) -> Path:
+    found = _find_idx_file(directory, stem)
+    if found is not None:
+        return found
     raise UsageError(f"{directory}: no {stem}[.gz] (an IDX data set needs train-images-idx3-"
                      "ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and "
                      "t10k-labels-idx1-ubyte)")
@@ -176,6 +193,64 @@ def _digits_file() -> np.ndarray | None:
     return None
 
 
+def data_root() -> Path:
+    """The folder of mel_opt's data-set cache: ``$MELOPT_DATA_DIR`` if set, else
+    ``$XDG_CACHE_HOME/mel_opt/datasets`` (``~/.cache/mel_opt/datasets`` when
+    ``XDG_CACHE_HOME`` is unset, empty or relative, as the XDG base-directory rules say)."""
+    own = os.environ.get(DATA_DIR_ENV)
+    if own:
+        return Path(own).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "mel_opt" / "datasets"
+
+
+def cache_dir(name: str) -> Path:
+    """The cache folder of the data set ``name`` (it may not exist)."""
+    return data_root() / name
+
+
+def holds_idx_set(directory: str | os.PathLike[str]) -> bool:
+    """True if ``directory`` holds the four IDX files of a data set (any of the names
+    :func:`load_idx_dir` reads)."""
+    d = Path(directory)
+    return d.is_dir() and all(_find_idx_file(d, stem) is not None for stem in IDX_STEMS)
+
+
+def dataset_dir(name: str) -> Path | None:
+    """Where the data set ``name`` is read from, or None where it is not found.
+
+    ``fashion-mnist`` and ``mnist``: the cache (:func:`cache_dir`) when it holds the four
+    files, else Debian's folder (:data:`KNOWN_IDX_DIRS`) when it exists, else None.
+    ``idx:DIR`` or a directory path: that folder if it exists. ``digits`` is not read from a
+    folder (it ships inside scikit-learn): None.
+
+    Raises
+    ------
+    UsageError
+        A name :func:`load_dataset` does not know.
+    """
+    check_dataset_name(name)
+    if name == "digits":
+        return None
+    if name in KNOWN_IDX_DIRS:
+        if holds_idx_set(cache_dir(name)):
+            return cache_dir(name)
+        debian = Path(KNOWN_IDX_DIRS[name])
+        return debian if debian.is_dir() else None
+    folder = Path(name[4:] if name.startswith("idx:") else name)
+    return folder if folder.is_dir() else None
+
+
+def not_installed(name: str) -> str:
+    """Why the known data set ``name`` cannot be read, and how to get it."""
+    debian = DEBIAN_PACKAGES.get(name)
+    other = f"; Debian: apt-get install {debian}" if debian else ""
+    return (f"data set {name!r} is not installed: neither the cache {cache_dir(name)} nor "
+            f"{KNOWN_IDX_DIRS[name]} holds it (get it with: melopt data fetch {name}{other}; "
+            f"or pass --dataset idx:DIR)")
+
+
 def check_dataset_name(name: str) -> None:
     """Refuse a name :func:`load_dataset` cannot mean (UsageError); whether its files are there
     is found when it is loaded."""
@@ -188,6 +263,9 @@ def check_dataset_name(name: str) -> None:
 def load_dataset(name: str, *, max_train: int | None = None,
                  max_test: int | None = None) -> Dataset:
     """A data set by name: ``digits``, ``fashion-mnist``, ``mnist``, ``idx:DIR`` or a directory.
+
+    ``fashion-mnist`` and ``mnist`` are read from the folder :func:`dataset_dir` names: the
+    cache first, then Debian's folder.
 
     Parameters
     ----------
@@ -204,10 +282,9 @@ def load_dataset(name: str, *, max_train: int | None = None,
     if name == "digits":
         ds = load_digits_dataset()
     elif name in KNOWN_IDX_DIRS:
-        directory = KNOWN_IDX_DIRS[name]
-        if not Path(directory).is_dir():
-            raise UsageError(f"data set {name!r} is not installed: {directory} does not exist "
-                             f"(Debian: apt install dataset-{name}; or pass --dataset idx:DIR)")
+        directory = dataset_dir(name)
+        if directory is None:
+            raise UsageError(not_installed(name))
         ds = load_idx_dir(directory, name)
     elif name.startswith("idx:"):
         ds = load_idx_dir(name[4:])
