@@ -70,8 +70,9 @@ class LocalData:
     rows: np.ndarray
 
     def loss_and_gradient(self, model: Params, max_samples: int) -> tuple[float, Params]:
-        """Mean cross-entropy and its gradient at ``model`` over the first ``max_samples``
-        rows of this learner's part (the same rows every round)."""
+        """Mean loss and its gradient at ``model`` over the first ``max_samples`` rows of
+        this learner's part (the same rows every round); the loss is the model's own output
+        loss, read from its arrays (the cross-entropy, or the hinge of ``svm``)."""
         from mel_opt.training.mlp import stacked_gradients, stacked_loss
 
         rows = self.rows[:max_samples]

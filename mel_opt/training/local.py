@@ -31,6 +31,8 @@ from mel_opt.problems.learning import weighted_average as average
 from mel_opt.training.mlp import (
     Params,
     StepBuffers,
+    layer_count,
+    output_loss,
     stacked_forward,
     stacked_gradients,
     stacked_sgd_step,
@@ -154,7 +156,7 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
         BLAS at one thread meanwhile (:func:`mel_opt.subset_benchmarking.blas_threads`).
     """
     order = np.argsort(-sched.steps, kind="stable")
-    pairs = sum(a.shape[1] * a.shape[2] for a in params[0::2])
+    pairs = sum(a.shape[1] * a.shape[2] for a in params[0:2 * layer_count(params):2])
     step_flop = 6.0 * pairs * sched.index.shape[2] * order.size  # forward and backward
     n = max(1, min(int(workers), order.size, int(step_flop // max(MIN_SHARE_FLOP, 1.0))))
     # learners dealt out in order of their step counts: every share has a similar amount of
@@ -198,7 +200,7 @@ def _train_sorted(p: Params, x: np.ndarray, y: np.ndarray, index: np.ndarray,
     # is the forward and backward products and one in-place update per parameter
     # (stacked_sgd_step); every array a step or a block writes is allocated once, here
     per_block = max(1, GATHER_BYTES // max(1, bs * x.shape[1] * x.itemsize))
-    classes = p[-1].shape[-1]
+    classes = p[2 * layer_count(p) - 1].shape[-1]  # the output bias's width
     K = p[0].shape[0]
     work = StepBuffers.for_params(p, bs, np.result_type(p[0], x))
     block = min(max(per_block, K), rows.shape[0])
@@ -250,13 +252,16 @@ def broadcast(model: Params, K: int) -> Params:
 
 def evaluate(model: Params, x: np.ndarray, y: np.ndarray,
              chunk: int = 4096) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of one model on (x, y)."""
+    """Mean loss and accuracy of one model on (x, y): the loss its output layer trains on
+    (the cross-entropy, or the hinge of ``svm``; :func:`~mel_opt.mlp.output_loss`), the
+    accuracy of its highest score."""
     stacked = [a[None] for a in model]
+    losses = output_loss(stacked).losses
     loss = 0.0
     hits = 0
     for s in range(0, x.shape[0], chunk):
-        p = stacked_forward(stacked, x[None, s:s + chunk])[-1][0]
+        out = stacked_forward(stacked, x[None, s:s + chunk])[-1][0]
         yy = y[s:s + chunk]
-        loss += float(-np.log(np.maximum(p[np.arange(yy.size), yy], 1e-12)).sum())
-        hits += int((p.argmax(axis=1) == yy).sum())
+        loss += float(losses(out, yy).sum())
+        hits += int((out.argmax(axis=1) == yy).sum())
     return loss / y.size, hits / y.size

@@ -3,9 +3,11 @@
 :func:`stacked_sgd_step` is the arithmetic of :func:`mel_opt.mlp.stacked_gradients` with the
 update done in place, into arrays (:class:`StepBuffers`) it reuses from step to step; a large
 weight matrix is updated learner by learner by one BLAS gemm (:mod:`mel_opt.training.gemm`).
-The model itself (named shapes, initialisation, forward pass, loss, gradients, the
-single-model :class:`~mel_opt.mlp.MLP`) is :mod:`mel_opt.mlp`, which subset benchmarking
-uses too; its names are re-exported here, where the training and live modules import them.
+The model itself (named shapes, initialisation, forward pass, the output losses and their
+gradients, the single-model :class:`~mel_opt.mlp.MLP`) is :mod:`mel_opt.mlp`, which subset
+benchmarking uses too; its names are re-exported here, where the training and live modules
+import them. The step takes the output loss from the parameters
+(:func:`~mel_opt.mlp.output_loss`), as every function of the model does.
 """
 
 from __future__ import annotations
@@ -17,14 +19,20 @@ from numpy.typing import DTypeLike
 
 from mel_opt.mlp import (
     HIDDEN,
+    LOSS_OF,
+    LOSSES,
     MLP,
     MODELS,
     TWONN_LAYERS,
     ForwardBuffers,
+    Layers,
     Params,
     forward_terms,
     init_params,
+    layer_count,
     layers_for,
+    loss_of,
+    output_loss,
     stacked_forward,
     stacked_gradients,
     stacked_loss,
@@ -34,16 +42,22 @@ from mel_opt.training import gemm
 
 __all__ = [
     "HIDDEN",
+    "LOSSES",
+    "LOSS_OF",
     "MLP",
     "MODELS",
     "PER_LEARNER_BYTES",
     "TWONN_LAYERS",
     "ForwardBuffers",
+    "Layers",
     "Params",
     "StepBuffers",
     "forward_terms",
     "init_params",
+    "layer_count",
     "layers_for",
+    "loss_of",
+    "output_loss",
     "stacked_forward",
     "stacked_gradients",
     "stacked_loss",
@@ -85,7 +99,7 @@ class StepBuffers:
         self.hidden = [np.empty((K, m, n), dtype=dt) for n in hidden]
         self.down = [np.empty((K, m, n), dtype=dt) for n in hidden]
         self.active = [np.empty((K, m, n), dtype=bool) for n in hidden]
-        #: the softmax's terms, class-major (see :func:`~mel_opt.mlp.forward_terms`)
+        #: the output layer's terms, class-major (see :func:`~mel_opt.mlp.forward_terms`)
         self.e = np.empty((int(layers[-1]), K, m), dtype=dt).transpose(1, 0, 2)
         #: each weight matrix's gradient: one learner's where it is formed learner by
         #: learner (PER_LEARNER_BYTES), else every learner's
@@ -100,7 +114,8 @@ class StepBuffers:
     @classmethod
     def for_params(cls, params: Params, m: int, dtype: DTypeLike) -> StepBuffers:
         """Buffers for steps of these stacked parameters (their learners and widths)."""
-        return cls([params[0].shape[1], *(w.shape[2] for w in params[0::2])],
+        weights = params[0:2 * layer_count(params):2]
+        return cls([params[0].shape[1], *(w.shape[2] for w in weights)],
                    params[0].shape[0], m, dtype)
 
 
@@ -135,17 +150,19 @@ def stacked_sgd_step(params: Params, x: np.ndarray, weight: np.ndarray,
                      target: np.ndarray, work: StepBuffers | None = None) -> None:
     """One SGD step of every learner, in place: each parameter minus its gradient.
 
-    The arithmetic of :func:`stacked_gradients` (with ``target``) followed by
-    ``params[i] -= grads[i]``, with the learning rate folded into ``weight`` (lr / m_k on the
-    real samples): bit for bit, except that a large weight matrix (:data:`PER_LEARNER_BYTES`)
-    is updated learner by learner by one BLAS gemm (:func:`_subtract_product`), whose sums
-    may be accumulated in another order. It uses less memory traffic: each layer is updated
-    as soon as its gradient and the gradient it passes down are known.
+    The arithmetic of :func:`stacked_gradients` (with ``target``; the output loss the
+    parameters carry) followed by ``params[i] -= grads[i]``, with the learning rate folded
+    into ``weight`` (lr / m_k on the real samples): bit for bit, except that a large weight
+    matrix (:data:`PER_LEARNER_BYTES`) is updated learner by learner by one BLAS gemm
+    (:func:`_subtract_product`), whose sums may be accumulated in another order. It uses less
+    memory traffic: each layer is updated as soon as its gradient and the gradient it passes
+    down are known.
 
     Parameters
     ----------
     params : list of ndarray
-        Stacked parameters (see :func:`stacked_forward`), updated in place.
+        Stacked parameters (see :func:`stacked_forward`), updated in place (a loss tag stays
+        as it is).
     x : ndarray, shape (K, m, features)
     weight : ndarray, shape (K, m)
     target : ndarray, shape (K, classes, m)
@@ -158,10 +175,9 @@ def stacked_sgd_step(params: Params, x: np.ndarray, weight: np.ndarray,
     if work is None:
         work = StepBuffers.for_params(params, m, np.result_type(params[0], x))
     acts, e, s = forward_terms(params, x, work)
-    g = e  # class-major (K, C, m), as in stacked_gradients
-    g *= weight[:, None, :] / s
-    g -= target
-    n_layers = len(params) // 2
+    # d loss / d scores, class-major (K, C, m), as in stacked_gradients
+    g = output_loss(params).score_gradient(e, s, weight, None, target)
+    n_layers = layer_count(params)
     ones = work.ones
     gs = g.transpose(0, 2, 1)  # the sample-major (K, m, n) view the weight gradients take
     for i in range(n_layers - 1, -1, -1):

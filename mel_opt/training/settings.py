@@ -27,8 +27,8 @@ DATASET = Setting("dataset", str, "digits", "digits, fashion-mnist, mnist, or id
                   "(MNIST-format files).", check=check_dataset_name)
 PARTITION = Setting("partition", str, "iid", "iid, non-iid (2K single-label shards, two per "
                     "learner) or dirichlet:ALPHA.", check=parse_partition)
-MODEL = Setting("model", str, "twonn", "softmax, twonn [F,50,20,C] or mlp000 "
-                "[F,300,124,60,C].", check=check_model)
+MODEL = Setting("model", str, "twonn", "softmax [F,C], svm [F,C] (hinge loss), twonn "
+                "[F,50,20,C] or mlp000 [F,300,124,60,C].", check=check_model)
 LR = Setting("lr", float, 0.1, "SGD learning rate.", minimum=0.0, minimum_open=True)
 BATCH_SIZE = Setting("batch_size", int, 32, "Local minibatch (problems whose plan does not set "
                      "its own).", minimum=1)
