@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import math
 import os
 import re
 import shutil
@@ -215,7 +216,7 @@ def fetch_dataset(name: str, *, timeout: float = DEFAULT_TIMEOUT,
     Raises
     ------
     UsageError
-        ``name`` is not in the source table; ``timeout`` is not a positive number.
+        ``name`` is not in the source table; ``timeout`` is not a finite number > 0.
     ChecksumError
         A file's SHA-256 differs from the table's at every mirror (its partial file deleted).
     FetchTimeout
@@ -228,7 +229,7 @@ def fetch_dataset(name: str, *, timeout: float = DEFAULT_TIMEOUT,
     table = SOURCES if sources is None else sources
     if name not in table:
         raise UsageError(f"no source for data set {name!r}; known: {', '.join(sorted(table))}")
-    if not timeout > 0:
+    if not (math.isfinite(timeout) and timeout > 0):
         raise UsageError(f"the timeout must be a number > 0, got {timeout!r}")
     source = table[name]
     mirrors = mirrors_of(source)  # a bad MELOPT_DATA_MIRROR is refused before any work

@@ -357,8 +357,10 @@ def test_the_mirror_variable_replaces_the_sources(server: Server,
 def test_bad_requests_are_usage_errors(server: Server) -> None:
     with pytest.raises(UsageError, match="no source for data set 'cifar'"):
         fetch_dataset("cifar", sources=_table(_source(server)))
-    with pytest.raises(UsageError, match="timeout must be a number > 0"):
-        fetch_dataset("fashion-mnist", sources=_table(_source(server)), timeout=0)
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="timeout must be a number > 0"):
+            fetch_dataset("fashion-mnist", sources=_table(_source(server)), timeout=bad)
+    assert server.requests == []
 
 
 def test_the_real_table_is_the_published_one() -> None:
