@@ -62,12 +62,13 @@ class Context:
 
     def training_data(self) -> str:
         """The data set of the training entries: ``dataset`` when given, else Fashion-MNIST
-        at full size where it is installed, else the digits."""
+        at full size where it can be read (mel_opt's cache, ``melopt data fetch``, or
+        Debian's package), else the digits."""
         if self.dataset:
             return self.dataset
-        from mel_opt.training.data import KNOWN_IDX_DIRS
+        from mel_opt.training.data import dataset_dir
 
-        return "fashion-mnist" if Path(KNOWN_IDX_DIRS["fashion-mnist"]).is_dir() else "digits"
+        return "fashion-mnist" if dataset_dir("fashion-mnist") is not None else "digits"
 
     def trials(self, full: int, quick: int) -> int:
         """Trials per point: ``--seeds`` if given, else the entry's full or quick default."""
