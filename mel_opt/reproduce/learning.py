@@ -75,8 +75,12 @@ def run_experiment(experiment: Experiment, ctx: Context, full: int, quick: int) 
     seeds = ctx.trials(full=full, quick=quick)
     dataset = ctx.training_data()
     out = experiment(None, seeds=seeds, quick=ctx.quick, dataset=dataset)
-    what = ("digits (scikit-learn, 8 x 8; Fashion-MNIST is not installed)"
-            if dataset == "digits" else dataset)
+    if dataset == "digits":
+        what = "digits (scikit-learn, 8 x 8{})".format(
+            "; Fashion-MNIST is not installed" if ctx.dataset is None else "")
+    else:
+        what = dataset + (f" (quick: {QUICK_TRAIN:,} training and {QUICK_TEST:,} validation "
+                          "images of it)" if ctx.quick else "")
     return out.rows, [f"{seeds} seed(s) per scheme; data: {what}; experiment "
                       f"{out.wall_s:.1f} s wall"]
 
@@ -96,9 +100,19 @@ def generated_instance(problem: str, preset: str | None, K: int | None, seed: in
     return api.parse_instance(doc)
 
 
-def experiment_data(dataset: str, data: Dataset | None) -> Dataset:
-    """``data`` when given (tests pass a small one), else the data set named ``dataset``."""
-    return data if data is not None else load_dataset(dataset)
+#: Training and validation images a quick (smoke) run keeps of a large data set: it checks that
+#: the path runs on the data, its verdicts are indicative only (the digits are smaller: whole).
+QUICK_TRAIN, QUICK_TEST = 6_000, 2_000
+
+
+def experiment_data(dataset: str, data: Dataset | None, quick: bool = False) -> Dataset:
+    """``data`` when given (tests pass a small one), else the data set named ``dataset``;
+    ``quick``: a fixed subset of at most :data:`QUICK_TRAIN` / :data:`QUICK_TEST` images."""
+    if data is not None:
+        return data
+    if quick:
+        return load_dataset(dataset, max_train=QUICK_TRAIN, max_test=QUICK_TEST)
+    return load_dataset(dataset)
 
 
 def save_run(run: TrainRun, out: Path | None, outcome: ExperimentOutcome) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool
     """
     start = time.perf_counter()
     out = ExperimentOutcome("paper000_fig3")
-    ds = experiment_data(dataset, data).astype(np.dtype(dtype))
+    ds = experiment_data(dataset, data, quick).astype(np.dtype(dtype))
     Ks = (10,) if quick else (10, 15, 20)
     net = "softmax" if quick else model
     ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)

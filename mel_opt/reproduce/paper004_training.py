@@ -95,7 +95,7 @@ def paper004_table2(out_dir: str | Path | None = None, seeds: int = 3, quick: bo
     """
     start = time.perf_counter()
     out = ExperimentOutcome("paper004_table2")
-    ds = experiment_data(dataset, data)
+    ds = experiment_data(dataset, data, quick)
     net = "softmax" if quick else model
     ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
     levels = (target,) if target is not None else tuple(
@@ -152,7 +152,7 @@ def paper004_gpu(out_dir: str | Path | None = None, seeds: int = 3, quick: bool 
     """
     start = time.perf_counter()
     out = ExperimentOutcome("paper004_gpu")
-    ds = experiment_data(dataset, data)
+    ds = experiment_data(dataset, data, quick)
     net = "softmax" if quick else model
     ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
     if target is None:
@@ -208,7 +208,7 @@ def paper004_fig3(out_dir: str | Path | None = None, seeds: int = 2, quick: bool
     """
     start = time.perf_counter()
     out = ExperimentOutcome("paper004_fig3")
-    ds = experiment_data(dataset, data)
+    ds = experiment_data(dataset, data, quick)
     net = "softmax" if quick else model
     ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
     target = round(ceiling - 0.03, 4)

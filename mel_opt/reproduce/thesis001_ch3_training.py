@@ -96,7 +96,7 @@ def thesis_dab(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = 
     """
     start = time.perf_counter()
     out = ExperimentOutcome("thesis_dab")
-    ds = experiment_data(dataset, data)
+    ds = experiment_data(dataset, data, quick)
     deadlines = (21.0, 30.0) if quick else tuple(sorted(
         (15.0, *THESIS_DEADLINES, CSA_SIZED_S, 45.0)))
     fixed = int(sum(api.solve(jetson_cluster(CSA_SIZED_S, None), "dab").solution["shards"]))
@@ -219,7 +219,7 @@ def thesis_dab_curves(out_dir: str | Path | None = None, seeds: int = 5, quick: 
     """
     start = time.perf_counter()
     out = ExperimentOutcome("thesis_dab_curves")
-    ds = experiment_data(dataset, data)
+    ds = experiment_data(dataset, data, quick)
     fixed = int(sum(api.solve(testbed_cluster(CLUSTERS["two devices"], None),
                               "dab").solution["shards"]))
     cycles = 4 if quick else 15
