@@ -86,6 +86,11 @@ def _command(name: str, cmd: click.Command, ctx: click.Context) -> list[str]:
             lines.append(f"| {names} | {type_text(p)} | {default_text(p)} | "
                          f"{_cell(p.help or '')} |")
         lines.append("")
+    if isinstance(cmd, click.Group):  # a command family (melopt data): each subcommand too
+        for sub_name in cmd.list_commands(sub):
+            sub_cmd = cmd.get_command(sub, sub_name)
+            if sub_cmd is not None:
+                lines += _command(f"{name} {sub_name}", sub_cmd, sub)
     return lines
 
 

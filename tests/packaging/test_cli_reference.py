@@ -19,8 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _commands() -> dict[str, click.Command]:
+    """Every command by its name after ``melopt``, the subcommands of a family too."""
     ctx = click.Context(cli)
-    return {n: c for n in cli.list_commands(ctx) if (c := cli.get_command(ctx, n)) is not None}
+    found = {n: c for n in cli.list_commands(ctx) if (c := cli.get_command(ctx, n)) is not None}
+    for n, c in list(found.items()):
+        if isinstance(c, click.Group):
+            sub = click.Context(c, info_name=n, parent=ctx)
+            found.update({f"{n} {s}": sc for s in c.list_commands(sub)
+                          if (sc := c.get_command(sub, s)) is not None})
+    return found
 
 
 def test_every_option_of_every_command_has_help() -> None:
@@ -33,6 +40,7 @@ def test_the_reference_reads_as_text() -> None:
     md = cli_markdown()
     for bad in ("Sentinel", "UNSET", "N/A", "<problem>"):
         assert bad not in md, bad
+    assert "data fetch" in _commands()  # a family's subcommands are in the reference too
     for name in _commands():
         assert f"## `melopt {name}`" in md
     assert "DIRECTORY/&lt;problem&gt;/&lt;file&gt;.json" in md  # shown, not taken as HTML
