@@ -51,7 +51,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 
 _FLAGS = ("schemes", "cycles", "seeds", "dataset", "partition", "model", "targets", "lr",
-          "batch_size", "dtype", "threads", "reference", "max_train", "time_limit")
+          "batch_size", "dtype", "threads", "processes", "reference", "max_train",
+          "time_limit")
 
 
 @cli.command("train")

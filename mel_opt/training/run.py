@@ -10,7 +10,9 @@ allocation is infeasible is reported and left out; the others run.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +117,74 @@ def _allocate(inst: Instance, scheme: str, time_limit: float | None) -> dict[str
     return dict(res.solution)
 
 
+@dataclass
+class _Shared:
+    """What every (scheme, seed) run of one :func:`train` call reads."""
+
+    inst: Instance
+    cycle: LearningCycle
+    ds: Dataset
+    settings: TrainSettings
+    part: Partition
+    layers: Any
+    allocations: dict[str, dict[str, Any]]
+    threads: int = 1
+
+    def train_one(self, scheme: str, seed: int,
+                  tick: Callable[[str, int, int], None] | None = None) -> list[dict[str, Any]]:
+        """The rows of one run: ``scheme``'s allocation trained from ``seed``."""
+        s, ds = self.settings, self.ds
+        sol = self.allocations.get(scheme)
+        N = ds.y_train.size
+        shares = self.cycle.data_shares(self.inst, scheme, sol, N)
+        rows = []
+        # one BLAS thread per training thread: a BLAS splitting these small products waits at
+        # every one of them for its other threads, and several times longer on a busy machine
+        with blas_threads(1):
+            tr = Trainer(ds, init_params(self.layers, seed, ds.x_train.dtype), s.lr,
+                         s.batch_size, self.threads)
+            rng = np.random.default_rng([seed, 7])
+            sizes = proportional_sizes(shares, N)
+            pools = make_pools(ds.y_train, sizes, self.part, ds.classes, rng)
+            ctx = RunContext(scheme, sol, seed, np.array([p.size for p in pools]),
+                             {"param_bits": s.param_bits})
+            for rec in run_cycles(tr, self.cycle, self.inst, ctx, pools, s.cycles, rng):
+                rows.append({"scheme": scheme, "seed": seed, "cycle": rec.cycle,
+                             "time_s": rec.time_s, "loss": rec.loss,
+                             "accuracy": rec.accuracy, "truancy": rec.truancy})
+                if rec.cycle and tick is not None:
+                    tick(scheme, seed, rec.cycle)
+        return rows
+
+
+#: The runs' shared state while a pool of forked workers trains them (set by :func:`train`).
+_SHARED: list[_Shared | None] = [None]
+
+
+def _ignore_sigint() -> None:
+    """A worker leaves Ctrl-C to the parent, which ends the pool (no traceback per worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _train_job(job: tuple[str, int]) -> list[dict[str, Any]]:
+    shared = _SHARED[0]
+    assert shared is not None, "a training worker forked without its runs"
+    return shared.train_one(*job)
+
+
+def run_processes(settings: TrainSettings, runs: int) -> int:
+    """Worker processes that train the ``runs`` (scheme, seed) runs at once: the
+    ``processes`` setting, else one per CPU this process may use, at most one per run; one
+    (this process) where a process may not start children of its own (a pool's daemonic
+    worker) or cannot fork."""
+    want = settings.processes if settings.processes is not None else available_cpus()
+    n = max(1, min(int(want), runs))
+    if n > 1 and (multiprocessing.current_process().daemon
+                  or "fork" not in multiprocessing.get_all_start_methods()):
+        return 1
+    return n
+
+
 def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = None,
           progress: Callable[[int, int], None] | None = None) -> TrainRun:
     """Solve ``inst`` with every scheme and train under each allocation.
@@ -155,33 +225,40 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
         else:
             cycle.check(inst, scheme, out)
             run.allocations[scheme] = out
-    layers = layers_for(settings.model, ds.features, ds.classes)
-    total = len(run.schemes) * settings.seeds * settings.cycles
+    shared = _Shared(inst, cycle, ds, settings, part,
+                     layers_for(settings.model, ds.features, ds.classes), run.allocations)
+    jobs = [(scheme, seed) for scheme in run.schemes for seed in range(settings.seeds)]
+    processes = run_processes(settings, len(jobs))
+    shared.threads = settings.threads if settings.threads is not None else max(
+        1, available_cpus() // processes)
+    total = len(jobs) * settings.cycles
     done = 0
-    N = ds.y_train.size
-    threads = settings.threads if settings.threads is not None else available_cpus()
-    # one BLAS thread per training thread: a BLAS splitting these small products waits at
-    # every one of them for its other threads, and several times longer on a busy machine
-    with blas_threads(1):
-        for scheme in run.schemes:
-            sol = run.allocations.get(scheme)
-            shares = cycle.data_shares(inst, scheme, sol, N)
-            for seed in range(settings.seeds):
-                tr = Trainer(ds, init_params(layers, seed, ds.x_train.dtype), settings.lr,
-                             settings.batch_size, threads)
-                rng = np.random.default_rng([seed, 7])
-                sizes = proportional_sizes(shares, N)
-                pools = make_pools(ds.y_train, sizes, part, ds.classes, rng)
-                ctx = RunContext(scheme, sol, seed, np.array([p.size for p in pools]),
-                                 {"param_bits": settings.param_bits})
-                for rec in run_cycles(tr, cycle, inst, ctx, pools, settings.cycles, rng):
-                    run.rows.append({"scheme": scheme, "seed": seed, "cycle": rec.cycle,
-                                     "time_s": rec.time_s, "loss": rec.loss,
-                                     "accuracy": rec.accuracy, "truancy": rec.truancy})
-                    if rec.cycle and progress is not None:
-                        done += 1
-                        progress(done, total)
-                    if rec.cycle and activity.listening():
-                        activity.report(f"{inst.name}: {scheme}, seed {seed + 1}/"
-                                        f"{settings.seeds}, cycle {rec.cycle}/{settings.cycles}")
+
+    def tick(scheme: str, seed: int, cycle_no: int) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+        if activity.listening():
+            activity.report(f"{inst.name}: {scheme}, seed {seed + 1}/{settings.seeds}, "
+                            f"cycle {cycle_no}/{settings.cycles}")
+
+    if processes == 1:
+        for scheme, seed in jobs:
+            run.rows.extend(shared.train_one(scheme, seed, tick))
+        return run
+    # independent (scheme, seed) runs, a share of the cores each: forked workers read the
+    # data set and the instance from this process's memory; the rows come back in the order
+    # of the jobs, so the run is the same as in one process
+    _SHARED[0] = shared
+    ctx = multiprocessing.get_context("fork")
+    try:
+        with ctx.Pool(processes, initializer=_ignore_sigint) as pool:
+            for (scheme, seed), rows in zip(jobs, pool.imap(_train_job, jobs), strict=True):
+                run.rows.extend(rows)
+                for r in rows:
+                    if r["cycle"]:
+                        tick(scheme, seed, int(r["cycle"]))
+    finally:
+        _SHARED[0] = None
     return run

@@ -52,8 +52,11 @@ TRAIN_SETTINGS = (
     Setting("dtype", str, "float32", "Precision of the data, the model and its training "
             "(float32: about twice as fast, the same accuracy within the spread over seeds).",
             choices=DTYPES),
-    Setting("threads", int, None, "Threads that train the learners.", minimum=1,
-            nullable=True, default_doc="the CPUs this process may use"),
+    Setting("threads", int, None, "Threads that train the learners of one run.", minimum=1,
+            nullable=True, default_doc="the CPUs each worker process gets"),
+    Setting("processes", int, None, "Worker processes that train the (scheme, seed) runs "
+            "at once (1: all in this process).", minimum=1, nullable=True,
+            default_doc="the CPUs this process may use, at most one per run"),
     Setting("param_bits", float, None, "feel: bits of the model parameters sent by "
             "model-based FEEL and individual learning.", minimum=0.0, minimum_open=True,
             nullable=True, default_doc="the instance's gradient size"),
@@ -92,9 +95,14 @@ class TrainSettings(Declared):
         training. float32 trains about twice as fast and ends at the same accuracies within
         the spread over seeds (docs: Train, What it costs).
     threads : int or None
-        Threads that train the learners of a cycle, each a share of them (the numbers do not
-        depend on it); None: the CPUs this process may run on. BLAS runs one thread each
-        while training (its own threads cost more than they give on these small products).
+        Threads that train the learners of a cycle of one run, each a share of them (the
+        numbers do not depend on it); None: the CPUs each worker process gets (all of this
+        process's where one process trains). BLAS runs one thread each while training (its
+        own threads cost more than they give on these small products).
+    processes : int or None
+        Worker processes (forked) that train the (scheme, seed) runs at once, each run whole
+        in one of them; the rows are the same as in one process. None: one per CPU this
+        process may use, at most one per run; 1: every run in this process.
     param_bits : float or None
         feel: bits of the model parameters sent by model-based FEEL and individual learning
         (default: the instance's gradient size, i.e. parameters sent at the gradient's b bits).
@@ -119,6 +127,7 @@ class TrainSettings(Declared):
     batch_size: int = 32
     dtype: str = "float32"
     threads: int | None = None
+    processes: int | None = None
     param_bits: float | None = None
     reference: str | None = None
     max_train: int | None = None
