@@ -1,0 +1,52 @@
+"""(scheme, seed) runs trained in worker processes give the rows one process gives."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mel_opt import api
+from mel_opt.training import TrainSettings, load_dataset, train
+from mel_opt.training.run import run_processes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def digits() -> Any:
+    return load_dataset("digits", max_train=300, max_test=100)
+
+
+def test_worker_processes_give_the_same_rows(digits: Any) -> None:
+    inst = api.load_instance(ROOT / "instances/mel-async/k10_T15.json")
+    base = dict(schemes=("exact", "eta"), cycles=2, seeds=2, model="softmax", lr=0.5)
+    one = train(inst, TrainSettings(**base, processes=1), data=digits)
+    two = train(inst, TrainSettings(**base, processes=2), data=digits)
+    assert len(one.rows) == 2 * 2 * 3
+    assert two.rows == one.rows  # the same numbers, in the same order
+    seen: list[tuple[int, int]] = []
+    train(inst, TrainSettings(**base, processes=2), data=digits,
+          progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 8) for i in range(1, 9)]  # every cycle of every run, counted once
+
+
+def test_how_many_processes() -> None:
+    s = TrainSettings(schemes=("a",), processes=4)
+    assert run_processes(s, 3) == 3 and run_processes(s, 1) == 1
+    assert run_processes(TrainSettings(schemes=("a",), processes=1), 9) == 1
+
+
+def _in_a_daemon(queue: Any) -> None:
+    queue.put(run_processes(TrainSettings(schemes=("a",), processes=4), 9))
+
+
+def test_a_daemonic_worker_trains_in_itself() -> None:
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_in_a_daemon, args=(queue,), daemon=True)
+    p.start()
+    assert queue.get(timeout=60) == 1
+    p.join(timeout=60)
