@@ -44,7 +44,8 @@ class CycleRecord:
     time_s : float
         Virtual time since the start [s].
     loss, accuracy : float
-        Cross-entropy and accuracy of the global model on the validation set.
+        The model's own loss (cross-entropy, or the hinge of ``svm``) and the accuracy of
+        the global model on the validation set.
     truancy : float or None
         Time of this cycle past the deadline, in % of the deadline (problems with one).
     """

@@ -10,9 +10,9 @@ i computes, at the round's global model w and with its local model w_i of the pr
 - rho_i = |F_i(w_i) - F_i(w)| / ||w_i - w|| and beta_i = ||grad F_i(w_i) - grad F_i(w)|| /
   ||w_i - w|| (none in the first round, nor when w_i = w).
 
-The loss is the mean cross-entropy over (at most :data:`STATISTICS_SAMPLES` of) its data, the
-same rows every round; the learner process computes it with its own model code
-(:class:`~mel_opt.problems.learning.LocalLearner`).
+The loss is the model's own (the cross-entropy, or the hinge of ``svm``), its mean over (at
+most :data:`STATISTICS_SAMPLES` of) its data, the same rows every round; the learner process
+computes it with its own model code (:class:`~mel_opt.problems.learning.LocalLearner`).
 """
 
 from __future__ import annotations
