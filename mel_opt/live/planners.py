@@ -27,7 +27,13 @@ import numpy as np
 
 from mel_opt import api
 from mel_opt.errors import UsageError
-from mel_opt.problems.learning import CyclePlan, LearnerPlan, LearningCycle, RunContext
+from mel_opt.problems.learning import (
+    CyclePlan,
+    LearnerPlan,
+    LearningCycle,
+    RunContext,
+    sample_bytes,
+)
 from mel_opt.problems.messages import ProbeReport, TrainReport
 from mel_opt.training.partition import proportional_sizes
 
@@ -114,7 +120,8 @@ class ServerPlans(Planner):
         shares = run.cycle.live_shares(inst, run.method, res.solution, int(active.size),
                                        run.N)
         sizes = proportional_sizes(shares, run.N)
-        ctx = RunContext(run.method, res.solution, s.seed, sizes, {"batch_size": s.batch_size})
+        ctx = RunContext(run.method, res.solution, s.seed, sizes, {"batch_size": s.batch_size},
+                         sample_bytes=sample_bytes(run.data.features))
         local = run.cycle.configure_cycle(inst, ctx, r)
         # the round's instance numbers its learners 0..n-1: back to the learners of the file
         plans = tuple(dataclasses.replace(p, learner=int(active[p.learner]))
@@ -142,7 +149,8 @@ class LearnersPlan(Planner):
         return ""  # its speed stays its own
 
     def plan(self, run: LiveRun, r: int, active: np.ndarray) -> Draft:
-        rules, briefs = run.cycle.briefs(run.inst, active, run.N)
+        rules, briefs = run.cycle.briefs(run.inst, active, run.N,
+                                         sample_bytes(run.data.features))
         return Draft(rules, [int(k) for k in active], dict(briefs), method="decentralised")
 
     def learner_plans(self, run: LiveRun, plan: RoundPlan,

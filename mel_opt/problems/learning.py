@@ -37,6 +37,7 @@ __all__ = [
     "LiveReport",
     "Reply",
     "RunContext",
+    "sample_bytes",
     "weighted_average",
 ]
 
@@ -155,6 +156,10 @@ class RunContext:
     memo : dict
         Scratch space of the run: a cycle may keep here what does not change from one cycle
         to the next (its plan under a fixed allocation), instead of computing it again.
+    sample_bytes : float
+        Bytes of one training sample as the papers store it (its features in float32:
+        :func:`sample_bytes`), so that a problem whose allocation is in bytes (dab's shards)
+        knows how many samples it holds; 0 where unknown.
     """
 
     scheme: str
@@ -163,6 +168,7 @@ class RunContext:
     data_sizes: np.ndarray
     options: Mapping[str, Any] = field(default_factory=dict)
     memo: dict[str, Any] = field(default_factory=dict, compare=False)
+    sample_bytes: float = 0.0
 
     @property
     def dataset_size(self) -> int:
@@ -320,6 +326,16 @@ class LearnerSide:
         """Called with the trained model, before the report is sent."""
 
 
+#: Bytes of one feature of a stored sample: the papers' data sets are float32 pixels (a thesis
+#: shard of 500 MNIST images of 28 x 28 is 500 x 784 x 4 bytes).
+FEATURE_BYTES = 4
+
+
+def sample_bytes(features: int) -> float:
+    """Bytes of one training sample of ``features`` features as the papers store it."""
+    return float(features * FEATURE_BYTES)
+
+
 def weighted_average(models: Params, weights: np.ndarray) -> Params:
     """sum_k w_k P_k / sum_k w_k over the leading (learner) axis of each array."""
     w = np.asarray(weights, dtype=float)
@@ -454,9 +470,10 @@ class LearningCycle(abc.ABC):
         """
         return Feedback(inst)
 
-    def briefs(self, inst: Any, learners: np.ndarray, dataset_size: int
-               ) -> tuple[CyclePlan, dict[int, Mapping[str, Any]]]:
+    def briefs(self, inst: Any, learners: np.ndarray, dataset_size: int,
+               sample_bytes: float = 0.0) -> tuple[CyclePlan, dict[int, Mapping[str, Any]]]:
         """A round whose learners plan their own work (:attr:`LearnerSide.plans_own_work`):
         the cycle's rules (a :class:`CyclePlan` without learner plans: its deadline) and what
-        each of ``learners`` is told (numbers only)."""
+        each of ``learners`` is told (numbers only), for a training set of ``dataset_size``
+        samples of ``sample_bytes`` each (:attr:`RunContext.sample_bytes`)."""
         raise NotImplementedError("only cycles whose learners plan their own work brief them")

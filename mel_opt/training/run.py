@@ -24,7 +24,7 @@ from mel_opt.blas import blas_threads
 from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems import get_problem
 from mel_opt.problems.base import Instance
-from mel_opt.problems.learning import LearningCycle, RunContext
+from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
 from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.mlp import init_params, layers_for
@@ -147,7 +147,8 @@ class _Shared:
             sizes = proportional_sizes(shares, N)
             pools = make_pools(ds.y_train, sizes, self.part, ds.classes, rng)
             ctx = RunContext(scheme, sol, seed, np.array([p.size for p in pools]),
-                             {"param_bits": s.param_bits})
+                             {"param_bits": s.param_bits},
+                             sample_bytes=sample_bytes(ds.features))
             for rec in run_cycles(tr, self.cycle, self.inst, ctx, pools, s.cycles, rng):
                 rows.append({"scheme": scheme, "seed": seed, "cycle": rec.cycle,
                              "time_s": rec.time_s, "loss": rec.loss,
