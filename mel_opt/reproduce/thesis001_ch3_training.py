@@ -210,24 +210,27 @@ def testbed_cluster(devices: tuple[str, ...], total_shards: int | None,
 
 def thesis_dab_curves(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = False,
                       model: str = "twonn", dataset: str = "digits",
-                      data: Dataset | None = None) -> ExperimentOutcome:
+                      data: Dataset | None = None, batch_size: int = 32, lr: float = 0.1,
+                      updates: int | None = None) -> ExperimentOutcome:
     """Thesis Ch. 3, Figs. 3.4-3.5: loss and accuracy of DAB and CSA over the global update
     index on the two clusters (:func:`testbed_cluster`), mu = 5, D = 15 s, 15 updates. CSA
     splits a fixed amount of data: what DAB places on the two-device cluster (so on four
     devices DAB trains more data per update, as the thesis explains). Rows per (cluster,
     scheme, update): mean loss and accuracy over the seeds. ``quick``: 4 updates, softmax.
+    ``batch_size``, ``lr`` and ``updates`` vary the set-up the thesis leaves open (its
+    minibatch) or states (SGD at 0.1, 15 updates) for ``benchmarks/bench_dab_curves.py``.
     """
     start = time.perf_counter()
     out = ExperimentOutcome("thesis_dab_curves")
     ds = experiment_data(dataset, data, quick)
     fixed = int(sum(api.solve(testbed_cluster(CLUSTERS["two devices"], None),
                               "dab").solution["shards"]))
-    cycles = 4 if quick else 15
+    cycles = updates if updates is not None else (4 if quick else 15)
     for cluster, devices in CLUSTERS.items():
         inst = testbed_cluster(devices, fixed)
         settings = TrainSettings(schemes=CURVE_SCHEMES, cycles=cycles, seeds=seeds,
                                  dataset=dataset, model="softmax" if quick else model,
-                                 targets=(0.9,))
+                                 targets=(0.9,), batch_size=batch_size, lr=lr)
         run = train(inst, settings, data=ds)
         save_run(run, out_subdir(out_dir, f"thesis_dab_curves_{cluster.replace(' ', '_')}"), out)
         for s in CURVE_SCHEMES:
