@@ -149,12 +149,17 @@ class _Shared:
             ctx = RunContext(scheme, sol, seed, np.array([p.size for p in pools]),
                              {"param_bits": s.param_bits},
                              sample_bytes=sample_bytes(ds.features))
+            best, best_cycle = -1.0, 0
             for rec in run_cycles(tr, self.cycle, self.inst, ctx, pools, s.cycles, rng):
                 rows.append({"scheme": scheme, "seed": seed, "cycle": rec.cycle,
                              "time_s": rec.time_s, "loss": rec.loss,
                              "accuracy": rec.accuracy, "truancy": rec.truancy})
                 if rec.cycle and tick is not None:
                     tick(scheme, seed, rec.cycle)
+                if rec.accuracy > best + s.tolerance:
+                    best, best_cycle = rec.accuracy, rec.cycle
+                if s.patience is not None and rec.cycle - best_cycle >= s.patience:
+                    break  # converged: no progress for `patience` cycles
         return rows
 
 
@@ -244,9 +249,20 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
             activity.report(f"{inst.name}: {scheme}, seed {seed + 1}/{settings.seeds}, "
                             f"cycle {cycle_no}/{settings.cycles}")
 
+    def converged_early(rows: list[dict[str, Any]]) -> None:
+        """A run its patience stopped: its cycles not trained count as done."""
+        nonlocal done
+        skipped = settings.cycles - max((int(r["cycle"]) for r in rows), default=0)
+        if skipped > 0:
+            done += skipped
+            if progress is not None:
+                progress(done, total)
+
     if processes == 1:
         for scheme, seed in jobs:
-            run.rows.extend(shared.train_one(scheme, seed, tick))
+            rows = shared.train_one(scheme, seed, tick)
+            run.rows.extend(rows)
+            converged_early(rows)
         return run
     # independent (scheme, seed) runs, a share of the cores each: forked workers read the
     # data set and the instance from this process's memory; the rows come back in the order
@@ -260,6 +276,7 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
                 for r in rows:
                     if r["cycle"]:
                         tick(scheme, seed, int(r["cycle"]))
+                converged_early(rows)
     finally:
         _SHARED[0] = None
     return run

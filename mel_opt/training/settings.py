@@ -64,6 +64,11 @@ TRAIN_SETTINGS = (
             nullable=True, default_doc="the first scheme"),
     Setting("time_limit", float, 60.0, "Solver time limit per scheme [s].", minimum=0.0,
             minimum_open=True, nullable=True, default_doc="none"),
+    Setting("patience", int, None, "Stop a run once its validation accuracy has not risen "
+            "above its best by more than the tolerance for this many cycles (converged).",
+            minimum=1, nullable=True, default_doc="every cycle runs"),
+    Setting("tolerance", float, 0.001, "Rise in validation accuracy (a fraction) that counts "
+            "as progress for the patience.", minimum=0.0),
 )
 
 
@@ -112,6 +117,12 @@ class TrainSettings(Declared):
         Subset sizes of the data set (None: all of it).
     time_limit : float or None
         Per-scheme solver time limit [s].
+    patience : int or None
+        Stop a run once its validation accuracy has not risen above its best by more than
+        ``tolerance`` for this many cycles: it has converged (paper 004 trains "until the
+        global model converges"); its rows end there. None: every cycle runs.
+    tolerance : float
+        The rise in accuracy that counts as progress (0.001: a tenth of a point).
     """
 
     SETTINGS: ClassVar[tuple[Setting, ...]] = TRAIN_SETTINGS
@@ -133,6 +144,8 @@ class TrainSettings(Declared):
     max_train: int | None = None
     max_test: int | None = None
     time_limit: float | None = 60.0
+    patience: int | None = None
+    tolerance: float = 0.001
 
     def check_together(self) -> None:
         if len(set(self.schemes)) != len(self.schemes):

@@ -50,3 +50,20 @@ def test_a_daemonic_worker_trains_in_itself() -> None:
     p.start()
     assert queue.get(timeout=60) == 1
     p.join(timeout=60)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_converged_run_stops_after_its_patience(digits: Any, processes: int) -> None:
+    inst = api.load_instance(ROOT / "instances/mel-async/k10_T15.json")
+    seen: list[tuple[int, int]] = []
+    # a learning rate so small the accuracy never moves: best at cycle 0, then 3 cycles
+    # without progress, and the run ends there (rows of cycles 0-3, not 0-10)
+    run = train(inst, TrainSettings(schemes=("exact",), cycles=10, seeds=2, model="softmax",
+                                    lr=1e-12, patience=3, processes=processes),
+                data=digits, progress=lambda done, total: seen.append((done, total)))
+    assert [r["cycle"] for r in run.rows] == [0, 1, 2, 3] * 2
+    assert seen[-1] == (20, 20)  # the cycles it skipped count as done
+    # with room to learn, patience 3 lets every cycle run
+    full = train(inst, TrainSettings(schemes=("exact",), cycles=4, seeds=1, model="softmax",
+                                     lr=0.5, patience=3, processes=processes), data=digits)
+    assert [r["cycle"] for r in full.rows] == [0, 1, 2, 3, 4]
