@@ -56,10 +56,17 @@ def centralised_ceiling(ds: Dataset, model: str, lr: float = 0.1, batch_size: in
 
 def learning_curve(run: TrainRun, extra: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows ``part = "curve"``: mean validation accuracy and loss of each scheme after every
-    cycle, over the seeds (the figures draw our curves whether or not a target is reached)."""
+    cycle, over the seeds (the figures draw our curves whether or not a target is reached),
+    up to the last cycle every seed of the scheme ran (a run its targets or its patience
+    stopped would otherwise leave only the slower seeds in the later means)."""
     rows = []
     for s in run.schemes:
-        for c in sorted({r["cycle"] for r in run.rows if r["scheme"] == s}):
+        last: dict[int, int] = {}
+        for r in run.rows:
+            if r["scheme"] == s:
+                last[r["seed"]] = max(last.get(r["seed"], 0), int(r["cycle"]))
+        common = min(last.values(), default=0)
+        for c in sorted({r["cycle"] for r in run.rows if r["scheme"] == s and r["cycle"] <= common}):
             mine = [r for r in run.rows if r["scheme"] == s and r["cycle"] == c]
             rows.append({"part": "curve", **extra, "scheme": s, "cycle": c,
                          "final_accuracy": float(np.mean([r["accuracy"] for r in mine])),

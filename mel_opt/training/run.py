@@ -160,6 +160,8 @@ class _Shared:
                     best, best_cycle = rec.accuracy, rec.cycle
                 if s.patience is not None and rec.cycle - best_cycle >= s.patience:
                     break  # converged: no progress for `patience` cycles
+                if s.until_targets and rec.cycle and rec.accuracy >= max(s.targets):
+                    break  # every target reached: the rest changes no cycles to target
         return rows
 
 
@@ -250,7 +252,7 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
                             f"cycle {cycle_no}/{settings.cycles}")
 
     def converged_early(rows: list[dict[str, Any]]) -> None:
-        """A run its patience stopped: its cycles not trained count as done."""
+        """A run its patience or its targets stopped: its cycles not trained count as done."""
         nonlocal done
         skipped = settings.cycles - max((int(r["cycle"]) for r in rows), default=0)
         if skipped > 0:

@@ -69,6 +69,8 @@ TRAIN_SETTINGS = (
             minimum=1, nullable=True, default_doc="every cycle runs"),
     Setting("tolerance", float, 0.001, "Rise in validation accuracy (a fraction) that counts "
             "as progress for the patience.", minimum=0.0),
+    Setting("until_targets", bool, False, "Stop a run once it has reached every target "
+            "accuracy (all that cycles and seconds to target need)."),
 )
 
 
@@ -123,6 +125,10 @@ class TrainSettings(Declared):
         global model converges"); its rows end there. None: every cycle runs.
     tolerance : float
         The rise in accuracy that counts as progress (0.001: a tenth of a point).
+    until_targets : bool
+        Stop a run at the cycle it has reached every target (its rows end there, its final
+        accuracy is the one at that cycle): the cycles and seconds to target are the same as
+        with every cycle run, at a fraction of the work where the targets come early.
     """
 
     SETTINGS: ClassVar[tuple[Setting, ...]] = TRAIN_SETTINGS
@@ -146,6 +152,7 @@ class TrainSettings(Declared):
     time_limit: float | None = 60.0
     patience: int | None = None
     tolerance: float = 0.001
+    until_targets: bool = False
 
     def check_together(self) -> None:
         if len(set(self.schemes)) != len(self.schemes):

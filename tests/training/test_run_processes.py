@@ -67,3 +67,32 @@ def test_a_converged_run_stops_after_its_patience(digits: Any, processes: int) -
     full = train(inst, TrainSettings(schemes=("exact",), cycles=4, seeds=1, model="softmax",
                                      lr=0.5, patience=3, processes=processes), data=digits)
     assert [r["cycle"] for r in full.rows] == [0, 1, 2, 3, 4]
+
+
+def test_a_run_stops_once_it_has_reached_every_target(digits: Any) -> None:
+    from mel_opt.training.curves import learning_curve
+    from mel_opt.training.report import summarise
+
+    inst = api.load_instance(ROOT / "instances/mel-async/k10_T15.json")
+    base = dict(schemes=("exact", "sync"), cycles=8, seeds=2, model="softmax", lr=0.5,
+                targets=(0.5, 0.8), processes=1)
+    every = train(inst, TrainSettings(**base), data=digits)
+    until = train(inst, TrainSettings(**base, until_targets=True), data=digits)
+    for scheme in ("exact", "sync"):
+        for seed in (0, 1):
+            full = [r for r in every.rows if r["scheme"] == scheme and r["seed"] == seed]
+            cut = [r for r in until.rows if r["scheme"] == scheme and r["seed"] == seed]
+            hit = next(r["cycle"] for r in full if r["cycle"] and r["accuracy"] >= 0.8)
+            assert hit < 8  # the set-up reaches the last target inside the cycles
+            assert cut == full[:hit + 1]  # the same rows, up to the cycle it reached 0.8
+    a, b = summarise(every), summarise(until)
+    for scheme in ("exact", "sync"):
+        for t in ("0.5", "0.8"):
+            assert a["schemes"][scheme]["targets"][t]["cycles"] == \
+                b["schemes"][scheme]["targets"][t]["cycles"]
+    # the curve is drawn while both seeds run: up to the earlier seed's stop
+    ends = {s: min(max(r["cycle"] for r in until.rows if r["scheme"] == s and r["seed"] == k)
+                   for k in (0, 1)) for s in ("exact", "sync")}
+    curve = learning_curve(until, {})
+    for s, end in ends.items():
+        assert max(r["cycle"] for r in curve if r["scheme"] == s) == end
