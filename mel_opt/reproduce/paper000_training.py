@@ -57,6 +57,8 @@ def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool
     the allocation's max staleness, cycles to the target over the seeds that reached it, how
     many reached it, the final accuracy, and the paper's cycles (``paper_cycles``: a number,
     "never" or None where the paper says nothing; ``kkt-sai`` is read as the optimiser's).
+    Each run stops at the cycle it reaches both targets (at most 20 cycles); its final
+    accuracy is the one there, and the curves end where the first seed stopped.
     ``quick``: K = 10 only, 3 cycles, softmax regression (a smoke run). ``dtype`` and
     ``threads``: as :class:`~mel_opt.training.run.TrainSettings` (the ceiling too is trained
     in ``dtype``).
@@ -68,9 +70,12 @@ def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool
     net = "softmax" if quick else model
     ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
     targets = tuple(round(ceiling - b, 4) for b in TARGET_BELOW)
+    # a run stops once it has reached both targets: the cycles to them are all the figure
+    # counts, and on 60,000 samples the cycles after them were two thirds of the work
     settings = TrainSettings(schemes=PAPER000_SCHEMES, cycles=3 if quick else 20, seeds=seeds,
                              dataset=dataset, model=net, targets=targets, lr=0.1,
-                             batch_size=32, dtype=dtype, threads=threads)
+                             batch_size=32, dtype=dtype, threads=threads,
+                             until_targets=not quick)
     for K in Ks:
         inst = generated_instance("mel-async", "mohammad2020", K, 2020)
         run = train(inst, settings, data=ds)
@@ -161,9 +166,10 @@ register(Entry(
     id="000-fig3", paper="000 Mohammad & Sorour",
     title="Fig. 3: cycles to the paper's 95% / 97% (ceiling - 3 / - 1 points), K = 10, 15, 20",
     shows=("Preset mohammad2020 (seed 2020, T = 15 s) solved by exact, kkt-sai, eta and sync; "
-           "the paper's [F, 300, 124, 60, 10] network trained for 20 cycles under each "
-           "allocation; targets the data set's centralised ceiling minus 3 and minus 1 points, "
-           "as 95% and 97% are on MNIST (quick: K = 10, 3 cycles, softmax)."),
+           "the paper's [F, 300, 124, 60, 10] network trained under each allocation until it "
+           "reaches both targets (20 cycles at most); targets the data set's centralised "
+           "ceiling minus 3 and minus 1 points, as 95% and 97% are on MNIST (quick: K = 10, "
+           "3 cycles, softmax)."),
     columns=("part", "dataset", "ceiling", "K", "target", "paper_target", "scheme", "cycle",
              "max_staleness", "cycles", "cycles_lo", "cycles_hi", "reached", "final_accuracy",
              "paper_cycles"),
