@@ -24,20 +24,30 @@ from mel_opt.reproduce.catalogue import (
 from mel_opt.reproduce.report import run_entries
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"~{value:g} s"
+
+
 def _catalogue_table(entries: list[Entry]) -> Table:
     t = Table(title="melopt reproduce: catalogue")
-    for col in ("id", "paper", "title", "needs", "time (full)"):
+    for col in ("id", "paper", "title", "needs", "time (full), digits",
+                "time (full), Fashion-MNIST"):
         t.add_column(col, overflow="fold")
     for e in entries:
         needs = ", ".join(e.needs) or "-"
         missing = missing_needs(e)
         if missing:
             needs += f" [yellow](missing: {', '.join(missing)})[/]"
-        t.add_row(e.id, e.paper, e.title, needs,
-                  "-" if e.expected_s is None else f"~{e.expected_s:g} s")
+        t.add_row(e.id, e.paper, e.title, needs, _seconds(e.expected_s),
+                  _seconds(e.expected("fashion-mnist")))
     total = sum(e.expected_s or 0 for e in entries)
-    t.caption = (f"full run of these: about {total:.0f} s on 2 cores with the digits data "
-                 "(Fashion-MNIST: several times longer); --quick: about 1 s each")
+    fashion = [e.expected("fashion-mnist") for e in entries]
+    on_fashion = (f"about {sum(v or 0 for v in fashion):.0f} s "
+                  f"({sum(v or 0 for v in fashion) / 60:.0f} min) with Fashion-MNIST, the default "
+                  "where it can be read" if all(v is not None for v in fashion) else
+                  "Fashion-MNIST: not measured for every entry")
+    t.caption = (f"full run of these on 2 cores: about {total:.0f} s with the digits data, "
+                 f"{on_fashion}; --quick: about 1 s each on the digits")
     return t
 
 

@@ -335,12 +335,17 @@ def test_list_names_the_extras_by_their_pip_names() -> None:
 
 def test_every_entry_has_an_expected_time_shown_by_list() -> None:
     entries = all_entries()
-    assert all(e.expected_s is not None and e.expected_s > 0 for e in entries.values())
-    res = CliRunner().invoke(cli, ["reproduce", "--list"], terminal_width=250)
-    shown = f"~{entries['000-fig3'].expected_s:g} s"  # the measured time, as --list shows it
-    assert "time (full)" in res.output and shown in res.output and "--quick" in res.output
-    total = sum(e.expected_s or 0 for e in entries.values())
-    assert f"about {total:.0f} s" in res.output
+    for dataset in ("digits", "fashion-mnist"):
+        assert all((e.expected(dataset) or 0) > 0 for e in entries.values())
+    # an entry that trains nothing takes the same on both; a training entry has two times
+    assert entries["000-fig2"].expected("fashion-mnist") == entries["000-fig2"].expected_s
+    assert entries["000-fig3"].expected("fashion-mnist") != entries["000-fig3"].expected_s
+    res = CliRunner().invoke(cli, ["reproduce", "--list"], terminal_width=300)
+    for dataset in ("digits", "fashion-mnist"):  # the measured times, as --list shows them
+        assert f"~{entries['000-fig3'].expected(dataset):g} s" in res.output
+        total = sum(e.expected(dataset) or 0 for e in entries.values())
+        assert f"about {total:.0f} s" in res.output
+    assert "time (full), digits" in res.output and "--quick" in res.output
 
 
 @pytest.mark.skipif(not have_matplotlib(), reason="matplotlib not installed")
