@@ -24,21 +24,27 @@ def rounds_table(summary: dict[str, Any]) -> Table:
     """Accuracy, answering learners and prediction error per round."""
     t = Table(title=f"{summary.get('instance')} ({summary.get('problem')}, "
                     f"{summary.get('method')}): live rounds")
+    adapted = any("adapted" in r for r in summary.get("rounds", []))
     for col in ("round", "accuracy", "loss", "learners", "missing", "round wall (s)",
                 "median |pred - meas| / meas"):
         t.add_column(col, justify="right")
+    if adapted:  # what the problem changed in the file's job for the learners left
+        t.add_column("adapted")
     errors = summary.get("prediction_error", {})
     for r in summary.get("rounds", []):
         err_r = errors.get(f"round_{r['round']}")
-        t.add_row(str(r["round"]), f"{r['accuracy']:.3f}", f"{r['loss']:.3f}",
-                  str(r.get("learners", "-")), str(len(r.get("missing", []) or [])),
-                  "-" if r.get("round_wall_s") is None else f"{r['round_wall_s']:.3g}",
-                  "-" if err_r is None else f"{100 * err_r:.1f} %")
+        cells = [str(r["round"]), f"{r['accuracy']:.3f}", f"{r['loss']:.3f}",
+                 str(r.get("learners", "-")), str(len(r.get("missing", []) or [])),
+                 "-" if r.get("round_wall_s") is None else f"{r['round_wall_s']:.3g}",
+                 "-" if err_r is None else f"{100 * err_r:.1f} %"]
+        if adapted:
+            cells.append((r.get("adapted") or {}).get("text", ""))
+        t.add_row(*cells)
     return t
 
 
 _SERVER = ("method", "rounds", "seed", "dataset", "partition", "model", "lr", "batch_size",
-           "max_train", "time_limit", "grace_s")
+           "max_train", "time_limit", "grace_s", "adapt")
 _ENGINE = ("engine", "nodes", "speeds", "superlink", "root_certificates", "insecure",
            "emulate")
 
@@ -58,11 +64,13 @@ def live_cmd(path: str, out_dir: str, **values: Any) -> None:
     instance again from the measured speeds, sends every node its own allocation, closes at
     the cycle's deadline (missing learners are left out until they answer again) and feeds
     the measured times back. Transfers on one machine are near instant: their time is
-    emulated from the instance and reported as such.
+    emulated from the instance and reported as such. When the file's job no longer fits the
+    learners left, the problem adapts it (--adapt). Exit code 1: the run ended before its
+    rounds (no learner left, or no allocation for them); the rounds done are kept.
     """
     with guarded():
         _need_flower()
-        from mel_opt.live.run import check, live, load_settings
+        from mel_opt.live.run import check, ended_early, live, load_settings
 
         opts = LiveOptions(**{n: values[n] for n in _ENGINE})
         settings = load_settings(path, learners=opts.nodes,
@@ -77,3 +85,6 @@ def live_cmd(path: str, out_dir: str, **values: Any) -> None:
             err.print(f"warning: {warning}", markup=False)
         out.print(f"wrote rounds.csv, summary.json{', live.png' if summary.get('figure') else ''}"
                   f"{' and emulated/' if opts.emulate else ''} to {out_dir}", markup=False)
+        early = ended_early(summary)
+        if early is not None:  # exit code 1, after the rounds done are shown and written
+            raise early

@@ -5,7 +5,8 @@ round through the problem's learning cycle, close it, feed the measurements back
 learners are the same functions the Flower client app calls (:mod:`mel_opt.live.learner`),
 each on its own rows of the data set. What differs is the clock: a :class:`Clock` says how long
 each learner's work and the round took, so a run is deterministic (the catalogue's entry of
-paper 003 runs the adaptive-tau control this way, with the times its authors simulated).
+paper 003 runs the adaptive-tau control this way, with the times its authors simulated), and
+which learners answer, so a lost learner is a choice of the test, not a timer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mel_opt.errors import MelOptError
 from mel_opt.live import learner as L
 from mel_opt.live.rounds import Answer, LiveRun
 from mel_opt.problems.messages import TrainOrder
@@ -36,16 +38,22 @@ class Clock:
         (messages, aggregation).
     probe_s_per_sample : float
         Seconds per sample-pass every learner reports in the probe.
+    answers : callable
+        ``(round, learner) -> bool``: whether that learner answers that round (False: it is
+        lost, as a node that died; default: every learner always answers). A missing learner
+        is probed again before each round, as on Flower, and is back once it answers.
     """
 
     compute_s: Callable[[int, int, float], float]
     overhead_s: Callable[[int], float]
     probe_s_per_sample: float = 1e-4
+    answers: Callable[[int, int], bool] = lambda r, k: True
 
 
 def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
                    on_round: Callable[[LiveRun], None] | None = None) -> LiveRun:
-    """Probe, then ``run.settings.rounds`` rounds (or until the problem ends the run).
+    """Probe, then ``run.settings.rounds`` rounds (or until the problem ends the run, or a
+    round cannot be planned: :meth:`~mel_opt.live.rounds.LiveRun.stop`).
 
     Every learner answers through :func:`mel_opt.live.learner.answer_train`, as a Flower
     client does, and its report goes through the same encoding and the same reading on the
@@ -69,9 +77,18 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
                                 clock.probe_s_per_sample * 1000, 1000.0)
         run.accept_probe(k, report.encode())
     for r in range(1, run.settings.rounds + 1):
-        plan = run.plan(r)
+        run.missing -= {k for k in run.missing if clock.answers(r, k)}  # probed again
+        try:
+            plan = run.plan(r)
+        except MelOptError as exc:  # no learner left, or no allocation for them
+            run.stop(r, str(exc))
+            if on_round is not None:
+                on_round(run)
+            break
         answers, longest = [], 0.0
         for k, order in plan.orders.items():
+            if not clock.answers(r, k):
+                continue
             local = L.LocalData(data, np.asarray(pools[k]))
             answer = _learner(order, k, local, memories[k], clock)
             answers.append(answer)

@@ -7,7 +7,9 @@ everything that differs between the two ways:
 - :class:`ServerPlans` (mel-async, feel, med, adaptive-tau): the server keeps every learner's
   speed estimate (from the probe and every report), solves the round's instance with the run's
   method from those estimates (``LearningCycle.live_instance``, then :func:`mel_opt.api.solve`,
-  so the allocation is verified) and sends each learner its plan;
+  so the allocation is verified) and sends each learner its plan; when the file's job no longer
+  fits the learners it has (one was lost), the problem's cycle says what they do instead
+  (``LearningCycle.live_adapt``, by the run's ``adapt`` setting) and that is solved;
 - :class:`LearnersPlan` (dab, thesis Algorithm 10): the server sends each learner a brief
   (``LearningCycle.briefs``), each decides its own work from its own benchmark and reports the
   plan it made; the server never learns a speed.
@@ -28,6 +30,7 @@ import numpy as np
 from mel_opt import api
 from mel_opt.errors import UsageError
 from mel_opt.problems.learning import (
+    Adaptation,
     CyclePlan,
     LearnerPlan,
     LearningCycle,
@@ -39,6 +42,7 @@ from mel_opt.training.partition import proportional_sizes
 
 if TYPE_CHECKING:
     from mel_opt.live.rounds import LiveRun, RoundPlan
+    from mel_opt.result import Result
 
 __all__ = ["Draft", "LearnersPlan", "Planner", "ServerPlans", "planner_for"]
 
@@ -62,6 +66,8 @@ class Draft:
     method : str
     solve_s : float
     last : bool
+    adapted : Adaptation or None
+        What the problem changed in the file's job for these learners (None: nothing).
     """
 
     cycle: CyclePlan
@@ -71,6 +77,7 @@ class Draft:
     method: str = ""
     solve_s: float = 0.0
     last: bool = False
+    adapted: Adaptation | None = None
 
 
 class Planner(abc.ABC):
@@ -111,15 +118,14 @@ class ServerPlans(Planner):
     def plan(self, run: LiveRun, r: int, active: np.ndarray) -> Draft:
         start = time.perf_counter()
         s = run.settings
-        inst = run.cycle.live_instance(run.inst, active, run.estimates.seconds, run.N)
-        res = api.solve(inst, run.method, time_limit=s.time_limit, seed=s.seed)
+        inst, res, adapted = self._solve(run, r, active)
         solve_s = time.perf_counter() - start
-        if not res.ok:
-            raise UsageError(f"round {r}: {run.method} gave no verified allocation for the "
-                             f"measured learners ({res.status.value}: {res.message})")
         shares = run.cycle.live_shares(inst, run.method, res.solution, int(active.size),
                                        run.N)
-        sizes = proportional_sizes(shares, run.N)
+        # an adaptation that gives the learners less data gives them that part of the set
+        used = run.N if adapted is None else max(int(active.size),
+                                                 round(run.N * adapted.data_fraction))
+        sizes = proportional_sizes(shares, used)
         ctx = RunContext(run.method, res.solution, s.seed, sizes, {"batch_size": s.batch_size},
                          sample_bytes=sample_bytes(run.data.features))
         local = run.cycle.configure_cycle(inst, ctx, r)
@@ -129,7 +135,36 @@ class ServerPlans(Planner):
         cycle = dataclasses.replace(local, learners=plans)
         return Draft(cycle, [p.learner for p in plans], allocation=dict(res.solution),
                      method=run.method, solve_s=solve_s,
-                     last=bool(res.metrics.get("last_round", False)))
+                     last=bool(res.metrics.get("last_round", False)), adapted=adapted)
+
+    @staticmethod
+    def _solve(run: LiveRun, r: int, active: np.ndarray
+               ) -> tuple[Any, Result, Adaptation | None]:
+        """The round's instance, its verified solution and the adaptation made (None: the
+        file's job fits the ``active`` learners at their measured speeds).
+
+        Raises
+        ------
+        UsageError
+            No verified allocation, and none after the problem's adaptation (or it has none).
+        """
+        s = run.settings
+        inst = run.cycle.live_instance(run.inst, active, run.estimates.seconds, run.N)
+        res = api.solve(inst, run.method, time_limit=s.time_limit, seed=s.seed)
+        if res.ok:
+            return inst, res, None
+        why = (f"round {r}: {run.method} gave no verified allocation for the measured "
+               f"learners ({res.status.value}: {res.message})")
+        adapted = None if s.adapt == "none" else run.cycle.live_adapt(inst, s.adapt)
+        if adapted is None:
+            raise UsageError(why + ("" if s.adapt == "none" else
+                                    f" (no adaptation of {run.spec.name} helps: adapt = "
+                                    f"{s.adapt})"))
+        again = api.solve(adapted.instance, run.method, time_limit=s.time_limit, seed=s.seed)
+        if not again.ok:
+            raise UsageError(f"{why}, nor after adapting ({adapted.text}: "
+                             f"{again.status.value}: {again.message})")
+        return adapted.instance, again, adapted
 
     def learner_plans(self, run: LiveRun, plan: RoundPlan,
                       got: Mapping[int, TrainReport]) -> dict[int, LearnerPlan]:

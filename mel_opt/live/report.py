@@ -33,7 +33,7 @@ RECORD_PREFIX = "melopt-live "
 COLUMNS = ("round", "learner", "name", "node", "status", "predicted_s", "measured_s",
            "deadline_met", "compute_predicted_s", "compute_measured_s", "comm_emulated_s",
            "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s",
-           "reason")
+           "reason", "adapted")
 
 
 def _cell(value: Any) -> Any:

@@ -16,6 +16,10 @@ One round:
 
 1. :meth:`LiveRun.plan`: the planner's cycle plan, and one :class:`~mel_opt.problems.messages.
    TrainOrder` per learner with its task's global model.
+   The learners it plans for are those not missing; when the file's job no longer fits them,
+   the problem's cycle adapts it (``LearningCycle.live_adapt``) and the round records how. A
+   round that cannot be planned (no learner left, no allocation even after the adaptation)
+   ends the run before it (:meth:`LiveRun.stop`): the rounds done and their outputs stay.
 2. The learners train; the round closes when all have answered or its wall-clock budget
    (:meth:`LiveRun.wait_s`: each learner's predicted computation plus its own measured
    messaging overhead) is spent. A learner that has not answered is *missing*: left out
@@ -44,7 +48,14 @@ from mel_opt.live.estimates import Estimates, Measurement
 from mel_opt.live.planners import Planner, planner_for
 from mel_opt.live.settings import LiveSettings
 from mel_opt.problems import get_problem
-from mel_opt.problems.learning import CyclePlan, LearnerPlan, LearningCycle, LiveReport, Reply
+from mel_opt.problems.learning import (
+    Adaptation,
+    CyclePlan,
+    LearnerPlan,
+    LearningCycle,
+    LiveReport,
+    Reply,
+)
 from mel_opt.problems.messages import (
     ProbeOrder,
     ProbeReport,
@@ -100,6 +111,9 @@ class RoundPlan:
         Wall time of building and solving the round's instance [s].
     last : bool
         The method marked this round the last one (adaptive-tau's end-of-budget rule).
+    adapted : Adaptation or None
+        What the problem changed in the file's job for this round's learners (None:
+        nothing).
     """
 
     round: int
@@ -109,6 +123,7 @@ class RoundPlan:
     method: str = ""
     solve_s: float = 0.0
     last: bool = False
+    adapted: Adaptation | None = None
 
     def plan_of(self, learner: int) -> LearnerPlan | None:
         """The server's plan of ``learner`` (None where the learner plans its own)."""
@@ -165,6 +180,8 @@ class LiveRun:
         self.models: list[Params] = [init_params(layers, settings.seed + 1009 * t, np.float32)
                                      for t in range(cycle.tasks(self.inst))]
         self.finished = False  # the problem ended the run (adaptive-tau: budget spent)
+        # the run ended before its rounds: {"round": the round not run, "reason": one line}
+        self.stopped: dict[str, Any] | None = None
         self.estimates = Estimates.unknown(self.K, settings.alpha)
         # wall seconds of a message's round trip beyond the learner's computation (process
         # start, data loading, decoding): measured per learner, averaged like the speeds
@@ -298,7 +315,13 @@ class LiveRun:
                                        samples=p.samples, passes=p.passes,
                                        predicted_s=p.predicted_s, comm_s=p.comm_s)
         return RoundPlan(r, draft.cycle, orders, draft.allocation, draft.method, draft.solve_s,
-                         draft.last)
+                         draft.last, draft.adapted)
+
+    def stop(self, r: int, why: str) -> None:
+        """End the run before round ``r``, which could not be planned (``why``: one line);
+        the rounds done keep their records."""
+        self.stopped = {"round": int(r), "reason": why}
+        self.warn(why)
 
     def read(self, plan: RoundPlan, answer: Answer) -> TrainReport | str:
         """The report in ``answer``, or why it is ignored: the one place a reply is refused
@@ -366,7 +389,8 @@ class LiveRun:
                             "learners": len(usable), "missing": sorted(self.missing),
                             "method": plan.method, "solve_s": plan.solve_s,
                             "allocation": plan.allocation, "last": plan.last or self.finished,
-                            **({"control": dict(fb.record)} if fb.record else {})})
+                            **({"control": dict(fb.record)} if fb.record else {}),
+                            **({"adapted": _adapted(plan.adapted)} if plan.adapted else {})})
 
     def _aggregate(self, cycle: CyclePlan,
                    usable: Sequence[tuple[Reply, Params, LearnerPlan]]) -> float:
@@ -401,6 +425,8 @@ class LiveRun:
         node = self.node_of(k) if k in self.nodes.values() else None
         row: dict[str, Any] = {"round": plan.round, "learner": k,
                                "name": self._name(k), "node": node}
+        if plan.adapted is not None:
+            row["adapted"] = plan.adapted.text
         clock = plan.clock_s
         if p is not None and p.deadline_s is not None:  # its own deadline (med: its task's)
             clock = p.deadline_s
@@ -457,9 +483,18 @@ class LiveRun:
             "estimates_s_per_sample": [None if not math.isfinite(v) else v
                                        for v in self.estimates.seconds],
             "prediction_error": _median_errors(measured),
+            "adapted": [{"round": r["round"], **r["adapted"]} for r in self.rounds
+                        if "adapted" in r],
+            "stopped": self.stopped,
             "warnings": self.warnings,
             "wall_s": time.perf_counter() - self.started,
         }
+
+
+def _adapted(a: Adaptation) -> dict[str, Any]:
+    """An adaptation as the round's record keeps it."""
+    return {"text": a.text, "changes": {k: list(v) for k, v in a.changes.items()},
+            "data_fraction": a.data_fraction}
 
 
 def _median_errors(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:

@@ -14,6 +14,10 @@ Three engines, one pair of apps (:mod:`mel_opt.live.server`, :mod:`mel_opt.live.
 Outputs (:mod:`mel_opt.live.report`) are written after every round into ``out_dir``; with
 ``emulate`` the emulator trains the same instance, method, seed and rounds into
 ``out_dir/emulated`` for a side-by-side comparison.
+
+A run that ends before its rounds (no learner left, or no allocation for the learners left
+even after the problem's adaptation) keeps the outputs of the rounds done; its summary says why
+(``stopped``), and :func:`ended_early` turns that into the error the command exits with (1).
 """
 
 from __future__ import annotations
@@ -22,16 +26,36 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from mel_opt import api
-from mel_opt.errors import SettingError, UsageError
+from mel_opt.errors import MelOptError, SettingError, UsageError
 from mel_opt.io.json_io import read_json_file
 from mel_opt.live.settings import ENGINES, LiveOptions, LiveSettings, grace_for
 
-__all__ = ["ENGINES", "LiveOptions", "check", "live", "load_settings"]
+__all__ = ["ENGINES", "EndedEarly", "LiveOptions", "check", "ended_early", "live",
+           "load_settings"]
+
+
+class EndedEarly(MelOptError):
+    """A live run ended before its rounds (no learner left, or no allocation for them);
+    the outputs of the rounds done are kept. Exit code 1: the request was sound, the fleet
+    could not carry it."""
+
+    exit_code = 1
+
+
+def ended_early(summary: Mapping[str, Any]) -> EndedEarly | None:
+    """The error of a run whose ``summary`` says it stopped early (None: it did not)."""
+    stopped = summary.get("stopped")
+    if not stopped:
+        return None
+    done = int(stopped["round"]) - 1
+    rounds = (summary.get("settings") or {}).get("rounds", "?")
+    return EndedEarly(f"the run ended after {done} of {rounds} rounds (their outputs are "
+                      f"kept): {stopped['reason']}")
 
 
 def load_settings(path: str | os.PathLike[str], **kw: Any) -> LiveSettings:

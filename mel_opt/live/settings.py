@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mel_opt.errors import SettingError, UsageError
+from mel_opt.problems.learning import ADAPT_POLICIES
 from mel_opt.problems.messages import DataSpec
 from mel_opt.settings import Declared, Setting
 from mel_opt.training.settings import DATA_SETTINGS
@@ -52,6 +53,10 @@ LIVE_SETTINGS = (
     Setting("learners", int, None, "Learners of a problem whose file does not fix them "
             "(adaptive-tau).", minimum=1, nullable=True, flag="--nodes",
             default_doc="the problem's"),
+    Setting("adapt", str, "data", "When the file's job no longer fits the learners left (one "
+            "was lost): the work they can do on the problem's clock (data), the file's work on "
+            "the least clock that fits (clock), where the problem has the rule; none: the run "
+            "stops.", choices=(*ADAPT_POLICIES, "none")),
 )
 
 def _readable_file(path: str) -> None:
@@ -112,6 +117,10 @@ class LiveSettings(Declared):
     learners : int or None
         Learners of a problem whose instance does not fix their number (adaptive-tau: the
         nodes; None: the problem's default).
+    adapt : str
+        What the learners left do when the file's job no longer fits them
+        (:meth:`~mel_opt.problems.learning.LearningCycle.live_adapt`): ``data``, ``clock``, or
+        ``none`` (the run stops).
     """
 
     SETTINGS: ClassVar[tuple[Setting, ...]] = LIVE_SETTINGS
@@ -133,6 +142,7 @@ class LiveSettings(Declared):
     grace_s: float | None = None
     probe_s: float = 0.5
     learners: int | None = None
+    adapt: str = "data"
 
     def data_spec(self, num_partitions: int) -> DataSpec:
         """Where every learner finds its part of the data set."""

@@ -10,7 +10,8 @@ through the problem's learning cycle and updates the speed estimates.
 ``start`` runs the rounds itself rather than through ``Strategy.start``: every round has its
 own deadline (the problem's cycle clock), the allocation is solved again each round from the
 latest estimates, a probe round comes first, and nodes that went missing are probed again
-until they answer. It pushes and pulls messages through the grid's documented
+until they answer. A round that cannot be planned ends the run (``LiveRun.stop``, in the
+outputs). It pushes and pulls messages through the grid's documented
 ``push_messages`` / ``pull_messages`` with a short poll, instead of ``send_and_receive``'s
 3-second sleep.
 
@@ -142,11 +143,15 @@ class AllocationStrategy(Strategy):
             try:
                 messages = list(self.configure_train(r, ArrayRecord(self.run.model),
                                                      train_config or ConfigRecord(), grid))
-            except MelOptError as exc:
-                self.run.warn(str(exc))
+            except MelOptError as exc:  # no learner left, or no allocation for them
+                self.run.stop(r, str(exc))
                 self.log(f"round {r}: stopped: {exc}")
+                if self.on_round is not None:  # the outputs say why the run ended
+                    self.on_round(self.run)
                 break
             assert self._plan is not None
+            if self._plan.adapted is not None:
+                self.log(f"round {r}: adapted: {self._plan.adapted.text}")
             wait = self.run.wait_s(self._plan)
             self.log(f"round {r}: {len(messages)} learners, waiting up to {wait:.3g} s")
             replies = self._exchange(grid, messages, wait)

@@ -25,6 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 
 __all__ = [
+    "ADAPT_POLICIES",
+    "Adaptation",
     "Aggregate",
     "CyclePlan",
     "Extras",
@@ -257,6 +259,37 @@ class Feedback:
     record: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: What the learners of a live round may do when the file's job no longer fits them
+#: (:meth:`LearningCycle.live_adapt`): ``data``, the work they can do on the problem's clock;
+#: ``clock``, the file's work on the least clock that fits it. ``none`` (no adaptation, the run
+#: stops) is the third value of the setting and never reaches a cycle.
+ADAPT_POLICIES = ("data", "clock")
+
+
+@dataclass(frozen=True)
+class Adaptation:
+    """The job a live round's learners do instead of the file's, which no longer fits them.
+
+    Attributes
+    ----------
+    instance : instance
+        The round's instance to solve instead (same problem, same learners).
+    text : str
+        One line: what changed, with the numbers, and why (``total_samples 60000 -> 56250:
+        what the 3 learners can take in T = 15 s``).
+    changes : Mapping of str to (before, after)
+        The instance's numbers that changed.
+    data_fraction : float
+        Fraction of the training set the round's learners train on (1: all of it; less when
+        the adaptation gives them less data).
+    """
+
+    instance: Any
+    text: str
+    changes: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    data_fraction: float = 1.0
+
+
 @dataclass(frozen=True)
 class Extras:
     """What a problem's learner side computed beside the training, sent with the report.
@@ -469,6 +502,20 @@ class LearningCycle(abc.ABC):
         :meth:`live_instance` instead).
         """
         return Feedback(inst)
+
+    def live_adapt(self, inst: Any, policy: str) -> Adaptation | None:
+        """What the learners of a live round do when ``inst`` (the file's job for them at their
+        measured speeds: :meth:`live_instance`) has no allocation, typically because a learner
+        was lost: ``policy`` (one of :data:`ADAPT_POLICIES`) ``data`` keeps the problem's clock
+        and gives them the work they can do, ``clock`` keeps the file's work on a longer clock.
+
+        Returns
+        -------
+        Adaptation or None
+            The job to solve instead; None (the default, and for a policy the problem has no
+            rule for): no adaptation, the run stops.
+        """
+        return None
 
     def briefs(self, inst: Any, learners: np.ndarray, dataset_size: int,
                sample_bytes: float = 0.0) -> tuple[CyclePlan, dict[int, Mapping[str, Any]]]:

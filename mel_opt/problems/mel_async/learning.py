@@ -5,6 +5,11 @@ updates (passes of minibatch SGD) over them from the current global model, and t
 averages the local models weighted by d_k. On the time model of Eq. (5) learner k is busy
 t_k = C2_k tau_k d_k + C1_k d_k + C0_k <= T, of which C2_k tau_k d_k is computation and
 C1_k d_k + C0_k the transfer of samples and model (Eq. 3-4); the cycle lasts the cycle clock T.
+
+When the learners of a live round can no longer take the file's d samples in T (a learner was
+lost: (7c) with one update each, sum_k min(d_u, (T - C0_k) / (C2_k + C1_k)) < d), the paper's
+model runs on with the data they can take (:meth:`MelAsyncCycle.live_adapt`, policy ``data``:
+d becomes that sum, the clock T stays), or with d kept on the least T that fits (``clock``).
 """
 
 from __future__ import annotations
@@ -17,8 +22,19 @@ import numpy as np
 
 from mel_opt.errors import UsageError
 from mel_opt.io.validate import readonly_array
-from mel_opt.problems.learning import CyclePlan, LearnerPlan, LearningCycle, RunContext
+from mel_opt.problems.learning import (
+    Adaptation,
+    CyclePlan,
+    LearnerPlan,
+    LearningCycle,
+    RunContext,
+)
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
+from mel_opt.problems.mel_async.windows import upper_d
+
+#: Bisection steps of the least cycle clock (each halves the bracket: far below a float's
+#: resolution of any T).
+CLOCK_STEPS = 200
 
 
 def _allocation(solution: Mapping[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
@@ -72,6 +88,67 @@ class MelAsyncCycle(LearningCycle):
             c0=readonly_array(np.asarray(inst.c0)[idx]),
             learner_names=tuple(inst.learner_names[k] for k in idx),
             name=f"{inst.name}-live")
+
+    def live_adapt(self, inst: MelAsyncInstance, policy: str) -> Adaptation | None:
+        """The paper's model for the learners of a live round that cannot take the file's
+        d = ``total_samples`` in T with one update each: ``data``, d lowered to what they can
+        take (:func:`data_they_can_take`); ``clock``, T raised to the least that takes d
+        (:func:`least_clock`). None where that does not help (a learner cannot take d_l
+        samples once in T; K d_u < d for ``clock``; d already fits)."""
+        if policy == "data":
+            return data_they_can_take(inst)
+        if policy == "clock":
+            return least_clock(inst)
+        return None
+
+
+def one_update_caps(inst: MelAsyncInstance) -> np.ndarray:
+    """The most samples each learner can take with one update within T: the largest whole d_k
+    with C2_k d_k + C1_k d_k + C0_k <= T (Eq. 5, tau_k = 1), at most d_u (7f); as the exact
+    method counts them (:func:`~mel_opt.problems.mel_async.windows.upper_d`), so the adapted
+    instance is feasible for it."""
+    return np.asarray(upper_d(inst, np.ones(inst.K)))
+
+
+def data_they_can_take(inst: MelAsyncInstance) -> Adaptation | None:
+    """``inst`` with total_samples d lowered to sum_k of :func:`one_update_caps` (every
+    learner then does one update on all it can take; T unchanged), or None when a learner
+    cannot take d_l samples even once, or d already fits."""
+    cap = one_update_caps(inst)
+    d = int(inst.total_samples)
+    total = int(cap.sum())
+    if np.any(cap < inst.min_samples) or total >= d:
+        return None
+    bound = f" (at most d_u = {inst.max_samples} each)" if np.any(cap >= inst.max_samples) \
+        else ""
+    text = (f"total_samples {d} -> {total}: what the {inst.K} learners can take in "
+            f"T = {inst.cycle_time:g} s with one update each{bound}")
+    return Adaptation(dataclasses.replace(inst, total_samples=total), text,
+                      {"total_samples": (d, total)}, data_fraction=total / d)
+
+
+def least_clock(inst: MelAsyncInstance) -> Adaptation | None:
+    """``inst`` with the cycle clock T raised to the least that lets its learners take
+    d = total_samples with one update each (d_l <= d_k <= d_u), found by bisection on
+    :func:`one_update_caps`; None when K d_u < d (no clock helps) or d already fits."""
+    def fits(T: float) -> bool:
+        cap = one_update_caps(dataclasses.replace(inst, cycle_time=T))
+        return bool(np.all(cap >= inst.min_samples) and cap.sum() >= inst.total_samples)
+
+    T = float(inst.cycle_time)
+    if inst.K * inst.max_samples < inst.total_samples or fits(T):
+        return None
+    slope = np.asarray(inst.c2) + np.asarray(inst.c1)
+    hi = float(np.max(slope * inst.max_samples + np.asarray(inst.c0)))  # every one takes d_u
+    lo = T
+    for _ in range(CLOCK_STEPS):
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    text = (f"cycle_time_s {T:g} -> {hi:.6g}: the least clock on which the {inst.K} learners "
+            f"can take total_samples = {inst.total_samples} with one update each")
+    return Adaptation(dataclasses.replace(inst, cycle_time=hi), text, {"cycle_time_s": (T, hi)})
 
 
 CYCLE = MelAsyncCycle()
