@@ -8,7 +8,8 @@
 - ``summary.json``: global accuracy and loss per round, wall and clock times, the method, the
   final speed estimates, the median prediction error, the warnings;
 - ``live.png`` (with matplotlib, at the end): predicted against measured compute time per
-  learner over the rounds, and accuracy against wall time.
+  learner over the rounds (late replies ringed, missing and ignored learners marked at their
+  predicted time, each round's count of them above it), and accuracy against wall time.
 
 Pure: the rows and the summary come from :class:`~mel_opt.live.rounds.LiveRun` (or, for a
 remote run, from the records the server logged), not from Flower.
@@ -24,8 +25,8 @@ from typing import Any
 from mel_opt.io import atomic_write
 from mel_opt.io.csvsafe import csv_text
 
-__all__ = ["COLUMNS", "RecordCollector", "rows_from_csv", "rounds_csv", "write_files",
-           "write_outputs"]
+__all__ = ["COLUMNS", "RecordCollector", "draw", "round_counts", "rows_from_csv",
+           "rounds_csv", "write_files", "write_outputs"]
 
 #: Prefix of the line the server app logs per round (one JSON record after it).
 RECORD_PREFIX = "melopt-live "
@@ -34,6 +35,10 @@ COLUMNS = ("round", "learner", "name", "node", "status", "predicted_s", "measure
            "deadline_met", "compute_predicted_s", "compute_measured_s", "comm_emulated_s",
            "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s",
            "reason", "adapted")
+#: Statuses the figure marks (the learner did not answer usably, or answered late).
+MARKED = ("late", "missing", "ignored")
+#: Most rounds whose every number is a tick on the figure's round axis.
+EVERY_ROUND_TICKS = 15
 
 
 def _cell(value: Any) -> Any:
@@ -138,12 +143,30 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+def round_counts(rows: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, int]]:
+    """Learners of each round by status (``ok``, ``late``, ``missing``, ``ignored``)."""
+    out: dict[int, dict[str, int]] = {}
+    for r in rows:
+        mine = out.setdefault(int(r["round"]), {})
+        status = str(r.get("status"))
+        mine[status] = mine.get(status, 0) + 1
+    return dict(sorted(out.items()))
+
+
 def plot(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
          path: Path) -> Path | None:
-    """Predicted against measured compute time per learner, and accuracy against wall time
-    (None without matplotlib)."""
+    """:func:`draw`, saved to ``path`` (None without matplotlib)."""
+    from mel_opt.plot import save_figure
+
+    fig = draw(rows, summary)
+    return None if fig is None else save_figure(fig, path, dpi=120)
+
+
+def draw(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> Any:
+    """The figure: predicted against measured compute time per learner, and accuracy against
+    wall time (None without matplotlib)."""
     from mel_opt.errors import UsageError
-    from mel_opt.plot import pyplot, save_figure
+    from mel_opt.plot import pyplot
 
     try:
         plt = pyplot()
@@ -151,42 +174,8 @@ def plot(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     learners = sorted({int(r["learner"]) for r in rows})
-    for k in learners:
-        mine = [r for r in rows if int(r["learner"]) == k and r.get("compute_measured_s")]
-        if not mine:
-            continue
-        rounds = [int(r["round"]) for r in mine]
-        name = mine[0].get("name", k)
-        line = axes[0].plot(rounds, [r["compute_measured_s"] for r in mine], "o-", lw=1.2,
-                            ms=3, label=f"{name} measured")[0]
-        axes[0].plot(rounds, [r["compute_predicted_s"] for r in mine], "x--", lw=0.8,
-                     color=line.get_color(), label=f"{name} predicted")
-    axes[0].set_xlabel("round")
-    axes[0].xaxis.get_major_locator().set_params(integer=True)
-    axes[0].set_ylabel("compute time [s]")
-    axes[0].set_title("predicted (x) and measured (o) per learner", fontsize=9)
-    done = [r for r in summary.get("rounds", []) if r.get("wall_s") is not None]
-    walls = [r["wall_s"] for r in done]
-    tasks = done[0].get("tasks") if done else None
-    if tasks:  # one model per task (med): each task's accuracy
-        for t, task in enumerate(tasks):
-            axes[1].plot(walls, [r["tasks"][t]["accuracy"] for r in done], "o-", lw=1.2,
-                         ms=3, label=f"task {task['task']}")
-        axes[1].legend(fontsize=7)
-    else:
-        axes[1].plot(walls, [r["accuracy"] for r in done], "o-", lw=1.4)
-    for key, label in dict(summary.get("plotted") or {}).items():
-        # what the problem's cycle declares (adaptive-tau: the tau of each round), on a
-        # second axis
-        traced = [(r["wall_s"], r["control"][key]) for r in done
-                  if key in (r.get("control") or {})]
-        if traced:
-            twin = axes[1].twinx()
-            twin.step([w for w, _ in traced], [v for _, v in traced], where="pre",
-                      color="tab:gray", lw=1.0)
-            twin.set_ylabel(f"{label} (grey)")
-    axes[1].set_xlabel("wall time [s]")
-    axes[1].set_ylabel("validation accuracy")
+    _draw_times(axes[0], rows, learners)
+    _draw_accuracy(axes[1], summary)
     for ax in axes:
         ax.grid(alpha=0.3)
     if len(learners) <= 8:
@@ -194,4 +183,81 @@ def plot(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
     fig.suptitle(f"{summary.get('instance')} ({summary.get('problem')}, "
                  f"{summary.get('method')}): live run", fontsize=9)
     fig.tight_layout()
-    return save_figure(fig, path, dpi=120)
+    return fig
+
+
+def _draw_times(ax: Any, rows: Sequence[Mapping[str, Any]], learners: list[int]) -> None:
+    """Per learner its measured (o) and predicted (x) compute time over the rounds; late
+    replies ringed in red, missing and ignored learners marked at their predicted time (0
+    where the learner plans its own work), each round's count of them written above it."""
+    for k in learners:
+        mine = [r for r in rows if int(r["learner"]) == k and r.get("compute_measured_s")]
+        if not mine:
+            continue
+        rounds = [int(r["round"]) for r in mine]
+        name = mine[0].get("name", k)
+        line = ax.plot(rounds, [r["compute_measured_s"] for r in mine], "o-", lw=1.2,
+                       ms=3, label=f"{name} measured")[0]
+        ax.plot(rounds, [r["compute_predicted_s"] for r in mine], "x--", lw=0.8,
+                color=line.get_color(), label=f"{name} predicted")
+    style = {"late": {"marker": "o", "facecolors": "none", "edgecolors": "tab:red", "s": 60},
+             "missing": {"marker": "X", "color": "tab:red", "s": 40},
+             "ignored": {"marker": "X", "color": "tab:gray", "s": 40}}
+    for status in MARKED:
+        hit = [r for r in rows if r.get("status") == status]
+        if hit:
+            ys = [(r.get("compute_measured_s") if status == "late" else None)
+                  or r.get("compute_predicted_s") or 0.0 for r in hit]
+            ax.scatter([int(r["round"]) for r in hit], ys, zorder=3, label=status,
+                       **style[status])
+    for r, counts in round_counts(rows).items():
+        text = ", ".join(f"{counts[s]} {s}" for s in MARKED if counts.get(s))
+        if text:
+            ax.annotate(text, xy=(r, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(0, 2), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=6, color="tab:red")
+    _round_ticks(ax, sorted({int(r["round"]) for r in rows}))
+    ax.set_xlabel("round")
+    ax.set_ylabel("compute time [s]")
+    ax.set_title("predicted (x) and measured (o) per learner", fontsize=9, pad=12)
+
+
+def _round_ticks(ax: Any, rounds: list[int]) -> None:
+    """Whole rounds on the x axis: every round up to :data:`EVERY_ROUND_TICKS` of them (the
+    default locator puts 0.96, 0.98, ... around a single round), whole numbers beyond."""
+    from matplotlib.ticker import MaxNLocator
+
+    if not rounds:
+        return
+    lo, hi = rounds[0], rounds[-1]
+    if hi - lo < EVERY_ROUND_TICKS:
+        ax.set_xticks(range(lo, hi + 1))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(lo - 0.5, hi + 0.5)
+
+
+def _draw_accuracy(ax: Any, summary: Mapping[str, Any]) -> None:
+    """Validation accuracy against wall time (each task's, where there are several), with the
+    numbers the problem's cycle declares (adaptive-tau: the tau of each round) on a second
+    axis."""
+    done = [r for r in summary.get("rounds", []) if r.get("wall_s") is not None]
+    walls = [r["wall_s"] for r in done]
+    tasks = done[0].get("tasks") if done else None
+    if tasks:  # one model per task (med): each task's accuracy
+        for t, task in enumerate(tasks):
+            ax.plot(walls, [r["tasks"][t]["accuracy"] for r in done], "o-", lw=1.2,
+                    ms=3, label=f"task {task['task']}")
+        ax.legend(fontsize=7)
+    else:
+        ax.plot(walls, [r["accuracy"] for r in done], "o-", lw=1.4)
+    for key, label in dict(summary.get("plotted") or {}).items():
+        traced = [(r["wall_s"], r["control"][key]) for r in done
+                  if key in (r.get("control") or {})]
+        if traced:
+            twin = ax.twinx()
+            twin.step([w for w, _ in traced], [v for _, v in traced], where="pre",
+                      color="tab:gray", lw=1.0)
+            twin.set_ylabel(f"{label} (grey)")
+    ax.set_xlabel("wall time [s]")
+    ax.set_ylabel("validation accuracy")
