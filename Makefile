@@ -27,7 +27,7 @@ run: $(VENV)/.installed
 	$(MELOPT) solve instances
 
 test: lint docs
-	$(PY) -m pytest -p no:cacheprovider --timeout=900 -rs
+	$(PY) -m pytest -p no:cacheprovider --timeout=900 -rs --durations=20
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check mel_opt tests benchmarks
