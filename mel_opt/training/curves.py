@@ -66,7 +66,8 @@ def learning_curve(run: TrainRun, extra: dict[str, Any]) -> list[dict[str, Any]]
             if r["scheme"] == s:
                 last[r["seed"]] = max(last.get(r["seed"], 0), int(r["cycle"]))
         common = min(last.values(), default=0)
-        for c in sorted({r["cycle"] for r in run.rows if r["scheme"] == s and r["cycle"] <= common}):
+        kept = {r["cycle"] for r in run.rows if r["scheme"] == s and r["cycle"] <= common}
+        for c in sorted(kept):
             mine = [r for r in run.rows if r["scheme"] == s and r["cycle"] == c]
             rows.append({"part": "curve", **extra, "scheme": s, "cycle": c,
                          "final_accuracy": float(np.mean([r["accuracy"] for r in mine])),
