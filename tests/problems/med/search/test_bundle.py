@@ -74,7 +74,8 @@ def test_bundle_certificate_on_a_larger_instance():
     got = stats.bound
     assert stats.converged
     assert got >= plain - 1e-9 * abs(plain)
-    res = solve(inst, "exact", time_limit=20)
+    # any verified allocation bounds it from above: the search's after a few seconds will do
+    res = solve(inst, "exact", time_limit=3)
     assert res.ok and got <= res.objective
 
 
