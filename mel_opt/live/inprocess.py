@@ -6,7 +6,8 @@ learners are the same functions the Flower client app calls (:mod:`mel_opt.live.
 each on its own rows of the data set. What differs is the clock: a :class:`Clock` says how long
 each learner's work and the round took, so a run is deterministic (the catalogue's entry of
 paper 003 runs the adaptive-tau control this way, with the times its authors simulated), and
-which learners answer, so a lost learner is a choice of the test, not a timer.
+which learners answer, and what, so a lost or faulty learner is a choice of the test, not a
+timer.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from mel_opt.errors import MelOptError
 from mel_opt.live import learner as L
 from mel_opt.live.rounds import Answer, LiveRun
-from mel_opt.problems.messages import TrainOrder
+from mel_opt.problems.messages import Records, TrainOrder, TrainReport
 
 __all__ = ["Clock", "run_in_process"]
 
@@ -42,12 +43,19 @@ class Clock:
         ``(round, learner) -> bool``: whether that learner answers that round (False: it is
         lost, as a node that died; default: every learner always answers). A missing learner
         is probed again before each round, as on Flower, and is back once it answers.
+    sends : callable
+        ``(round, learner, records) -> records``: what that learner's node sends, given what
+        its learner answered (default: that answer). A test's faulty learner (non-finite
+        weights, arrays of other shapes, an absurd compute time) is one that sends something
+        else; the round's length stays the clock's, as a real server's wall clock does not
+        believe what a reply says.
     """
 
     compute_s: Callable[[int, int, float], float]
     overhead_s: Callable[[int], float]
     probe_s_per_sample: float = 1e-4
     answers: Callable[[int, int], bool] = lambda r, k: True
+    sends: Callable[[int, int, Records], Records] = lambda r, k, records: records
 
 
 def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
@@ -90,9 +98,9 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
             if not clock.answers(r, k):
                 continue
             local = L.LocalData(data, np.asarray(pools[k]))
-            answer = _learner(order, k, local, memories[k], clock)
-            answers.append(answer)
-            longest = max(longest, float(answer.records.config["compute_s"]))
+            trained = _learner(order, k, local, memories[k], clock)
+            answers.append(Answer(k, clock.sends(r, k, trained.encode())))
+            longest = max(longest, trained.compute_s)  # the clock's, not what was sent
         run.close(plan, answers, longest + clock.overhead_s(r))
         if on_round is not None:
             on_round(run)
@@ -102,8 +110,8 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
 
 
 def _learner(order: TrainOrder, k: int, local: L.LocalData, memory: L.Memory,
-             clock: Clock) -> Answer:
+             clock: Clock) -> TrainReport:
     """What learner k answers: as the client app does, with the clock's time."""
     report = L.answer_train(order, k, local, memory,
                             lambda work: clock.compute_s(order.round, k, work))
-    return Answer(k, dataclasses.replace(report, work=max(report.work, 1.0)).encode())
+    return dataclasses.replace(report, work=max(report.work, 1.0))

@@ -193,9 +193,11 @@ class LearnersPlan(Planner):
         return {k: report.plan for k, report in got.items() if report.plan is not None}
 
     def measured(self, run: LiveRun, report: TrainReport, r: int) -> str:
+        # called for a learner that trained (one that halted reports no time): no training
+        # takes no time, and none takes longer than a day
         value = report.compute_s
-        if not math.isfinite(value) or not 0.0 <= value <= MAX_ROUND_S:
-            return f"compute_s must lie in [0, {MAX_ROUND_S:g}] s, got {value!r}"
+        if not math.isfinite(value) or not 0.0 < value <= MAX_ROUND_S:
+            return f"compute_s must lie in (0, {MAX_ROUND_S:g}] s, got {value!r}"
         return ""
 
 
