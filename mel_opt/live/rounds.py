@@ -71,6 +71,11 @@ from mel_opt.training.mlp import Params, init_params, layers_for
 
 __all__ = ["Answer", "LiveRun", "LiveSettings", "RoundPlan"]
 
+#: A reply's compute time may exceed its measured round trip by this fraction plus
+#: :data:`ELAPSED_SLACK_S` (timer resolution) before it is refused.
+ELAPSED_SLACK = 0.01
+ELAPSED_SLACK_S = 0.05
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -326,7 +331,8 @@ class LiveRun:
     def read(self, plan: RoundPlan, answer: Answer) -> TrainReport | str:
         """The report in ``answer``, or why it is ignored: the one place a reply is refused
         (a message of the wrong shape, a model of other shapes than its task's global model,
-        non-finite numbers or arrays, a report for another learner)."""
+        non-finite numbers or arrays, a report for another learner, a compute time longer than
+        the reply's measured round trip ``elapsed_s``)."""
         task = plan.orders[answer.learner].task if answer.learner in plan.orders else 0
         try:
             report = TrainReport.decode(answer.records, shapes_of(self.models[task]))
@@ -335,6 +341,13 @@ class LiveRun:
         if report.learner != answer.learner:
             return (f"it reports partition id {report.learner}, its node holds learner "
                     f"{answer.learner}")
+        # the learner trained between the order's sending and its reply's arrival: a longer
+        # compute time is not a measurement (the slack covers the timers' resolution)
+        elapsed = answer.elapsed_s
+        if elapsed is not None and math.isfinite(elapsed) and \
+                report.compute_s > elapsed * (1 + ELAPSED_SLACK) + ELAPSED_SLACK_S:
+            return (f"it reports compute_s = {report.compute_s:.3g} s, longer than the "
+                    f"{elapsed:.3g} s its reply took")
         return report
 
     def close(self, plan: RoundPlan, answers: Sequence[Answer], wall_s: float) -> None:

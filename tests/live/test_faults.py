@@ -20,9 +20,9 @@ from click.testing import CliRunner
 from mel_opt.io.json_io import parse_json_text
 from mel_opt.live.inprocess import Clock, run_in_process
 from mel_opt.live.report import rows_from_csv, write_outputs
-from mel_opt.live.rounds import LiveRun, LiveSettings
+from mel_opt.live.rounds import Answer, LiveRun, LiveSettings
 from mel_opt.problems.mel_async.generate import generate
-from mel_opt.problems.messages import Records
+from mel_opt.problems.messages import ProbeReport, Records, TrainReport
 from mel_opt.training import load_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,6 +162,30 @@ def test_mel_async_a_learner_stopped_for_good_is_missing_then_left_out(digits: A
     assert [r["missing"] for r in run.rounds[1:]] == [[], [2], [2], [2]]
     assert [a["round"] for a in run.summary()["adapted"]] == [3, 4]
     assert run.stopped is None and len(run.rounds) == 5
+
+
+def test_a_compute_time_longer_than_the_round_trip_is_not_believed(digits: Any) -> None:
+    # on Flower the server times each reply: a learner cannot have trained longer than that,
+    # even by less than the estimates' own limits (here 20 times its speed)
+    run = LiveRun(LiveSettings(instance=issue_doc(), seed=1, model="softmax"), digits)
+    for k in range(4):
+        run.accept_probe(100 + k, ProbeReport(k, 100, SLOW * 1000, 1000.0).encode())
+    before = run.estimates.seconds.copy()
+    plan = run.plan(1)
+
+    def answer(k: int, slower: float, elapsed_s: float | None) -> Answer:
+        o = plan.orders[k]
+        work = float(o.samples * o.passes)
+        return Answer(k, TrainReport(k, slower * SLOW * work, work, o.samples, o.passes,
+                                     [a.copy() for a in run.model]).encode(), elapsed_s)
+
+    honest = SLOW * plan.orders[1].samples * plan.orders[1].passes
+    run.close(plan, [answer(0, 1.0, 1e6), answer(1, 20.0, 2 * honest), answer(2, 1.0, None),
+                     answer(3, 1.0, 1e6)], 1.0)
+    got = rows(run)
+    assert [got[(1, k)]["status"] for k in range(4)] == ["ok", "ignored", "ok", "ok"]
+    assert f"longer than the {2 * honest:.3g} s its reply took" in got[(1, 1)]["reason"]
+    assert run.estimates.seconds[1] == before[1]
 
 
 # -- the other problems -------------------------------------------------------------------------
