@@ -9,12 +9,17 @@ is fetched once. The transfer itself (one overall deadline, http(s)-only redirec
 from __future__ import annotations
 
 import time
-import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mel_opt.errors import MelOptError, UsageError
-from mel_opt.subset_benchmarking.transfer import Deadline, DeadlineExpired, DownloadError, get
+from mel_opt.subset_benchmarking.transfer import (
+    Deadline,
+    DeadlineExpired,
+    DownloadError,
+    check_url,
+    get,
+)
 
 
 class BenchmarkError(MelOptError):
@@ -53,13 +58,7 @@ class DownloadBenchmark:
 
 def expand_urls(url: str, n: int) -> list[str]:
     """``url`` with ``{i}`` replaced by 0 .. n-1, or ``[url]`` if it has no ``{i}``."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - a port that is no number raises here, not mid-download
-    except ValueError as exc:
-        raise UsageError(f"--download: {url!r} is not a valid URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"--download needs an http:// or https:// URL, got {url!r}")
+    check_url(url, "--download")
     if "{i}" not in url:
         return [url]
     return [url.replace("{i}", str(i)) for i in range(n)]

@@ -32,12 +32,24 @@ from collections.abc import Iterator, Mapping
 from email.message import Message
 from typing import Any
 
-from mel_opt.errors import MelOptError
+from mel_opt.errors import MelOptError, UsageError
 
 __all__ = ["Deadline", "DeadlineExpired", "DownloadError", "Reply", "get"]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _SCHEMES = ("http", "https")
+
+
+def check_url(url: str, where: str) -> None:
+    """Refuse ``url`` unless it is a well-formed http:// or https:// URL (a port that is no
+    number is caught here, not mid-download); ``where`` names the setting in the error."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is no number raises here
+    except ValueError as exc:
+        raise UsageError(f"{where}: {url!r} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"{where}: {url!r} is not an http:// or https:// URL")
 
 
 class DownloadError(MelOptError):

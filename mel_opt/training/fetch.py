@@ -31,14 +31,19 @@ import math
 import os
 import re
 import shutil
-import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from mel_opt.errors import UsageError, install_hint
 from mel_opt.io.atomic import atomic_path
-from mel_opt.subset_benchmarking.transfer import Deadline, DeadlineExpired, DownloadError, get
+from mel_opt.subset_benchmarking.transfer import (
+    Deadline,
+    DeadlineExpired,
+    DownloadError,
+    check_url,
+    get,
+)
 from mel_opt.training.data import DEBIAN_PACKAGES, KNOWN_IDX_DIRS, cache_dir, dataset_dir
 
 __all__ = [
@@ -176,13 +181,7 @@ def mirrors_of(source: Source) -> tuple[str, ...]:
     """The base URLs to try for ``source``: :envvar:`MELOPT_DATA_MIRROR` if set, else its own."""
     own = [u.strip() for u in os.environ.get(MIRROR_ENV, "").split(",") if u.strip()]
     for base in own:
-        try:
-            parts = urllib.parse.urlsplit(base)
-            parts.port  # noqa: B018 - a port that is no number raises here, not mid-fetch
-        except ValueError as exc:
-            raise UsageError(f"{MIRROR_ENV}: {base!r} is not a valid URL ({exc})") from None
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise UsageError(f"{MIRROR_ENV}: {base!r} is not an http:// or https:// URL")
+        check_url(base, MIRROR_ENV)
     bases = tuple(own) or source.mirrors
     return tuple(b if b.endswith("/") else b + "/" for b in bases)
 
