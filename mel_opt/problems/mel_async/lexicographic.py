@@ -356,9 +356,12 @@ def _bounded_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
     proven = True
     notes: list[str] = []
     windows = []
+    open_bounds: list[int] = []  # bounds of the windows left unsettled
+    bounded = True  # every window's bound holds (its threshold counts were proven)
     for lo in los:
         m_min, m_max, ok = threshold_bounds(inst, lo, lo + s, time_limit)
         proven = proven and ok
+        bounded = bounded and ok
         bound = int(np.minimum(m_min * (K - m_min), m_max * (K - m_max)).sum())
         dp = window_dp(inst, lo, lo + s, m_min, m_max, MAX_DP_WORK) if ok else None
         if dp is not None:
@@ -410,14 +413,20 @@ def _bounded_stage(inst: MelAsyncInstance, s: int, los: Sequence[int],
                          f"({n:,} binaries); best found {best.pair_sum}, bound {bound}"
                          + (f"; {len(los) - i - 1} more window(s) not tried"
                             if i + 1 < len(los) else ""))
+            # this window and the ones not tried may hold better: their bounds stay open
+            open_bounds += [w[3] for w in windows[i:]]
             break
         if res is not None and not res.is_optimal and res.termination.value != "infeasible":
             proven = False
             notes.append(f"window [{lo}, {lo + s}]: HiGHS {res.termination.value}")
+            open_bounds.append(bound)
         if found is not None and (found.pair_sum < best.pair_sum or (
                 found.pair_sum == best.pair_sum and i < best_i)):
             best, best_i = found, i
-    return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), "; ".join(notes))
+    # every other window was settled against an incumbent at least as good as the final one
+    lower = min([best.pair_sum, *open_bounds]) if bounded else None
+    return LexResult(best.d, best.tau, best.pair_sum, proven, len(los), "; ".join(notes),
+                     lower)
 
 
 def _solve_window(inst: MelAsyncInstance, model: _WindowMILP,

@@ -72,7 +72,10 @@ def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
     (or s* = 0, where every optimum has (13) = 0), only ``max_staleness`` when stage 2 was
     skipped (``lexicographic.MAX_THRESHOLD_WORK``), a window's MILP was too large
     (``lexicographic.MAX_BINARIES``: the best allocation found is returned) or it hit the
-    time limit. It also reports the
+    time limit. Where the second stage is not proven but bounded, ``avg_staleness_bound``
+    (the least (13) any allocation of the optimal windows can have) and ``avg_staleness_gap``
+    (how far above it the answer's (13) may be, relative) say by how much the unproven
+    objective may be off, and the message repeats them. It also reports the
     certified global optimum of the relaxation (8) as ``relaxed_optimum``, the yardstick for
     IPOPT.
     """
@@ -101,10 +104,27 @@ def solve_exact(inst: MelAsyncInstance, opts: SolveOptions) -> MethodOutput:
             how = f"then proven least average staleness over {lex.windows} optimal window(s)"
         else:
             how = f"average staleness best found, not proven ({lex.note})"
+            gap = _second_stage_gap(inst.K, lex.pair_sum, lex.lower)
+            extras.update(gap)
+            if gap:
+                how += (f"; at most {100 * gap['avg_staleness_gap']:.3g}% above its bound "
+                        f"{gap['avg_staleness_bound']:.6g}")
     extras.update(window=[int(tau.min()), int(tau.max())], lo_values_scanned=win.lo_candidates,
                   optimal_windows=len(win.optimal_los), proven_levels=levels)
     return MethodOutput.optimal({"d": d.tolist(), "tau": tau.tolist()}, _EXACT, extras,
                                 f"proven optimal maximum staleness; {how}")
+
+
+def _second_stage_gap(K: int, pair_sum: int, lower: int | None) -> dict[str, Any]:
+    """What an unproven second stage knows: the least average staleness (13) any optimum of
+    the maximum can have (``avg_staleness_bound``, the pair-sum bound over N = K (K - 1) / 2)
+    and how far above it the answer may be (``avg_staleness_gap``, relative to the answer's
+    (13)); empty when no bound is known."""
+    if lower is None or K < 2:
+        return {}
+    N = K * (K - 1) / 2
+    return {"avg_staleness_bound": lower / N,
+            "avg_staleness_gap": (pair_sum - lower) / pair_sum if pair_sum > 0 else 0.0}
 
 
 def _round(inst: MelAsyncInstance, tau_c: np.ndarray, d_c: np.ndarray, how: str,

@@ -33,6 +33,14 @@ class LexResult:
     proven: bool
     windows: int
     note: str = ""
+    # a lower bound on pair_sum over every optimal window (pair_sum itself when proven; None
+    # when no bound is known)
+    bound: int | None = None
+
+    @property
+    def lower(self) -> int | None:
+        """The least pair sum any allocation of the windows can have, as far as is known."""
+        return self.pair_sum if self.proven else self.bound
 
 
 def pair_sum(tau: np.ndarray) -> int:

@@ -271,3 +271,43 @@ def test_the_second_stage_is_proven_at_ten_thousand_learners():
     assert res is not None and res.proven
     assert res.pair_sum == LX.pair_sum(res.tau) <= 9_904_166_706
     assert int(res.d.sum()) == inst.total_samples and int(np.ptp(res.tau)) <= s
+
+
+@pytest.mark.parametrize("K,seed,T", [(300, 0, "15"), (500, 0, "7.5")])
+def test_an_unproven_second_stage_carries_a_bound_below_the_optimum(K, seed, T, monkeypatch):
+    # the proven least pair sum first; then every window's MILP refused (no binaries allowed,
+    # no branching): the stage is not proven, and the bound it reports must lie at or below
+    # the proven optimum, which lies at or below what it returns
+    inst, s, los = _preset_windows(K, seed, T)
+    full = LX.least_average(inst, s, los)
+    assert full is not None and full.proven and full.lower == full.pair_sum
+    monkeypatch.setattr(LX, "MAX_BINARIES", 0)
+    monkeypatch.setattr(LX, "MAX_DP_NODES", 0)
+    monkeypatch.setattr(LX, "SMALL_REDUCED", 10**9)
+    cut = LX.least_average(inst, s, los)
+    assert cut is not None
+    if cut.proven:  # every window settled by its bounds alone: nothing to report
+        pytest.skip("settled without a MILP")
+    assert cut.bound is not None and cut.lower == cut.bound
+    assert cut.bound <= full.pair_sum <= cut.pair_sum == LX.pair_sum(cut.tau)
+
+
+def test_the_result_names_the_unproven_objective_and_its_gap(monkeypatch):
+    # through api.solve: proven is max_staleness alone, the bound is below the verified
+    # average staleness and the gap is the relative distance between them
+    inst, s, los = _preset_windows(300, 0, "15")
+    want = mel_opt.solve(inst, "exact")
+    assert want.metrics["proven"] == ["max_staleness", "avg_staleness"]
+    assert "avg_staleness_gap" not in want.metrics
+    monkeypatch.setattr(LX, "MAX_BINARIES", 0)
+    monkeypatch.setattr(LX, "MAX_DP_NODES", 0)
+    monkeypatch.setattr(LX, "SMALL_REDUCED", 10**9)
+    res = mel_opt.solve(inst, "exact")
+    assert res.ok and res.verification.feasible
+    if res.metrics["proven"] == ["max_staleness", "avg_staleness"]:
+        pytest.skip("settled without a MILP")
+    assert res.metrics["proven"] == ["max_staleness"]
+    avg, bound = res.metrics["avg_staleness"], res.metrics["avg_staleness_bound"]
+    assert bound <= want.metrics["avg_staleness"] * (1 + 1e-12) and bound <= avg
+    assert res.metrics["avg_staleness_gap"] == pytest.approx((avg - bound) / avg, rel=1e-9)
+    assert "above its bound" in res.message
