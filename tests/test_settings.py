@@ -77,8 +77,10 @@ def test_the_flag_form_names_other_settings_by_their_flags() -> None:
     assert str(info.value) == "engine remote needs superlink HOST:PORT"
     assert info.value.as_flag() == "--engine remote needs --superlink HOST:PORT"
     with pytest.raises(SettingError) as info:
-        LiveOptions(engine="simulation", speeds=(0.5,))
-    assert info.value.as_flag() == "--speeds throttles local nodes: it needs --engine local"
+        LiveOptions(engine="remote", superlink="h:1", speeds=(0.5,))
+    assert info.value.as_flag() == ("--speeds throttles learners on this machine: it needs "
+                                    "--engine local or simulation (remote devices run at "
+                                    "their own speeds)")
     assert LiveOptions(engine="local", speeds="1,0.5").node_speeds(2) == [1.0, 0.5]
     assert LiveOptions(engine="local", speeds=(0.5,)).node_speeds(3) == [0.5] * 3
 

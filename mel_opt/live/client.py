@@ -18,6 +18,7 @@ state of Flower's context.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message
 from flwr.clientapp import ClientApp
@@ -63,22 +64,36 @@ def _partition(context: Context) -> int:
     return int(context.node_config.get("partition-id", 0))
 
 
-def make_client_app() -> ClientApp:
-    """The client app (see the module docstring)."""
+def make_client_app(speeds: Sequence[float] | None = None) -> ClientApp:
+    """The client app (see the module docstring).
+
+    ``speeds``: each partition's fraction of a core (the simulation engine's ``--speeds``;
+    None: all whole cores). A learner below 1 answers in a child process held at its share
+    (:func:`mel_opt.live.learner.answer_at_speed`): its probe and its training are measured
+    at that speed, never computed from it. A deployment throttles whole nodes instead.
+    """
     app = ClientApp()
+    shares = None if speeds is None else tuple(float(s) for s in speeds)
+
+    def speed_of(pid: int) -> float:
+        return 1.0 if shares is None else shares[pid]
 
     @app.query()
     def probe(msg: Message, context: Context) -> Message:
         order = ProbeOrder.decode(records_of(msg.content))
         pid = _partition(context)
-        report = L.answer_probe(order, pid, L.local_data(order.data, pid), NodeMemory(context))
+        local = L.local_data(order.data, pid)
+        report = L.answer_at_speed(lambda memory: L.answer_probe(order, pid, local, memory),
+                                   NodeMemory(context), speed_of(pid))
         return Message(content_of(report.encode()), reply_to=msg)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
         order = TrainOrder.decode(records_of(msg.content))
         pid = _partition(context)
-        report = L.answer_train(order, pid, L.local_data(order.data, pid), NodeMemory(context))
+        local = L.local_data(order.data, pid)
+        report = L.answer_at_speed(lambda memory: L.answer_train(order, pid, local, memory),
+                                   NodeMemory(context), speed_of(pid))
         return Message(content_of(report.encode()), reply_to=msg)
 
     return app

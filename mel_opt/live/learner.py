@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import TypeVar
 
 import numpy as np
 
@@ -46,9 +47,11 @@ from mel_opt.training.partition import (
     proportional_sizes,
 )
 
-__all__ = ["SPEED", "LocalData", "Memory", "Trained", "answer_probe", "answer_train", "dataset",
-           "local_data", "probe_report",
-           "probe", "round_seed", "train_cycle"]
+__all__ = ["SPEED", "LocalData", "Memory", "Recording", "Trained", "answer_at_speed",
+           "answer_probe", "answer_train", "dataset", "local_data", "probe_report", "probe",
+           "round_seed", "train_cycle"]
+
+R = TypeVar("R")
 
 #: The memory key of the learner's own seconds per sample-pass.
 SPEED = "seconds_per_sample"
@@ -103,6 +106,44 @@ class Memory:
 
     def keep_arrays(self, key: str, arrays: Params) -> None:
         self.stored[key] = [np.array(a, copy=True) for a in arrays]
+
+
+class Recording(Memory):
+    """A learner's memory seen from a child process: reads ``base`` (the child's copy of it),
+    keeps what the learner writes in itself, so that the parent can write it into the real
+    memory (:func:`answer_at_speed`)."""
+
+    def __init__(self, base: Memory) -> None:
+        super().__init__()
+        self.base = base
+
+    def number(self, key: str) -> float:
+        return self.numbers[key] if key in self.numbers else self.base.number(key)
+
+    def arrays(self, key: str) -> Params | None:
+        return self.stored[key] if key in self.stored else self.base.arrays(key)
+
+
+def answer_at_speed(answer: Callable[[Memory], R], memory: Memory, speed: float) -> R:
+    """``answer(memory)`` by a learner at ``speed`` of a core (1: here, as fast as this core
+    goes; below 1: in a child process held at that share by a duty cycle,
+    :func:`mel_opt.live.throttle.run_at_speed`, so every time the learner measures is its own
+    wall time at that speed). What the learner keeps in its memory there is written into
+    ``memory`` here."""
+    if speed >= 1.0:
+        return answer(memory)
+    from mel_opt.live.throttle import run_at_speed
+
+    def work() -> tuple[R, dict[str, float], dict[str, Params]]:
+        seen = Recording(memory)
+        return answer(seen), seen.numbers, seen.stored
+
+    out, numbers, stored = run_at_speed(work, speed)
+    for key, value in numbers.items():
+        memory.keep_number(key, value)
+    for key, arrays in stored.items():
+        memory.keep_arrays(key, arrays)
+    return out
 
 
 @cache

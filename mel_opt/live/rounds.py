@@ -75,6 +75,15 @@ __all__ = ["Answer", "LiveRun", "LiveSettings", "RoundPlan"]
 #: :data:`ELAPSED_SLACK_S` (timer resolution) before it is refused.
 ELAPSED_SLACK = 0.01
 ELAPSED_SLACK_S = 0.05
+#: Learners a pool works through in a probe before their probe is shortened: a pool of P
+#: probes at most ``PROBE_WAVES * P`` learners for the whole ``probe_s`` each.
+PROBE_WAVES = 8
+#: The shortest probe of a learner in a pool [s] (2.5 duty periods of a throttled learner's
+#: child, :data:`mel_opt.live.throttle.CHILD_PERIOD_S`, so a slow learner's probe sees it
+#: stopped).
+MIN_PROBE_S = 0.05
+#: Seconds allowed per probed learner for its messaging before its overhead is measured.
+PROBE_MESSAGE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -191,6 +200,10 @@ class LiveRun:
         # wall seconds of a message's round trip beyond the learner's computation (process
         # start, data loading, decoding): measured per learner, averaged like the speeds
         self.overhead = np.full(self.K, np.nan)
+        # learners trained at once (the simulation's pool; None: each on its own node) and
+        # the round trips of a pooled exchange not folded into the overheads yet
+        self.pool: int | None = settings.pool
+        self._timed: list[tuple[int, float, float]] = []
         self.nodes: dict[int, int] = {}  # node id -> learner
         self.missing: set[int] = set()
         self.warnings: list[str] = []
@@ -225,8 +238,26 @@ class LiveRun:
     def probe_order(self, num_nodes: int) -> ProbeOrder:
         """What every node is sent in the probe round."""
         s = self.settings
-        return ProbeOrder(self.spec.name, s.model, s.batch_size, s.seed, s.alpha, s.probe_s,
-                          s.data_spec(num_nodes))
+        return ProbeOrder(self.spec.name, s.model, s.batch_size, s.seed, s.alpha,
+                          self.probe_seconds(num_nodes), s.data_spec(num_nodes))
+
+    def probe_seconds(self, num_nodes: int) -> float:
+        """Seconds of training each of ``num_nodes`` learners times in the probe: ``probe_s``,
+        or, when a pool of P works through more than ``PROBE_WAVES * P`` of them, that many
+        learners' worth of probing shared among them (``probe_s * PROBE_WAVES * P /
+        num_nodes``, at least :data:`MIN_PROBE_S`): the probe then lasts about as long as
+        ``PROBE_WAVES`` full ones instead of growing with the learners. The estimate it
+        starts is refined by every round's measurement."""
+        s = self.settings.probe_s
+        if self.pool is None or num_nodes <= PROBE_WAVES * self.pool:
+            return s
+        return min(s, max(MIN_PROBE_S, s * PROBE_WAVES * self.pool / num_nodes))
+
+    def probe_wait_s(self, num_nodes: int) -> float:
+        """How long the probe of ``num_nodes`` learners may take [s]: their probes and
+        :data:`PROBE_MESSAGE_S` of messaging each, through the pool, plus the grace."""
+        one = self.probe_seconds(num_nodes) + PROBE_MESSAGE_S
+        return self._queue_s([one] * num_nodes) + self.settings.grace
 
     def accept_probe(self, node_id: int, records: Records,
                      elapsed_s: float | None = None) -> None:
@@ -255,26 +286,62 @@ class LiveRun:
 
     def note_overhead(self, learner: int, compute_s: float | None,
                       elapsed_s: float | None) -> None:
-        """Fold one round trip of ``learner`` into its messaging overhead."""
+        """Fold one round trip of ``learner`` into its messaging overhead; in a pool, keep it
+        for :meth:`fold_pooled` (its round trip also holds its time queued behind others)."""
         if elapsed_s is None or not math.isfinite(elapsed_s):
             return
         compute = compute_s if compute_s is not None and math.isfinite(compute_s) else 0.0
-        value = max(0.0, elapsed_s - compute)
+        if self.pool is not None:
+            self._timed.append((learner, compute, float(elapsed_s)))
+            return
+        self._fold(learner, max(0.0, elapsed_s - compute))
+
+    def fold_pooled(self) -> None:
+        """Fold the round trips kept since the last call into the messaging overhead of a
+        pooled exchange: the pool of P (or the n learners, if fewer) was busy until the last
+        reply, so each message cost ``(P * last - sum of compute) / n`` beyond its learner's
+        computation (the queueing is the pool's, not the learner's); every learner of the
+        exchange gets that. Without a pool, nothing is kept and this does nothing."""
+        timed, self._timed = self._timed, []
+        if not timed:
+            return
+        pool = min(int(self.pool or 1), len(timed))
+        last = max(e for _, _, e in timed)
+        busy = sum(c for _, c, _ in timed)
+        each = max(0.0, (pool * last - busy) / len(timed))
+        for k, _, _ in timed:
+            self._fold(k, each)
+
+    def _fold(self, learner: int, value: float) -> None:
         now = float(self.overhead[learner])
         a = self.settings.alpha
         self.overhead[learner] = value if not math.isfinite(now) else (1 - a) * now + a * value
 
+    def _queue_s(self, costs: Sequence[float]) -> float:
+        """Wall time of jobs of ``costs`` seconds: the longest where every learner trains at
+        once; through a pool of P, at most ``sum / P + (1 - 1/P) * longest`` (any order of a
+        queue that keeps the P busy: Graham's bound of list scheduling)."""
+        if not costs:
+            return 0.0
+        longest = max(costs)
+        if self.pool is None or len(costs) <= self.pool:
+            return longest
+        P = self.pool
+        return sum(costs) / P + (1 - 1 / P) * longest
+
     def wait_s(self, plan: RoundPlan) -> float:
         """How long the server waits for the replies of ``plan`` [s]: for each learner its
         predicted computation and a quarter more (for learners slower than predicted) plus its
-        measured messaging overhead, the longest of those, plus the grace."""
+        measured messaging overhead; the longest of those (the learners of a pool: the
+        queue's length, :meth:`_queue_s`), plus the grace."""
         waits = [1.25 * plan.compute_s(k) + self._overhead(k) for k in plan.orders]
-        return max(waits, default=0.0) + self.settings.grace
+        return self._queue_s(waits) + self.settings.grace
 
     def rejoin_wait_s(self, learners: Sequence[int]) -> float:
         """How long to wait for a probe of the missing ``learners`` [s]."""
-        return max((self._overhead(k) for k in learners), default=0.0) * 1.5 + \
-            self.settings.grace + self.settings.probe_s
+        probe = self.probe_seconds(len(self.nodes))
+        return self._queue_s([1.5 * self._overhead(k) + probe for k in learners]) + \
+            self.settings.grace
 
     def _overhead(self, k: int) -> float:
         value = float(self.overhead[k])
@@ -374,6 +441,7 @@ class LiveRun:
         plans = self.planner.learner_plans(self, plan, got)
         for k, report in got.items():
             self.note_overhead(k, report.compute_s, elapsed[k])
+        self.fold_pooled()
         rows, usable = [], []
         for k in sorted(plan.orders):
             row = self._row(plan, k, plans.get(k), got.get(k), refused.get(k))

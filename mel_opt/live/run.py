@@ -3,7 +3,10 @@
 Three engines, one pair of apps (:mod:`mel_opt.live.server`, :mod:`mel_opt.live.client`):
 
 - ``simulation``: Flower's simulation runtime (Ray) in this process; its Ray listens on
-  127.0.0.1 only.
+  127.0.0.1 only. The learners take turns in a bounded pool of Ray actors, one per core
+  (:func:`pool_size`), each learner on a whole core while it works (the run's waits and probe
+  know the pool: :class:`~mel_opt.live.settings.LiveSettings`'s ``pool``); ``speeds`` run a
+  learner's work in a child process held at its fraction of a core.
 - ``local``: a loopback deployment: mel_opt starts a SuperLink and ``nodes`` SuperNodes as
   processes on 127.0.0.1 (:class:`~mel_opt.live.federation.LocalFederation`), optionally each at
   a fraction of a core (``speeds``), runs the app on them with ``flwr run``, and ends every
@@ -33,10 +36,16 @@ from typing import Any
 from mel_opt import api
 from mel_opt.errors import MelOptError, SettingError, UsageError
 from mel_opt.io.json_io import read_json_file
-from mel_opt.live.settings import ENGINES, LiveOptions, LiveSettings, grace_for
+from mel_opt.live.settings import (
+    ENGINES,
+    INSTANCE_SPEEDS,
+    LiveOptions,
+    LiveSettings,
+    grace_for,
+)
 
-__all__ = ["ENGINES", "EndedEarly", "LiveOptions", "check", "ended_early", "live",
-           "load_settings"]
+__all__ = ["ENGINES", "EndedEarly", "LiveOptions", "check", "ended_early", "instance_speeds",
+           "live", "load_settings", "node_speeds", "pool_size"]
 
 
 class EndedEarly(MelOptError):
@@ -88,8 +97,81 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
         raise SettingError("emulate", opts.setting("emulate").flag,
                            f"the emulator does not train {spec.name} (it runs live only)",
                            ": ")
-    opts.node_speeds(nodes)
+    node_speeds(settings, opts, nodes)
     return nodes
+
+
+def node_speeds(settings: LiveSettings, opts: LiveOptions, nodes: int) -> list[float] | None:
+    """Each node's fraction of a core (None: all whole cores): ``--speeds`` as given, or the
+    instance's own (:func:`instance_speeds`)."""
+    own = instance_speeds(settings, nodes) if opts.speeds == INSTANCE_SPEEDS else None
+    return opts.node_speeds(nodes, own)
+
+
+def instance_speeds(settings: LiveSettings, nodes: int) -> list[float]:
+    """The relative speeds of the first ``nodes`` learners in the instance's own time model,
+    the fastest of them 1 (a whole core): ``--speeds instance``.
+
+    A learner's seconds per sample-pass on the problem's clock are those the emulator gives
+    it: the problem's cycle plan under the file's allocation (``--method``, solved and
+    verified as in ``melopt train``), its predicted computation over its sample-passes.
+    Speeds are the fastest one's seconds over each one's.
+
+    Raises
+    ------
+    SettingError
+        (``--speeds``) where that is not defined: learners that plan their own work (the
+        server has no plan of theirs), a problem whose file has no learners of its own, a
+        learner without work in the file's allocation, or no verified allocation.
+    """
+    import numpy as np
+
+    from mel_opt.live import learner as L
+    from mel_opt.problems import get_problem
+    from mel_opt.problems.learning import RunContext, sample_bytes
+    from mel_opt.training.partition import proportional_sizes
+
+    inst = api.parse_instance(dict(settings.instance))
+    spec = get_problem(inst.problem)
+    cycle = spec.learning
+    flag = LiveOptions.setting("speeds").flag
+
+    def refuse(why: str) -> SettingError:
+        return SettingError("speeds", flag, f"instance is not defined for {spec.name}: {why}")
+
+    if cycle is None:
+        raise refuse("it has no learning cycle")
+    if cycle.learner_side.plans_own_work:
+        raise refuse("its learners plan their own work from their own speed; the server "
+                     "has no time of theirs")
+    if cycle.live_learners(inst, 1) != cycle.live_learners(inst, 2):
+        raise refuse("its file has no learners of its own (--nodes sets them), so no "
+                     "learner has a speed of its own")
+    method = spec.method(settings.method).name
+    result = api.solve(inst, method, time_limit=settings.time_limit, seed=settings.seed)
+    if not result.ok or result.solution is None:
+        raise refuse(f"its method {method} found no verified allocation of the file")
+    ds = L.dataset(settings.dataset, settings.max_train, settings.max_test)
+    N = int(ds.y_train.size)
+    sizes = proportional_sizes(cycle.data_shares(inst, method, result.solution, N), N)
+    plan = cycle.configure_cycle(inst, RunContext(method, result.solution, settings.seed,
+                                                  sizes, sample_bytes=sample_bytes(
+                                                      ds.features)), 1)
+    seconds = np.full(nodes, np.nan)
+    for p in plan.learners:
+        if p.learner < nodes and p.samples > 0 and p.passes > 0 and p.compute_s > 0:
+            seconds[p.learner] = p.compute_s / (p.samples * p.passes)
+    lost = [k for k in range(nodes) if not np.isfinite(seconds[k])]
+    if lost:
+        raise refuse(f"learner(s) {', '.join(map(str, lost[:5]))} have no computation in the "
+                     f"file's allocation by {method}, so its clock gives them no speed")
+    return [float(v) for v in seconds.min() / seconds]
+
+
+def pool_size(nodes: int, cpus: int) -> int:
+    """Learners the simulation trains at once: one Ray actor per core, never more actors
+    than learners (the others queue; each learner works on a whole core)."""
+    return max(1, min(int(nodes), int(cpus)))
 
 
 def live(settings: LiveSettings, opts: LiveOptions, out_dir: str | os.PathLike[str],
@@ -105,7 +187,9 @@ def live(settings: LiveSettings, opts: LiveOptions, out_dir: str | os.PathLike[s
     out.mkdir(parents=True, exist_ok=True)
     with output_lock(out, "live"):
         if opts.engine == "simulation":
-            _simulation(settings, nodes, out, say)
+            speeds = node_speeds(settings, opts, nodes)
+            # passed only when set: the engine's signature stays (settings, nodes, out, say)
+            _simulation(settings, nodes, out, say, **({"speeds": speeds} if speeds else {}))
         else:
             _deployment(settings, opts, nodes, out, say)
         summary = json.loads((out / "summary.json").read_text()) if (
@@ -115,8 +199,8 @@ def live(settings: LiveSettings, opts: LiveOptions, out_dir: str | os.PathLike[s
     return summary
 
 
-def _simulation(settings: LiveSettings, nodes: int, out: Path,
-                say: Callable[[str], None]) -> None:
+def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[str], None],
+                speeds: list[float] | None = None) -> None:
     import ray
     from flwr.simulation import run_simulation
 
@@ -131,11 +215,17 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path,
         def written(r: Any) -> None:
             write_outputs(r, out)
 
+        # a bounded pool: one actor (a Ray worker process) per core, the learners queued
+        # through it, each on a whole core while it trains; the server's waits and the probe
+        # know the pool (LiveRun.wait_s, probe_seconds); late or ok stays the measured
+        # compute time against the problem's clock
+        pool = pool_size(nodes, cpus)
+        settings = dataclasses.replace(settings, pool=pool)
         server = make_server_app(settings, on_round=written, expected_nodes=nodes, log=say)
-        # every learner trains at once (a share of the cores each), as real devices do: queued
-        # learners would answer rounds after their deadline
-        share = min(1.0, cpus / nodes)
-        run_simulation(server_app=server, client_app=make_client_app(), num_supernodes=nodes,
+        # a hair under cpus / pool, so that Flower's int(cpus / share) is never pool - 1
+        share = cpus / pool * (1 - 1e-9)
+        run_simulation(server_app=server, client_app=make_client_app(speeds),
+                       num_supernodes=nodes,
                        backend_config={"client_resources": {"num_cpus": share,
                                                             "num_gpus": 0.0}})
     finally:
@@ -171,7 +261,7 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
         if opts.engine == "local":
             config[OUT_KEY] = str(out)  # the SuperLink runs here: it writes the files itself
             write_app_dir(app_dir, config)
-            with LocalFederation(nodes=nodes, speeds=opts.node_speeds(nodes)) as fed:
+            with LocalFederation(nodes=nodes, speeds=node_speeds(settings, opts, nodes)) as fed:
                 fed.wait_ready()
                 code = fed.run_app(app_dir, stream)
         else:

@@ -21,8 +21,8 @@ from mel_opt.problems.messages import DataSpec
 from mel_opt.settings import Declared, Setting
 from mel_opt.training.settings import DATA_SETTINGS
 
-__all__ = ["ENGINES", "LIVE_OPTIONS", "LIVE_SETTINGS", "LiveOptions", "LiveSettings",
-           "grace_for"]
+__all__ = ["ENGINES", "INSTANCE_SPEEDS", "LIVE_OPTIONS", "LIVE_SETTINGS", "LiveOptions",
+           "LiveSettings", "SpeedsSetting", "grace_for"]
 
 ENGINES = ("simulation", "local", "remote")
 #: Seconds a round waits beyond the predictions when ``grace_s`` is not set: Flower's
@@ -59,6 +59,25 @@ LIVE_SETTINGS = (
             "stops.", choices=(*ADAPT_POLICIES, "none")),
 )
 
+#: ``--speeds instance``: each learner at its relative speed in the instance's time model.
+INSTANCE_SPEEDS = "instance"
+
+
+@dataclass(frozen=True)
+class SpeedsSetting(Setting):
+    """``speeds``: fractions of a core (comma-separated), or the word ``instance``."""
+
+    @property
+    def allowed(self) -> str:
+        return f"{super().allowed}, or {INSTANCE_SPEEDS}"
+
+    def parse(self, value: Any) -> Any:
+        word = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+        if isinstance(word, str) and word.strip().lower() == INSTANCE_SPEEDS:
+            return INSTANCE_SPEEDS
+        return super().parse(value)
+
+
 def _readable_file(path: str) -> None:
     if not Path(path).is_file():
         raise UsageError(f"{path} is not a file")
@@ -71,9 +90,11 @@ LIVE_OPTIONS = (
             "partition id is k.", minimum=1, nullable=True,
             default_doc="the instance's learners; adaptive-tau, whose file has none: 5, as "
                         "paper 003's demo"),
-    Setting("speeds", float, None, "Local nodes' fractions of a core, e.g. 1,0.5,0.25 "
-            "(--engine local).", minimum=0.0, minimum_open=True, maximum=1.0, many=True,
-            nullable=True, default_doc="every node a whole core"),
+    SpeedsSetting("speeds", float, None, "Each node's fraction of a core, e.g. 1,0.5,0.25 "
+                  "(one value, or one per node), or 'instance': the instance's own relative "
+                  "speeds, its fastest learner a whole core (--engine local or simulation).",
+                  minimum=0.0, minimum_open=True, maximum=1.0, many=True, nullable=True,
+                  default_doc="every node a whole core"),
     Setting("superlink", str, None, "HOST:PORT of a remote SuperLink (remote).",
             nullable=True, default_doc="none"),
     Setting("root_certificates", str, None, "CA certificate (PEM) of the remote SuperLink.",
@@ -121,10 +142,22 @@ class LiveSettings(Declared):
         What the learners left do when the file's job no longer fits them
         (:meth:`~mel_opt.problems.learning.LearningCycle.live_adapt`): ``data``, ``clock``, or
         ``none`` (the run stops).
+    pool : int or None
+        Not a user setting: set by the simulation engine to the learners it trains at once
+        (its pool of Ray actors, one per core), so that the server waits for a queue of
+        learners and shortens their probe (:meth:`~mel_opt.live.rounds.LiveRun.wait_s`,
+        :meth:`~mel_opt.live.rounds.LiveRun.probe_seconds`). None: every learner trains at
+        once, each on its own node (a deployment).
     """
 
     SETTINGS: ClassVar[tuple[Setting, ...]] = LIVE_SETTINGS
-    UNDECLARED: ClassVar[tuple[str, ...]] = ("instance",)
+    UNDECLARED: ClassVar[tuple[str, ...]] = ("instance", "pool")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pool is not None and (isinstance(self.pool, bool) or
+                                      not isinstance(self.pool, int) or self.pool < 1):
+            raise ValueError(f"pool must be a positive number of learners, got {self.pool!r}")
 
     instance: Mapping[str, Any]
     method: str | None = None
@@ -143,6 +176,7 @@ class LiveSettings(Declared):
     probe_s: float = 0.5
     learners: int | None = None
     adapt: str = "data"
+    pool: int | None = None
 
     def data_spec(self, num_partitions: int) -> DataSpec:
         """Where every learner finds its part of the data set."""
@@ -167,9 +201,13 @@ class LiveOptions(Declared):
     nodes : int or None
         Learner processes (default: the instance's learners); learner k runs on the node
         whose partition id is k.
-    speeds : tuple of float or None
-        Fraction of a core of each local node (``local`` only), in (0, 1]: one value for
-        all, or one per node.
+    speeds : tuple of float, "instance" or None
+        Fraction of a core of each node, in (0, 1]: one value for all, or one per node;
+        ``"instance"``: the instance's own relative speeds (:func:`mel_opt.live.run.
+        instance_speeds`). A local node's whole process tree is throttled; in the simulation
+        each learner's work runs in a child process throttled alike
+        (:func:`mel_opt.live.throttle.run_at_speed`). Not for ``remote``: real devices have
+        their own speeds.
     superlink : str or None
         ``HOST:PORT`` of a remote SuperLink's Control API (``remote`` only).
     root_certificates : str or None
@@ -192,23 +230,32 @@ class LiveOptions(Declared):
 
     def check_together(self) -> None:
         flag = {s.name: s.flag for s in LIVE_OPTIONS}
-        if self.speeds is not None and self.engine != "local":
-            raise SettingError("speeds", flag["speeds"], "throttles local nodes: it needs "
-                               "{engine} local", " ", {"engine": flag["engine"]})
+        if self.speeds is not None and self.engine == "remote":
+            raise SettingError("speeds", flag["speeds"], "throttles learners on this machine: "
+                               "it needs {engine} local or simulation (remote devices run at "
+                               "their own speeds)", " ", {"engine": flag["engine"]})
         if self.engine == "remote" and not self.superlink:
             raise SettingError("engine", flag["engine"], "remote needs {superlink} HOST:PORT",
                                " ", {"superlink": flag["superlink"]})
 
-    def node_speeds(self, nodes: int) -> list[float] | None:
-        """One fraction of a core per node (None: none throttled).
+    def node_speeds(self, nodes: int, instance: list[float] | None = None
+                    ) -> list[float] | None:
+        """One fraction of a core per node (None: none throttled); ``instance``: the
+        instance's own speeds, used when ``speeds`` is ``"instance"``.
 
         Raises
         ------
         SettingError
-            ``speeds`` has neither one value nor one per node.
+            ``speeds`` has neither one value nor one per node (or is ``instance`` and no
+            speeds of the instance were given).
         """
         if self.speeds is None:
             return None
+        if self.speeds == INSTANCE_SPEEDS:
+            if instance is None or len(instance) != nodes:
+                raise SettingError("speeds", self.setting("speeds").flag,
+                                   "instance needs the instance's speeds of the nodes")
+            return list(instance)
         if len(self.speeds) not in (1, nodes):
             raise SettingError("speeds", self.setting("speeds").flag,
                                f"needs one value or one per node ({nodes}), got "

@@ -134,7 +134,8 @@ class AllocationStrategy(Strategy):
               ) -> Any:
         """Probe, then ``num_rounds`` rounds, each closed at its own deadline."""
         nodes = self._wait_for_nodes(grid)
-        self._probe(grid, nodes, self.node_wait_s)
+        # a pool probes its learners a few at a time: the wait grows with their number
+        self._probe(grid, nodes, max(self.node_wait_s, self.run.probe_wait_s(len(nodes))))
         if self.on_round is not None:
             self.on_round(self.run)
         for r in range(1, num_rounds + 1):
@@ -198,6 +199,7 @@ class AllocationStrategy(Strategy):
                 continue
             self.run.accept_probe(msg.metadata.src_node_id, records,
                                   self._elapsed.get(msg.metadata.reply_to_message_id))
+        self.run.fold_pooled()
         self.log(f"probe: {len(self.run.nodes)} learner(s) measured")
 
     def _rejoin(self, grid: Grid) -> None:

@@ -1,4 +1,4 @@
-"""Run local learner processes at a fraction of a core: the :class:`Throttle`, and nothing else.
+"""Run learners at a fraction of a core: the :class:`Throttle` and :func:`run_at_speed`.
 
 A live run on one machine has every learner on the same cores, so they would all run at the
 same speed; the papers' learners differ. :class:`Throttle` gives each node's process tree a
@@ -13,20 +13,34 @@ process for every message. Only descendants of the given root pids are ever sign
 roots included), processes that exit between two periods are skipped, and every process the
 throttle stopped is continued when it stops, also when its thread fails. The process table
 (trees, start times, signals) is :mod:`mel_opt.processes`.
+
+In the simulation engine there is no process per learner to throttle (learners take turns in
+a few Ray workers): :func:`run_at_speed` runs one learner's work in a forked child and
+throttles that child alone (``tree=False``: no table is read), so the work's measured wall
+time is that of the learner at its fraction of a core.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import pickle
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
+from typing import TypeVar
 
 from mel_opt.processes import ProcInfo, descendants, process_table, send, start_time
 
-__all__ = ["Throttle"]
+__all__ = ["CHILD_PERIOD_S", "Throttle", "ThrottledChildError", "run_at_speed"]
+
+T = TypeVar("T")
+
+#: Duty-cycle period of a throttled child of :func:`run_at_speed` [s]: short, so that a
+#: learner's work of a few tenths of a second spans several periods.
+CHILD_PERIOD_S = 0.02
 
 
 def _check_speeds(speeds: Mapping[int, float], period: float) -> dict[int, float]:
@@ -58,6 +72,9 @@ class Throttle:
     period
         Seconds of one duty cycle. Shorter periods track the share more smoothly but signal
         more often; 0.1 s keeps the pauses far below any network timeout of Flower.
+    tree
+        True: each root with its descendants (read from the process table every period);
+        False: the roots alone (a child that starts none: :func:`run_at_speed`).
 
     Raises
     ------
@@ -65,9 +82,11 @@ class Throttle:
         A speed outside (0, 1] or a period that is not positive.
     """
 
-    def __init__(self, speeds: Mapping[int, float], period: float = 0.1) -> None:
+    def __init__(self, speeds: Mapping[int, float], period: float = 0.1,
+                 tree: bool = True) -> None:
         self.speeds = _check_speeds(speeds, period)
         self.period = float(period)
+        self.tree = tree
         # a root's identity, so that a pid reused after the root exits is never signalled
         self._root_start = {pid: start_time(pid) for pid in self.speeds}
         self._halt = threading.Event()
@@ -115,6 +134,9 @@ class Throttle:
                 for speed, root in throttled:
                     if self._halt.wait(max(0.0, t0 + speed * self.period - time.monotonic())):
                         return
+                    if not self.tree:
+                        self._stop_root(root)
+                        continue
                     # one table per period is enough: a process born later in the period runs
                     # free until the next one
                     table = process_table(roots) if table is None else table
@@ -139,6 +161,15 @@ class Throttle:
         for pid in pids:
             send(pid, signal.SIGSTOP)
 
+    def _stop_root(self, root: int) -> None:
+        start = start_time(root)
+        expected = self._root_start[root]
+        if start is None or (expected is not None and start != expected):
+            return  # it has exited
+        with self._lock:
+            self._stopped[root] = start
+        send(root, signal.SIGSTOP)
+
     def _continue_stopped(self) -> None:
         with self._lock:
             stopped, self._stopped = self._stopped, {}
@@ -158,3 +189,64 @@ class Throttle:
         for pid in descendants(roots, table):
             if table[pid].stopped:
                 send(pid, signal.SIGCONT)
+
+
+class ThrottledChildError(RuntimeError):
+    """The work of :func:`run_at_speed` failed in its child (the message says how)."""
+
+
+def run_at_speed(work: Callable[[], T], speed: float, period: float = CHILD_PERIOD_S) -> T:
+    """``work()`` run at ``speed`` of a core: in a forked child that a :class:`Throttle`
+    (``tree=False``) stops and continues, its result pickled back through a pipe.
+
+    The child is a copy of this process (its data and imports come along), so ``work`` needs
+    nothing sent; whatever it times with a wall clock (``time.perf_counter``) runs at the
+    learner's speed, the stopped parts of each period included. Speed 1 runs ``work`` here.
+    What ``work`` changes in its own process's memory stays in the child: it returns what the
+    caller keeps. POSIX only (``os.fork``).
+
+    Raises
+    ------
+    ThrottledChildError
+        ``work`` raised in the child (its type and message), or the child died.
+    ValueError
+        ``speed`` outside (0, 1].
+    """
+    _check_speeds({0: speed}, period)
+    if speed >= 1.0:
+        return work()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run the work, send the result, leave without cleaning up
+        code = 0
+        try:
+            os.close(read_fd)
+            try:
+                payload = pickle.dumps((True, work()), protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException as exc:  # the parent raises it
+                payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}"))
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(payload)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    data = b""
+    try:
+        with Throttle({pid: speed}, period, tree=False) as throttle, \
+                os.fdopen(read_fd, "rb") as pipe:
+            data = pipe.read()
+        if throttle.error is not None:
+            raise ThrottledChildError(f"the throttle failed: {throttle.error}")
+    finally:
+        if not data:  # the parent was interrupted or the child died: no child outlives it
+            send(pid, signal.SIGCONT)
+            send(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    if not data:
+        raise ThrottledChildError("the throttled child ended without a result")
+    ok, value = pickle.loads(data)
+    if not ok:
+        raise ThrottledChildError(str(value))
+    return value  # type: ignore[no-any-return]

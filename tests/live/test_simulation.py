@@ -68,7 +68,9 @@ def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--speeds", "1,0.5"], "--speeds throttles local nodes"),
+    (["--engine", "remote", "--superlink", "h:1", "--speeds", "1,0.5"],
+     "--speeds throttles learners on this machine"),
+    (["--speeds", "1,0.5"], "--speeds needs one value or one per node (3), got 2"),
     (["--nodes", "9"], "--nodes must be between 1"),
     (["--engine", "remote"], "--engine remote needs --superlink"),
     (["--model", "resnet"], "unknown model"),
