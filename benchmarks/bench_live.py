@@ -1,20 +1,28 @@
-"""Live runs on Flower: seconds per round by engine, peak memory, and how well the estimates
-learn real (throttled) speeds.
+"""Live runs on Flower: seconds per round by engine, peak memory, how well the estimates
+learn real (throttled) speeds, and what a loopback deployment adds to a round.
 
-Two sections:
+Three sections:
 
-- ``rounds``: one mel-async instance of K learners (cycle clock ``--clock`` seconds, small
-  transfer coefficients), ``--rounds`` rounds, on the emulator (``melopt train``'s engine),
-  Flower's simulation runtime, and the loopback deployment (2 and 4 nodes, so K learners
-  where K <= nodes). Seconds per round exclude start-up (Ray, the SuperLink and SuperNodes,
-  the probe): the median of the rounds' own wall times. Peak memory sums the resident set of
-  this process and every process it started (Ray's, Flower's), sampled every 0.2 s.
+- ``rounds``: one mel-async instance of K learners (cycle clock ``--clock`` seconds up to
+  K = 50, shorter beyond so that a round's work stays a few tens of core-seconds:
+  ``--clock * 50 / K``, at least ``--min-clock``; small transfer coefficients), ``--rounds``
+  rounds, on the emulator (``melopt train``'s engine), Flower's simulation runtime (a pool of
+  one Ray actor per core, the learners queued through it), and the loopback deployment (2 and
+  4 nodes, for K <= 50). Seconds per round exclude start-up (Ray, the SuperLink and
+  SuperNodes, the probe): the median of the rounds' own wall times (the simulation's include
+  its solve, shown apart). The emulator trains the allocation the simulated learners had
+  (same work, same rounds). Peak memory sums the resident set of this process and every
+  process it started (Ray's, Flower's), sampled every 0.2 s.
 - ``speeds``: the loopback deployment with 4 nodes at 1, 0.5, 0.25 and 0.25 of a core (a
   SIGSTOP/SIGCONT duty cycle), 6 rounds: predicted against measured compute time per learner,
   and the median relative error per round (target: below 20 % from round 3 on).
+- ``overhead``: the loopback deployment (``--engine local``) with 4 nodes, ``--rounds``
+  rounds: per round, its wall time minus its slowest learner's measured compute time (what
+  the deployment adds: messages, learner processes, polls), and the median. Runs alone:
+  ``python benchmarks/bench_live.py overhead``.
 
-    python benchmarks/bench_live.py [rounds] [speeds] [--sizes 4 10 50] [--rounds 4]
-        [--clock 1.0]
+    python benchmarks/bench_live.py [rounds] [speeds] [overhead] [--sizes 4 10 50 200 1000]
+        [--rounds 5] [--clock 1.0] [--min-clock 0.1]
 
 Timings are wall-clock: run it on a quiet machine, alone.
 """
@@ -138,35 +146,47 @@ def live_round(K: int, clock: float, rounds: int, engine: str, nodes: int | None
     return statistics.median(walls), mem.peak, summary
 
 
+def clock_for(K: int, args: argparse.Namespace) -> float:
+    """The cycle clock of K learners: ``--clock`` up to 50 learners, then shorter (each
+    learner computes about the clock on a whole core, and a pool of a few cores works
+    through all of them every round)."""
+    return max(args.min_clock, args.clock * min(1.0, 50 / K))
+
+
 def section_rounds(args: argparse.Namespace, tmp: Path) -> None:
-    table = Table(title=f"seconds per round (median, start-up excluded), mel-async, clock "
-                        f"{args.clock:g} s, {args.rounds} rounds; the emulator trains the "
-                        "allocation the simulated learners had (same work); peak MB of all "
-                        "processes")
-    for col in ("K", "engine", "nodes", "sample-passes / round", "s / round",
-                "x emulator", "peak MB"):
+    table = Table(title=f"seconds per round (median, start-up excluded), mel-async, "
+                        f"{args.rounds} rounds; the emulator trains the allocation the "
+                        "simulated learners had (same work); peak MB of all processes; "
+                        f"simulation: a pool of {os.cpu_count()} actors (one per core)")
+    for col in ("K", "clock s", "engine", "nodes", "sample-passes / round", "s / round",
+                "solve s", "x emulator", "answered", "peak MB"):
         table.add_column(col, justify="right")
     for K in args.sizes:
+        clock = clock_for(K, args)
         try:
-            sim, sim_mem, summary = live_round(K, args.clock, args.rounds, "simulation", None,
-                                               tmp)
+            sim, sim_mem, summary = live_round(K, clock, args.rounds, "simulation", None, tmp)
         except Exception as exc:  # a failed case is reported, the table goes on
-            table.add_row(str(K), "simulation", str(K), "", "failed", str(exc)[:40], "")
+            table.add_row(str(K), f"{clock:g}", "simulation", str(K), "", "failed",
+                          str(exc)[:40], "", "", "")
             continue
-        base, mem, work = emulator_round(K, args.clock, args.rounds, tmp,
+        base, mem, work = emulator_round(K, clock, args.rounds, tmp,
                                          summary["estimates_s_per_sample"])
-        table.add_row(str(K), "emulator", "-", f"{work:,.0f}", f"{base:.3f}", "1.0",
-                      f"{mem / 2**20:,.0f}")
-        table.add_row(str(K), "simulation", str(K), f"{work:,.0f}", f"{sim:.3f}",
-                      f"{sim / base:.1f}", f"{sim_mem / 2**20:,.0f}")
-        for nodes in (n for n in (2, 4) if n <= K):
+        solve = statistics.median(r.get("solve_s", 0.0) for r in summary["rounds"][1:])
+        answered = sum(r.get("learners", 0) for r in summary["rounds"][1:])
+        table.add_row(str(K), f"{clock:g}", "emulator", "-", f"{work:,.0f}", f"{base:.3f}",
+                      "", "1.0", "", f"{mem / 2**20:,.0f}")
+        table.add_row(str(K), f"{clock:g}", "simulation", str(K), f"{work:,.0f}",
+                      f"{sim:.3f}", f"{solve:.3f}", f"{sim / base:.2f}",
+                      f"{answered} / {K * args.rounds}", f"{sim_mem / 2**20:,.0f}")
+        for nodes in (n for n in (2, 4) if n <= K and K <= 50):
             try:
-                sec, mem, _ = live_round(K, args.clock, args.rounds, "local", nodes, tmp)
+                sec, mem, _ = live_round(K, clock, args.rounds, "local", nodes, tmp)
             except Exception as exc:
-                table.add_row(str(K), "local", str(nodes), "", "failed", str(exc)[:40], "")
+                table.add_row(str(K), f"{clock:g}", "local", str(nodes), "", "failed",
+                              str(exc)[:40], "", "", "")
                 continue
-            table.add_row(str(K), "local", str(nodes), "", f"{sec:.3f}",
-                          f"{sec / base:.1f}", f"{mem / 2**20:,.0f}")
+            table.add_row(str(K), f"{clock:g}", "local", str(nodes), "", f"{sec:.3f}", "",
+                          f"{sec / base:.2f}", "", f"{mem / 2**20:,.0f}")
         console.print(f"done: K = {K}")
     console.print(table)
 
@@ -202,21 +222,55 @@ def section_speeds(args: argparse.Namespace, tmp: Path) -> None:
                   f"{'-' if later is None else f'{100 * later:.1f} %'} (target < 20 %)")
 
 
+def section_overhead(args: argparse.Namespace, tmp: Path) -> None:
+    """What the loopback deployment adds to a round: its wall time minus its slowest
+    learner's measured compute time, per round (from ``summary.json`` and ``rounds.csv``)."""
+    from mel_opt.live.report import rows_from_csv
+
+    nodes = 4
+    _, _, summary = live_round(nodes, args.clock, args.rounds, "local", nodes, tmp)
+    rows = rows_from_csv(tmp / f"out-local-{nodes}-{nodes}-0" / "rounds.csv")
+    table = Table(title=f"loopback deployment (--engine local), {nodes} nodes, mel-async, "
+                        f"clock {args.clock:g} s: round wall - slowest learner's compute [s]")
+    for col in ("round", "round wall", "slowest compute", "answered", "overhead"):
+        table.add_column(col, justify="right")
+    overheads = []
+    for r in summary["rounds"][1:]:
+        computes = [x["compute_measured_s"] for x in rows if x["round"] == r["round"]
+                    and x.get("compute_measured_s") is not None]
+        if "round_wall_s" not in r or not computes:
+            table.add_row(str(r["round"]), "-", "-", "0", "-")
+            continue
+        slowest = max(computes)
+        overheads.append(r["round_wall_s"] - slowest)
+        table.add_row(str(r["round"]), f"{r['round_wall_s']:.3f}", f"{slowest:.3f}",
+                      f"{len(computes)} / {nodes}", f"{overheads[-1]:.3f}")
+    console.print(table)
+    console.print("median overhead per round: "
+                  f"{statistics.median(overheads):.3f} s" if overheads else
+                  "median overhead per round: - (no round had a measured learner)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sections", nargs="*", choices=["", "rounds", "speeds"], default=[])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 50])
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("sections", nargs="*", choices=["", "rounds", "speeds", "overhead"],
+                    default=[])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 50, 200, 1000])
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--clock", type=float, default=1.0, help="cycle clock T [s]")
+    ap.add_argument("--min-clock", type=float, default=0.1,
+                    help="shortest cycle clock of the large K of the rounds section [s]")
     ap.add_argument("--speed-clock", type=float, default=2.0,
                     help="cycle clock of the speeds section [s]")
     args = ap.parse_args()
-    chosen = [s for s in args.sections if s] or ["rounds", "speeds"]
+    chosen = [s for s in args.sections if s] or ["rounds", "speeds", "overhead"]
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         if "rounds" in chosen:
             section_rounds(args, Path(tmp))
         if "speeds" in chosen:
             section_speeds(args, Path(tmp))
+        if "overhead" in chosen:
+            section_overhead(args, Path(tmp))
 
 
 if __name__ == "__main__":
