@@ -10,13 +10,17 @@ small instances with their default method.
 Large instances are made by tiling a shipped one (seeded): the learners are copied with rates
 multiplied by a factor drawn in [1, 1.02] (faster copies keep the tiled instance feasible) and
 the totals scaled with the number of copies; med uses its ``hetero`` generator. Case
-``mel-async-large-tau`` is mel-async's ``large-tau`` preset (seed 0, made by this checkout's
-generator): tau in the thousands and a maximum staleness of 249 at 1,000,000 learners, where
-the cost of ``exact`` grows with the staleness range, not only with K.
+``mel-async-large-tau`` is mel-async's ``large-tau`` preset (seed 0, or ``--large-tau-seed``,
+made by this checkout's generator): tau in the thousands and a maximum staleness of 249 at
+1,000,000 learners, where the cost of ``exact`` grows with the staleness range, not only with
+K. At 1,000,000 learners it is the file of issue 37 (c2 ~ U(2e-5, 8e-5), c1 ~ U(1e-4, 5e-4),
+c0 ~ U(0.05, 0.3), T = 10 s, d = 40 K, d_l = 10, d_u = 200, each learner named: about 100 MB
+of JSON); ``--repeat`` solves each file that many times (a table row each).
 
     python benchmarks/bench_end_to_end.py [--cases startup mel-async mel-async-large-tau feel
         med dab]
         [--sizes 10000 100000 1000000] [--timeout 600] [--pythonpath DIR]
+        [--large-tau-seed 0] [--repeat 1]
 
 ``--pythonpath`` times another checkout of mel_opt (e.g. an older commit exported with
 ``git archive``), so a change can be measured before and after on the same machine. A case that
@@ -84,10 +88,10 @@ def tiled(problem: str, size: int, seed: int) -> dict[str, Any]:
     return doc
 
 
-def large_tau_instance(learners: int) -> dict[str, Any]:
+def large_tau_instance(learners: int, seed: int = 0) -> dict[str, Any]:
     from mel_opt.problems.mel_async.generate import generate
 
-    return generate("large-tau", learners=learners, seed=0)
+    return generate("large-tau", learners=learners, seed=seed)
 
 
 def med_instance(learners: int, tasks: int, seed: int) -> dict[str, Any]:
@@ -130,6 +134,7 @@ def solve_row(label: str, doc: dict[str, Any] | None, file: Path, method: str | 
     """Write ``doc`` to ``file`` (unless None), solve it in a fresh process, one table row."""
     if doc is not None:
         file.write_text(json.dumps(doc))
+        Console(stderr=True).print(f"{label}: {file.stat().st_size / 1e6:,.1f} MB of JSON")
     out = tmp / "result.json"
     out.unlink(missing_ok=True)
     argv = ["solve", str(file), "-o", str(out)] + (["-m", method] if method else [])
@@ -166,6 +171,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="per process [s]")
     ap.add_argument("--pythonpath", default=str(ROOT), help="checkout of mel_opt to time")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--large-tau-seed", type=int, default=0,
+                    help="seed of the large-tau preset's instances")
+    ap.add_argument("--repeat", type=int, default=1, help="solves of each generated file")
     args = ap.parse_args()
     big = args.sizes
     table = Table(title=f"melopt end to end ({args.pythonpath}), seconds and MB")
@@ -182,15 +190,19 @@ def main() -> None:
                 plan += [(f"{problem} {method} K={k:,}",
                           lambda p=problem, k=k: tiled(p, k, args.seed), method) for k in big]
         if "mel-async-large-tau" in args.cases:
-            plan += [(f"mel-async exact large-tau K={k:,}",
-                      lambda k=k: large_tau_instance(k), "exact") for k in big]
+            seed = args.large_tau_seed
+            plan += [(f"mel-async exact large-tau K={k:,} seed {seed}",
+                      lambda k=k: large_tau_instance(k, seed), "exact") for k in big]
         if "med" in args.cases:
             plan.append(("med exact N=1,000 x 10 tasks",
                          lambda: med_instance(1000, 10, args.seed), "exact"))
         if "dab" in args.cases:
             plan.append(("dab dab K=100,000", lambda: tiled("dab", 100_000, args.seed), "dab"))
         for label, make, method in plan:
-            table.add_row(*solve_row(label, make(), tmp / "instance.json", method, args, tmp))
+            doc = make()
+            for _ in range(max(1, args.repeat)):
+                table.add_row(*solve_row(label, doc, tmp / "instance.json", method, args, tmp))
+                doc = None  # the file is written once
             Console(stderr=True).print(f"done: {label}")
     Console(width=180).print(table)
 
