@@ -50,6 +50,14 @@ from mel_opt.training import TrainSettings, load_dataset, train
 console = Console()
 
 
+def _quiet(text: str) -> None:
+    pass
+
+
+#: Where a run's progress lines go (``--verbose``: stderr).
+PROGRESS = _quiet
+
+
 def instance(K: int, clock: float, path: Path) -> Path:
     learners = [{"name": f"n{k}", "c2": 1e-3, "c1": 1e-4, "c0": 0.02} for k in range(K)]
     doc = {"problem": "mel-async", "schema_version": 1, "name": f"live{K}",
@@ -141,7 +149,8 @@ def live_round(K: int, clock: float, rounds: int, engine: str, nodes: int | None
                              grace_s=3.0 if engine == "simulation" else 5.0)
     out = tmp / f"out-{engine}-{K}-{nodes}-{len(speeds or ())}"
     with PeakMemory() as mem:
-        summary = live(settings, LiveOptions(engine=engine, nodes=nodes, speeds=speeds), out)
+        summary = live(settings, LiveOptions(engine=engine, nodes=nodes, speeds=speeds), out,
+                       log=PROGRESS)
     walls = [r["round_wall_s"] for r in summary["rounds"][1:] if "round_wall_s" in r]
     return statistics.median(walls), mem.peak, summary
 
@@ -262,7 +271,11 @@ def main() -> None:
                     help="shortest cycle clock of the large K of the rounds section [s]")
     ap.add_argument("--speed-clock", type=float, default=2.0,
                     help="cycle clock of the speeds section [s]")
+    ap.add_argument("--verbose", action="store_true", help="print each run's progress")
     args = ap.parse_args()
+    if args.verbose:
+        global PROGRESS
+        PROGRESS = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     chosen = [s for s in args.sections if s] or ["rounds", "speeds", "overhead"]
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         if "rounds" in chosen:

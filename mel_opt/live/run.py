@@ -104,9 +104,19 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
 
 def node_speeds(settings: LiveSettings, opts: LiveOptions, nodes: int) -> list[float] | None:
     """Each node's fraction of a core (None: all whole cores): ``--speeds`` as given, or the
-    instance's own (:func:`instance_speeds`)."""
-    own = instance_speeds(settings, nodes) if opts.speeds == INSTANCE_SPEEDS else None
+    instance's own (:func:`instance_speeds`, solved once per settings and nodes: the checks
+    before a run and the run ask alike)."""
+    own = None
+    if opts.speeds == INSTANCE_SPEEDS:
+        key = json.dumps([settings.values(), nodes], sort_keys=True, default=str)
+        if key not in _SOLVED_SPEEDS:
+            _SOLVED_SPEEDS.clear()  # one run's at a time
+            _SOLVED_SPEEDS[key] = instance_speeds(settings, nodes)
+        own = _SOLVED_SPEEDS[key]
     return opts.node_speeds(nodes, own)
+
+
+_SOLVED_SPEEDS: dict[str, list[float]] = {}
 
 
 def instance_speeds(settings: LiveSettings, nodes: int) -> list[float]:
