@@ -8,11 +8,12 @@ Three sections:
   ``--clock * 50 / K``, at least ``--min-clock``; small transfer coefficients), ``--rounds``
   rounds, on the emulator (``melopt train``'s engine), Flower's simulation runtime (a pool of
   one Ray actor per core, the learners queued through it), and the loopback deployment (2 and
-  4 nodes, for K <= 50). Seconds per round exclude start-up (Ray, the SuperLink and
-  SuperNodes, the probe): the median of the rounds' own wall times (the simulation's include
-  its solve, shown apart). The emulator trains the allocation the simulated learners had
-  (same work, same rounds). Peak memory sums the resident set of this process and every
-  process it started (Ray's, Flower's), sampled every 0.2 s.
+  4 nodes, for K <= ``--local-max``, default 50). Seconds per round exclude start-up (Ray, the
+  SuperLink and SuperNodes, the probe): the median of the rounds' own wall times (the
+  simulation's include its solve, shown apart). The emulator trains the allocation of the
+  simulated learners' final speed estimates (about the same work: both medians are shown).
+  Peak memory sums the resident set of this process and every process it started (Ray's,
+  Flower's), sampled every 0.2 s.
 - ``speeds``: the loopback deployment with 4 nodes at 1, 0.5, 0.25 and 0.25 of a core (a
   SIGSTOP/SIGCONT duty cycle), 6 rounds: predicted against measured compute time per learner,
   and the median relative error per round (target: below 20 % from round 3 on).
@@ -47,7 +48,7 @@ from mel_opt import api
 from mel_opt.live.run import LiveOptions, live, load_settings
 from mel_opt.training import TrainSettings, load_dataset, train
 
-console = Console()
+console = Console(width=160)
 
 
 def _quiet(text: str) -> None:
@@ -167,7 +168,7 @@ def section_rounds(args: argparse.Namespace, tmp: Path) -> None:
                         f"{args.rounds} rounds; the emulator trains the allocation the "
                         "simulated learners had (same work); peak MB of all processes; "
                         f"simulation: a pool of {os.cpu_count()} actors (one per core)")
-    for col in ("K", "clock s", "engine", "nodes", "sample-passes / round", "s / round",
+    for col in ("K", "clock s", "engine", "nodes", "sample-passes / round (median)", "s / round",
                 "solve s", "x emulator", "answered", "peak MB"):
         table.add_column(col, justify="right")
     for K in args.sizes:
@@ -181,13 +182,19 @@ def section_rounds(args: argparse.Namespace, tmp: Path) -> None:
         base, mem, work = emulator_round(K, clock, args.rounds, tmp,
                                          summary["estimates_s_per_sample"])
         solve = statistics.median(r.get("solve_s", 0.0) for r in summary["rounds"][1:])
+        from mel_opt.live.report import rows_from_csv
+
+        rows = rows_from_csv(tmp / f"out-simulation-{K}-None-0" / "rounds.csv")
+        sim_work = statistics.median(
+            sum((x["samples"] or 0) * (x["passes"] or 0) for x in rows if x["round"] == r)
+            for r in range(1, args.rounds + 1))
         answered = sum(r.get("learners", 0) for r in summary["rounds"][1:])
         table.add_row(str(K), f"{clock:g}", "emulator", "-", f"{work:,.0f}", f"{base:.3f}",
                       "", "1.0", "", f"{mem / 2**20:,.0f}")
-        table.add_row(str(K), f"{clock:g}", "simulation", str(K), f"{work:,.0f}",
+        table.add_row(str(K), f"{clock:g}", "simulation", str(K), f"{sim_work:,.0f}",
                       f"{sim:.3f}", f"{solve:.3f}", f"{sim / base:.2f}",
                       f"{answered} / {K * args.rounds}", f"{sim_mem / 2**20:,.0f}")
-        for nodes in (n for n in (2, 4) if n <= K and K <= 50):
+        for nodes in (n for n in (2, 4) if n <= K and K <= args.local_max):
             try:
                 sec, mem, _ = live_round(K, clock, args.rounds, "local", nodes, tmp)
             except Exception as exc:
@@ -271,6 +278,8 @@ def main() -> None:
                     help="shortest cycle clock of the large K of the rounds section [s]")
     ap.add_argument("--speed-clock", type=float, default=2.0,
                     help="cycle clock of the speeds section [s]")
+    ap.add_argument("--local-max", type=int, default=50,
+                    help="largest K the rounds section also runs on the loopback deployment")
     ap.add_argument("--verbose", action="store_true", help="print each run's progress")
     args = ap.parse_args()
     if args.verbose:
