@@ -28,7 +28,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from typing import TypeVar
 
 import numpy as np
@@ -158,10 +158,21 @@ def local_data(spec: DataSpec, partition_id: int) -> LocalData:
     n = spec.num_partitions
     if not 0 <= partition_id < n:
         raise ValueError(f"partition id {partition_id} is outside 0..{n - 1}")
+    return LocalData(ds, _parts(spec)[partition_id])
+
+
+@lru_cache(maxsize=4)
+def _parts(spec: DataSpec) -> tuple[np.ndarray, ...]:
+    """Every learner's rows under ``spec``, split once per process (a simulation's worker
+    answers for many learners in turn; read-only, as every learner draws from them)."""
+    ds = dataset(spec.dataset, spec.max_train, spec.max_test)
+    n = spec.num_partitions
     sizes = proportional_sizes(np.ones(n), ds.y_train.size)
     rng = np.random.default_rng([spec.seed, 11])
     pools = make_pools(ds.y_train, sizes, parse_partition(spec.partition), ds.classes, rng)
-    return LocalData(ds, pools[partition_id])
+    for rows in pools:
+        rows.flags.writeable = False
+    return tuple(pools)
 
 
 @dataclass(frozen=True)
