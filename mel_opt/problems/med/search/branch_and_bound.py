@@ -71,6 +71,12 @@ COVER_SEARCH_CAP = 3.0  # s, the cap of one polish (a subproblem cover or a chil
 POLISH_EVERY = 3  # while branching: every this many nodes, polish the last child's master
 ILS_PATIENCE = 30  # kicks in a row without a gain that end the iterated local search (no limit)
 ILS_PATIENCE_TIMED = 100  # the same with a time limit (its share of the time ends it first)
+EARLY_COMPANION_CELLS = 200  # tasks x learners from which the companion starts before the
+# root bound (from the greedy start; the root's starting points are handed over later): the
+# root takes seconds there (5.9 s at 100 x 10) and the second core would idle; smaller
+# instances, often proven at the root, start it after the root only if they need it
+COMPANION_SLICE = 0.5  # s, the companion's first local search looks for the root's hand-over
+# this often
 
 HeapEntry = tuple[float, int, int, Node, np.ndarray]  # bound, -depth, order, node, cover
 
@@ -104,6 +110,7 @@ class _Search:
         self.columns = bundle.Columns()
         self.child_columns = self.columns
         self.exchange: Exchange | None = None  # the parent's side, while a companion runs
+        self.box: companion.Companion | None = None  # that companion
 
     # -- time and proof -----------------------------------------------------------------------
     def _share_end(self, share: float) -> float:
@@ -155,18 +162,7 @@ class _Search:
 
     def improve_from(self, cover: np.ndarray) -> None:
         """Turn a subproblem cover into an assignment and polish it."""
-        inst, coef = self.inst, self.coef
-        cand = np.full(self.n, -1, dtype=np.int64)
-        for j in range(self.n):
-            tasks = np.nonzero(cover[:, j])[0]
-            if tasks.size:
-                cand[j] = int(tasks[np.argmin(coef.C[tasks, j])])
-            elif inst.min_shards == 0:
-                cand[j] = -1
-            else:
-                ok = np.nonzero(coef.allowed[:, j])[0]
-                cand[j] = int(ok[np.argmin(coef.C[ok, j])]) if ok.size else 0
-        self.polish(cand)
+        self.polish(self.cover_assignment(cover))
 
     def primal_from_master(self, lag: Lagrangian) -> None:
         """Round the restricted master LP over the root's columns and polish it."""
@@ -230,21 +226,83 @@ class _Search:
                 return None
         return lag
 
-    def companion_work(self, box: Mailboxes, lag: Lagrangian, cover: np.ndarray,
-                       start_assign: np.ndarray, root_bound: float) -> None:
-        """In the companion process (a copy of this search): the primal heuristics of
-        ``primal_first``, then rounds of iterated local search, each from the best allocation
-        either process knows, until the deadline or the root bound; every improvement is
-        published to the parent."""
+    def cover_assignment(self, cover: np.ndarray) -> np.ndarray:
+        """A subproblem cover turned into an assignment (each learner to the covering task
+        where its shards are cheapest in time; an uncovered one unused, or where allowed)."""
+        inst, coef = self.inst, self.coef
+        cand = np.full(self.n, -1, dtype=np.int64)
+        for j in range(self.n):
+            tasks = np.nonzero(cover[:, j])[0]
+            if tasks.size:
+                cand[j] = int(tasks[np.argmin(coef.C[tasks, j])])
+            elif inst.min_shards == 0:
+                cand[j] = -1
+            else:
+                ok = np.nonzero(coef.allowed[:, j])[0]
+                cand[j] = int(ok[np.argmin(coef.C[ok, j])]) if ok.size else 0
+        return cand
+
+    def hand_root(self, lag: Lagrangian, cover: np.ndarray, root_bound: float) -> None:
+        """The parent's side, once the root bound is there: the root master's rounding and
+        the root's cover, for the companion to polish first."""
+        assert self.exchange is not None
+        rounding = bundle.rounded_assignment(lag, self.columns, self._left())
+        self.exchange.hand_root(root_bound, rounding, self.cover_assignment(cover))
+
+    def _take_root(self, exchange: Exchange) -> float | None:
+        """In the companion: polish the root's starting points if the parent has handed them
+        over (the master's rounding as long as the first local search, the cover's as one
+        polish); the root bound, or None before the hand-over."""
+        got = exchange.root()
+        if got is None:
+            return None
+        bound, starts = got
+        for k, cand in enumerate(starts):
+            if time.perf_counter() >= self.deadline:
+                break
+            if k == 0 and len(starts) == 2:  # the master's rounding
+                found, val = local_search(self.ev, cand, min(
+                    self.deadline, time.perf_counter() + FIRST_SEARCH_CAP))
+                self.best.offer(val, found)
+            else:
+                self.polish(cand)
+        return bound
+
+    def companion_work(self, box: Mailboxes, start_assign: np.ndarray, floor: float) -> None:
+        """In the companion process (a copy of this search, forked before the root bound or
+        right after it): the local search from the greedy start, in slices between which the
+        root's starting points are polished as soon as the parent hands them over
+        (:meth:`hand_root`; the descent from the greedy start ends once they did better),
+        then rounds of iterated local search, each from the best
+        allocation either process knows, until the deadline or the bound (``floor``, the
+        tasks' least levels, until the root bound arrives); every improvement is published to
+        the parent."""
         exchange = Exchange(box, self.best, self.ev)
         exchange.listen()
-        self.primal_from_master(lag)
-        self.improve_from(cover)
-        self.first_local_search(start_assign)
-        target = root_bound + REL_GAP * max(1.0, abs(root_bound))
+        bound: list[float] = [floor]
+
+        def take_root() -> bool:
+            got = self._take_root(exchange)
+            if got is not None:
+                bound[0] = max(bound[0], got)
+            return got is not None
+
+        rooted = take_root()
+        assign, cap = start_assign, min(self.deadline, time.perf_counter() + FIRST_SEARCH_CAP)
+        while time.perf_counter() < cap:  # slices: the descent goes on where it stopped
+            before = assign.copy()
+            assign, value = local_search(self.ev, assign,
+                                         min(cap, time.perf_counter() + COMPANION_SLICE))
+            self.best.offer(value, assign)
+            rooted = take_root() or rooted
+            if np.array_equal(before, assign):
+                break  # a local optimum
+            if rooted and better(self.best.value, value):
+                break  # the root's points did better: the iterated search goes on from them
 
         def between(best: np.ndarray, value: float) -> tuple[np.ndarray, float] | None:
             self.best.offer(value, best)  # published at once, not at the round's end
+            take_root()
             start = exchange.pull()
             if start is not None:
                 self.polish(start)
@@ -253,6 +311,8 @@ class _Search:
             return self.best.assign, self.best.value
 
         for seed in itertools.count():
+            take_root()
+            target = bound[0] + REL_GAP * max(1.0, abs(bound[0]))
             if time.perf_counter() >= self.deadline or self.best.value <= target:
                 break
             begin = self.best.assign if self.best.assign is not None else start_assign
@@ -356,8 +416,16 @@ class _Search:
         return Outcome(TC.CONVERGED, assignment, d, val, val, stats=stats.as_dict(),
                        message="proven optimal (Lagrangian branch and bound)")
 
+    def start_companion(self, start_assign: np.ndarray, floor: float) -> companion.Companion:
+        """Fork the companion (:meth:`companion_work`) and open the parent's exchange."""
+        box = self.box = companion.Companion(self.n)
+        self.exchange = Exchange(box, self.best, self.ev)
+        box.start(lambda b: self.companion_work(b, start_assign, floor))
+        self.stats.companion = True
+        return box
+
     def run(self) -> Outcome:
-        inst, coef, stats = self.inst, self.coef, self.stats
+        inst, coef = self.inst, self.coef
         start_assign = greedy(self.ev)
         excess, value, _ = self.ev.value(parts_of(start_assign, self.m))
         if excess == 0:
@@ -365,7 +433,27 @@ class _Search:
         floor_levels = _floor_levels(inst, coef)
         if not np.all(np.isfinite(floor_levels)):
             return Outcome(TC.INFEASIBLE, message="a task cannot meet its deadline "
-                           "even with every learner", stats=stats.as_dict())
+                           "even with every learner", stats=self.stats.as_dict())
+        box = None
+        if self.m * self.n >= EARLY_COMPANION_CELLS and companion.available():
+            box = self.start_companion(start_assign, float(floor_levels.sum()))
+        try:
+            ended = self.bound_and_branch(start_assign, floor_levels, box)
+        finally:
+            if self.box is not None:
+                self.box.stop()
+                self.box = None
+                self.sync()  # what it published last survives in the mailbox
+                self.exchange = None
+        return self.outcome(*ended)
+
+    def bound_and_branch(self, start_assign: np.ndarray, floor_levels: np.ndarray,
+                         box: companion.Companion | None
+                         ) -> tuple[bool, list[float], float, str]:
+        """The root bound, the primal heuristics (here on one core, else the companion's,
+        started already (``box``) or now) and the branching; the arguments of
+        :meth:`outcome`."""
+        inst, coef, stats = self.inst, self.coef, self.stats
         try:
             lag = Lagrangian(inst, coef, self.ev.binds, floor_levels, self.best.value,
                              self.deadline)
@@ -373,32 +461,29 @@ class _Search:
                         np.zeros((self.m, self.n), dtype=bool), np.zeros(self.n), 0.0)
             root_bound, cover = self.root(lag, root, self.best.value)
         except OutOfTime:  # many learners: the level tables took the time the bound needed
-            assign, value = local_search(self.ev, start_assign,
-                                         min(self.deadline, self.start + FIRST_SEARCH_CAP))
-            self.best.offer(value, assign)
+            if box is None:
+                assign, value = local_search(self.ev, start_assign,
+                                             min(self.deadline, self.start + FIRST_SEARCH_CAP))
+                self.best.offer(value, assign)
+            else:  # the companion searched from the greedy start meanwhile
+                self.sync()
             floor = float(floor_levels.sum())
             stats.root_bound = floor
-            return self.outcome(True, [floor], floor, bound_kind="the tasks' least levels")
+            return True, [floor], floor, "the tasks' least levels"
         stats.root_bound = root_bound
-        box = None
-        if not self.proven(root_bound) and companion.available():
-            box = companion.Companion(self.n)
-            self.exchange = Exchange(box, self.best, self.ev)
-            box.start(lambda b: self.companion_work(b, lag, cover, start_assign, root_bound))
-            stats.companion = True
+        if box is None and not self.proven(root_bound) and companion.available():
+            box = self.start_companion(start_assign, float(floor_levels.sum()))
+        if box is not None:
+            self.sync()  # the companion's allocations so far: a better one prunes
+            if not self.proven(root_bound):
+                self.hand_root(lag, cover, root_bound)
         else:
             lag_or_none = self.primal_first(lag, cover, start_assign, root_bound, floor_levels)
             if lag_or_none is None:
-                return self.outcome(True, [root_bound], root_bound)
+                return True, [root_bound], root_bound, "a Lagrangian bound"
             lag = lag_or_none
-        try:
-            timed_out, open_bounds = self.branch(lag, root, root_bound, cover)
-        finally:
-            if box is not None:
-                box.stop()
-                self.sync()  # what it published last survives in the mailbox
-                self.exchange = None
-        return self.outcome(timed_out, open_bounds, root_bound)
+        timed_out, open_bounds = self.branch(lag, root, root_bound, cover)
+        return timed_out, open_bounds, root_bound, "a Lagrangian bound"
 
 
 class Running:

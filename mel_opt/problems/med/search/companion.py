@@ -1,10 +1,13 @@
 """The second core's share of med's branch and bound: the primal search beside the branching.
 
 On a machine where this process may use two or more cores, the branch and bound does not stop
-branching for its iterated local search. After the root bound it forks a companion process
-that runs the primal heuristics (the root master's rounding, the polish of the root's cover,
-the local search from the greedy start, then rounds of iterated local search, each from the
-best allocation either process knows) while the parent branches. The two exchange incumbents
+branching for its iterated local search. Right after the greedy start (before the root bound,
+which takes seconds on large instances and would leave the second core idle) it forks a
+companion process that runs the primal heuristics (the local search from the greedy start,
+then rounds of iterated local search, each from the best allocation either process knows)
+while the parent computes the root bound and then branches. Once the root bound is there the
+parent hands over the root master's rounding and the root's cover (their own mailboxes), which
+the companion polishes first. The two exchange incumbents
 through two shared-memory mailboxes (a task per learner and the value); each side values what
 it receives again with its own evaluator, so nothing the other side sends is taken on trust.
 The parent stops and reaps the companion when branching ends (proof or deadline), also on an
@@ -101,7 +104,11 @@ class Companion:
 
     def __init__(self, n: int) -> None:
         self.to_parent, self.to_child, self.starts = Mailbox(n), Mailbox(n), Mailbox(n)
-        self._read = {self.to_parent: 0, self.to_child: 0, self.starts: 0}  # versions seen
+        # the root's hand-over: its master's rounding, then its cover's (written last: the
+        # signal), each with the root bound as its value
+        self.root_rounding, self.root_cover = Mailbox(n), Mailbox(n)
+        self._read = {box: 0 for box in (self.to_parent, self.to_child, self.starts,
+                                         self.root_rounding, self.root_cover)}  # versions seen
         self._process: Any = None
 
     # -- the companion's side -----------------------------------------------------------------
@@ -117,9 +124,25 @@ class Companion:
         got = self._fresh(self.starts)
         return None if got is None else got[1]
 
+    def root_starts(self) -> tuple[float, list[np.ndarray]] | None:
+        """The root bound and the root's starting points (its master's rounding, if any, then
+        its cover's), once the parent has handed them over (None before, and after the first
+        call that returned them)."""
+        cover = self._fresh(self.root_cover)
+        if cover is None:
+            return None
+        rounding = self._fresh(self.root_rounding)
+        return cover[0], ([] if rounding is None else [rounding[1]]) + [cover[1]]
+
     # -- the parent's side --------------------------------------------------------------------
     def offer(self, value: float, assign: np.ndarray) -> None:
         self.to_child.put(value, assign)
+
+    def hand_root(self, bound: float, rounding: np.ndarray | None, cover: np.ndarray) -> None:
+        """Hand the root's starting points to a companion started before the root bound."""
+        if rounding is not None:
+            self.root_rounding.put(bound, rounding)
+        self.root_cover.put(bound, cover)  # last: the companion reads both once this is there
 
     def suggest(self, assign: np.ndarray) -> None:
         self.starts.put(math.nan, assign)

@@ -55,6 +55,11 @@ class Mailboxes(Protocol):
 
     def suggest(self, assign: np.ndarray) -> None: ...
 
+    def hand_root(self, bound: float, rounding: np.ndarray | None,
+                  cover: np.ndarray) -> None: ...
+
+    def root_starts(self) -> tuple[float, list[np.ndarray]] | None: ...
+
 
 class Exchange:
     """One side's share of the incumbent exchange with the other process.
@@ -110,6 +115,11 @@ class Exchange:
         """A starting point (not valued) for the companion to polish."""
         self.box.suggest(assign)
 
+    def hand_root(self, bound: float, rounding: np.ndarray | None, cover: np.ndarray) -> None:
+        """The root bound and its starting points (not valued), for the companion to polish
+        before anything else."""
+        self.box.hand_root(bound, rounding, cover)
+
     # -- the companion's side -----------------------------------------------------------------
     def listen(self) -> None:
         """Publish every later improvement of the incumbent to the parent as it happens."""
@@ -120,3 +130,7 @@ class Exchange:
         latest suggested starting point (None: nothing new)."""
         self.take(self.box.incoming())
         return self.box.suggestion()
+
+    def root(self) -> tuple[float, list[np.ndarray]] | None:
+        """The root bound and its starting points, once the parent has handed them over."""
+        return self.box.root_starts()

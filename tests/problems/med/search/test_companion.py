@@ -140,16 +140,16 @@ def test_the_proven_optimum_is_the_same_with_and_without_a_companion(monkeypatch
 def test_a_companion_that_hangs_or_dies_costs_the_parent_nothing(two_cores, monkeypatch):
     # the companion's first phase never returns (or raises): the parent branches alone,
     # answers at its limit and leaves no process behind
-    def hang(self, lag):
+    def hang(self, exchange):
         while True:
             time.sleep(0.05)
 
-    def die(self, lag):
+    def die(self, exchange):
         os._exit(3)
 
     inst = parse_instance(generate("hetero", learners=40, tasks=5, seed=5))
     for broken in (hang, die):
-        monkeypatch.setattr(branch_and_bound._Search, "primal_from_master", broken)
+        monkeypatch.setattr(branch_and_bound._Search, "_take_root", broken)
         t = time.perf_counter()
         res = solve(inst, "exact", time_limit=4)
         assert time.perf_counter() - t < 60  # the hang would be endless
@@ -162,8 +162,8 @@ class _FakeBox:
     """The companion's side of the exchange, in this process: one parent allocation and one
     suggestion, handed out once each; what is published is recorded."""
 
-    def __init__(self, parent, suggestion):
-        self.parent, self.start, self.published = parent, suggestion, []
+    def __init__(self, parent, suggestion, root=None):
+        self.parent, self.start, self.root, self.published = parent, suggestion, root, []
 
     def publish(self, value, assign):
         self.published.append((value, assign.copy()))
@@ -174,6 +174,10 @@ class _FakeBox:
 
     def suggestion(self):
         got, self.start = self.start, None
+        return got
+
+    def root_starts(self):
+        got, self.root = self.root, None
         return got
 
 
@@ -193,8 +197,11 @@ def test_companion_work_publishes_improvements_and_takes_the_parents(monkeypatch
     root = Node(np.full(n, -1, dtype=np.int64), np.zeros((m, n), dtype=bool), np.zeros(n), 0.0)
     root_bound, cover = search.root(lag, root, math.inf)
     parent_value = 46.2  # a made-up claim: the companion values the allocation itself
-    box = _FakeBox((parent_value, start), start)
-    search.companion_work(box, lag, cover, start, root_bound)
+    rounding = branch_and_bound.bundle.rounded_assignment(lag, search.columns, 10.0)
+    box = _FakeBox((parent_value, start), start,
+                   (root_bound, [rounding, search.cover_assignment(cover)]))
+    search.companion_work(box, start, float(branch_and_bound._floor_levels(inst, coef).sum()))
+    assert box.root is None  # the root's hand-over was taken
     assert box.published
     values = [v for v, _ in box.published]
     assert all(b < a for a, b in zip(values[:-1], values[1:], strict=True))
