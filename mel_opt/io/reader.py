@@ -11,9 +11,11 @@ Cross-field checks (sizes, orderings, derived coefficients) are left to each pro
 from __future__ import annotations
 
 import difflib
+import gc
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import methodcaller
+from itertools import repeat
+from operator import eq, methodcaller
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,12 @@ class Rows:
     def __len__(self) -> int:
         return self.n
 
+    def of_form(self, name: str) -> np.ndarray:
+        """Which items take the form ``name`` (boolean, length ``n``)."""
+        if self.n and self.forms[0] == name and self.forms.count(name) == self.n:
+            return np.ones(self.n, dtype=bool)  # the common case, at C speed
+        return np.fromiter(map(eq, self.forms, repeat(name)), dtype=bool, count=self.n)
+
     def col(self, key: str) -> np.ndarray:
         """The numeric column of ``key`` (float64, NaN where missing or refused)."""
         out = self.columns.get(key)
@@ -61,6 +69,8 @@ def _applies(f: Field, root: Mapping[str, Any]) -> bool:
 #: Top-level keys every instance file may carry beside its problem's fields: ``meta`` is the
 #: one place for free-form metadata (any JSON object; mel_opt ignores it).
 TOP_LEVEL_KEYS = ("$schema", "problem", "schema_version", "name", "description", "meta")
+#: Lists of objects at least this long are read with the cyclic garbage collector paused.
+_QUIET_GC_FROM = 10_000
 #: At most this many unknown fields are reported per object (a file with a wrong shape
 #: would otherwise list every key of every item).
 MAX_UNKNOWN = 20
@@ -159,6 +169,22 @@ def _distinct(v: Validator, vals: list[Any], items: list[Any], p: str, word: str
 
 
 def _read_rows(v: Validator, items: list[Any], p: str, f: Field, root: dict[str, Any]) -> Rows:
+    """A list of objects read column by column (see :class:`Rows`).
+
+    The cyclic garbage collector is paused meanwhile: the columns are lists of numbers and
+    strings, and a collection would walk every object of a large document (a million
+    learners' dicts) for nothing; it is resumed as it was found."""
+    if len(items) < _QUIET_GC_FROM or not gc.isenabled():
+        return _read_rows_now(v, items, p, f, root)
+    gc.disable()
+    try:
+        return _read_rows_now(v, items, p, f, root)
+    finally:
+        gc.enable()
+
+
+def _read_rows_now(v: Validator, items: list[Any], p: str, f: Field, root: dict[str, Any]
+                   ) -> Rows:
     first = len(v.issues)
     rows = Rows(len(items))
     objs: list[dict[str, Any] | None] = items
@@ -172,7 +198,8 @@ def _read_rows(v: Validator, items: list[Any], p: str, f: Field, root: dict[str,
                 objs.append(None)
     if f.names:
         rows.names = _names(v, objs, p, f)
-    present: set[str] = set().union(*(o for o in objs if o is not None))  # at C speed
+    present: set[str] = set().union(*(objs if objs is items else  # at C speed
+                                      (o for o in objs if o is not None)))
     _unknown_in_items(v, objs, p, f, root, present)
     is_obj = np.array([o is not None for o in objs], dtype=bool) if objs is not items else (
         np.ones(rows.n, dtype=bool))
@@ -186,7 +213,10 @@ def _read_rows(v: Validator, items: list[Any], p: str, f: Field, root: dict[str,
     groups: list[tuple[np.ndarray, tuple[Field, ...]]] = [(form_of >= 0, f.fields)]
     groups += [(form_of == k, form.fields) for k, form in enumerate(f.forms)]
     for mask, table in groups:
-        sel = np.flatnonzero(mask).tolist()
+        if not any(_applies(fld, root) for fld in table):
+            continue
+        # every item (the common, large case) needs no index list
+        sel = None if bool(mask.all()) else np.flatnonzero(mask).tolist()
         for fld in table:
             if _applies(fld, root):
                 rows.columns[fld.key] = _read_column(v, objs, sel, p, fld, root, rows.n)
@@ -222,23 +252,24 @@ def _item_index(path: str, prefix: str) -> int:
     return int(head) if head.isdigit() else -1
 
 
-def _read_column(v: Validator, objs: list[dict[str, Any] | None], sel: list[int], p: str,
-                 fld: Field, root: dict[str, Any], n: int) -> Any:
+def _read_column(v: Validator, objs: list[dict[str, Any] | None], sel: list[int] | None,
+                 p: str, fld: Field, root: dict[str, Any], n: int) -> Any:
+    """The column of ``fld`` over the items ``sel`` (None: every item, all objects)."""
     key = fld.key
     miss = _MISSING if fld.required else fld.default
-    if len(sel) == n:  # every item: map a C method over the list (the common, large case)
-        raw = list(map(methodcaller("get", key, miss), objs))
+    if sel is None:  # every item: dict.get mapped over the list, at C speed
+        raw = list(map(dict.get, objs, repeat(key, n), repeat(miss, n)))
     else:
         raw = [objs[i].get(key, miss) for i in sel]  # type: ignore[union-attr]
     if fld.numeric and (fld.required or fld.default is not None):
+        if sel is None:  # every item, in order: no scatter through an index list
+            return v.check_column(raw, lambda j: f"{p}[{j}].{key}", fld)
         checked = v.check_column(raw, lambda j: f"{p}[{sel[j]}].{key}", fld)
-        if len(sel) == n:  # every item, in order: no scatter through an index list
-            return checked
         col = np.full(n, np.nan)
         col[sel] = checked
         return col
     out: list[Any] = [None] * n
-    for j, i in enumerate(sel):
+    for j, i in enumerate(range(n) if sel is None else sel):
         x = raw[j]
         if x is _MISSING:
             v.check_value(_MISSING, f"{p}[{i}].{key}", fld)
@@ -257,7 +288,7 @@ def _names(v: Validator, objs: list[dict[str, Any] | None], p: str, f: Field) ->
     template = f.name_default_single if len(objs) == 1 and f.name_default_single else (
         f.name_default)
     if None not in objs:  # the common case, at C speed: distinct non-empty strings
-        given = list(map(methodcaller("get", "name", _MISSING), objs))
+        given = list(map(dict.get, objs, repeat("name"), repeat(_MISSING)))
         if set(map(type, given)) == {str} and "" not in given and len(set(given)) == len(given):
             return given
     names: list[str] = []

@@ -233,7 +233,7 @@ class Validator:
             numeric = np.array([type(x) in plain for x in values], dtype=bool)
             nums = [x for x, ok in zip(values, numeric.tolist(), strict=True) if ok]
         try:
-            arr = np.array(nums, dtype=np.float64)
+            arr = np.fromiter(nums, dtype=np.float64, count=len(nums))
         except OverflowError:  # an int beyond float64: the value-by-value path words it
             arr = np.array([x if abs(x) < 2**1000 else math.inf for x in nums])
         out[numeric] = arr

@@ -82,3 +82,15 @@ def test_range_messages() -> None:
         "must be positive, got 0", "must be at least 1e-09, got 1e-10",
         "must be at most 1e+09, got 2000000000.0", "must be at most 1e+09, got an integer of 41 "
         "digits"]
+
+
+def test_rows_of_form_marks_only_the_items_of_that_form() -> None:
+    from mel_opt.io.reader import Rows
+
+    mixed = Rows(4, forms=["physical", None, "coefficient", "physical"])
+    assert mixed.of_form("physical").tolist() == [True, False, False, True]
+    assert mixed.of_form("coefficient").tolist() == [False, False, True, False]
+    same = Rows(3, forms=["coefficient"] * 3)
+    assert same.of_form("coefficient").tolist() == [True] * 3
+    assert same.of_form("physical").tolist() == [False] * 3
+    assert Rows(0).of_form("physical").tolist() == []

@@ -175,7 +175,7 @@ def _coefficients(f: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray
         return np.empty(0), np.empty(0), np.empty(0)
     c2, c1, c0 = rows.col("c2"), rows.col("c1"), rows.col("c0")
     model = f["model"] or {}
-    phys = np.array([fm == "physical" for fm in rows.forms], dtype=bool)
+    phys = rows.of_form("physical")
     if phys.any() and model and None not in model.values():
         fk, rk = rows.col("cpu_hz")[phys], rows.col("rate_bps")[phys]
         sample_bits = model["sample_bits"] if f["mode"] == "task-parallel" else 0.0
