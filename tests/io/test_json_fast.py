@@ -106,3 +106,28 @@ def test_a_file_with_a_bom_and_a_long_integer_deep_inside(tmp_path):
     doc = json_io.read_json_file(f)
     assert isinstance(doc["learners"][50]["c2"], HugeInt)
     assert doc["learners"][49] == {"c2": 1.5}
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"a": "\xff"}', b'{"a": "\xed\xa0\x80"}', b'{"a": "\xc0\xaf"}', b'{"a": "\xf4\x90\x80\x80"}',
+    b'{"a": "\xe2\x82"}', b'{"a": "\xf8\x88\x80\x80\x80"}', b'\xef\xbb\xbf{"a": "\xff"}',
+    b'\xef\xbb\xbf{"a": "\xe2\x82\xac"}', b'{"a": "\xe2\x82\xac", "b": [1, 2.5]}', b'\xef\xbb\xbf',
+    b'\xef\xbb\xbf\xef\xbb\xbf[1]', b'[1]\xef\xbb\xbf',
+])
+def test_files_read_from_their_bytes_as_the_reference_reads_them(tmp_path, raw):
+    # orjson reads the bytes (no decoded copy); what is not UTF-8 is refused with the
+    # reference's message, a byte order mark is skipped once
+    f = tmp_path / "x.json"
+    f.write_bytes(raw)
+    try:
+        want = ("value", json_io._parse_reference(raw.decode("utf-8-sig"), str(f)))
+    except UnicodeDecodeError as exc:
+        want = ("error", [("$", f"not UTF-8 text ({exc.reason})")])
+    except InstanceError as exc:
+        want = ("error", [(i.path, i.message) for i in exc.issues])
+    try:
+        got = ("value", json_io.read_json_file(f))
+    except InstanceError as exc:
+        got = ("error", [(i.path, i.message) for i in exc.issues])
+    assert got[0] == want[0] and (_same(got[1], want[1]) if got[0] == "value" else
+                                  got[1] == want[1]), (got, want)
