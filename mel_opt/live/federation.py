@@ -54,7 +54,7 @@ from mel_opt.live.flwr_cli import (
     run_flwr_app,
     write_flower_config,
 )
-from mel_opt.live.supernode import DEFAULT_POLL, POLL_ENV
+from mel_opt.live.supernode import DEFAULT_POLL, POLL_ENV, PULL_BACKOFF_ENV, WARM_ENV
 from mel_opt.live.throttle import Throttle
 from mel_opt.processes import (
     descendants,
@@ -74,6 +74,9 @@ REMOTE_FEDERATION = "melopt-remote"
 LOOPBACK = "127.0.0.1"
 #: the SuperExec's poll for new work (Flower's default 1 s)
 TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
+#: The back-off of object pulls on loopback: first and longest wait [s]
+#: (:func:`mel_opt.live.supernode.patch_object_pulls`; Flower's is 1,10)
+PULL_BACKOFF = "0.02,0.2"
 _NODE_ID = re.compile(r"SuperNode ID: (\d+)")
 
 
@@ -187,6 +190,10 @@ class LocalFederation:
         Seconds an idle SuperNode waits between pulls (:mod:`mel_opt.live.supernode`; at
         0.2 s about 0.04 of a core per node at rest, for a round trip ~2.5 s shorter);
         ``None`` starts Flower's own ``flower-supernode`` with its fixed 3 s.
+    warm
+        Run each node's ClientApps in processes forked from a warm SuperExec
+        (:mod:`mel_opt.live.superexec`: imports and the data set loaded once per node) rather
+        than a fresh ``flwr-clientapp`` interpreter per message.
     task_poll
         Seconds between the SuperExecs' polls for work (Flower's default is 1; each of the
         ``nodes + 1`` SuperExecs costs about 0.01 of a core at 0.25 s, 0.04 at 0.1 s).
@@ -200,7 +207,8 @@ class LocalFederation:
 
     def __init__(self, nodes: int = 2, speeds: Sequence[float] | None = None, *,
                  env: Mapping[str, str] | None = None, idle_poll: float | None = DEFAULT_POLL,
-                 task_poll: float = 0.25, throttle_period: float = 0.1, grace: float = 5.0,
+                 warm: bool = True, task_poll: float = 0.25, throttle_period: float = 0.1,
+                 grace: float = 5.0,
                  start_timeout: float = 60.0) -> None:
         if nodes < 1:
             raise UsageError(f"a local federation needs at least one node, got {nodes}")
@@ -209,7 +217,7 @@ class LocalFederation:
         if speeds is not None and not all(0 < float(s) <= 1 for s in speeds):
             raise UsageError(f"speeds are fractions of a core in (0, 1], got {list(speeds)}")
         self.nodes, self.speeds = nodes, None if speeds is None else [float(s) for s in speeds]
-        self.idle_poll, self.task_poll = idle_poll, task_poll
+        self.idle_poll, self.task_poll, self.warm = idle_poll, task_poll, bool(warm)
         self.throttle_period, self.grace, self.start_timeout = throttle_period, grace, start_timeout
         self.extra_env = dict(env or {})
         self.home: Path | None = None
@@ -243,8 +251,10 @@ class LocalFederation:
             ports = free_ports(1 + self.nodes)
             self.port = ports[0]
             extra = {TASK_POLL_ENV: f"{self.task_poll:g}", **self.extra_env}
-            if self.idle_poll is not None:
-                extra[POLL_ENV] = f"{self.idle_poll:g}"
+            extra[POLL_ENV] = f"{self.idle_poll:g}" if self.idle_poll is not None else "0"
+            if self.warm:
+                extra[WARM_ENV] = "1"
+            extra[PULL_BACKOFF_ENV] = PULL_BACKOFF
             no_proxy = os.environ.get("NO_PROXY", os.environ.get("no_proxy", ""))
             extra["NO_PROXY"] = extra["no_proxy"] = ",".join(
                 p for p in (no_proxy, "127.0.0.1,localhost") if p)
@@ -252,7 +262,7 @@ class LocalFederation:
             self._link = self._spawn("superlink", [
                 executable("flower-superlink"), "--insecure",
                 "--disable-runtime-dependency-installation",
-                "--database", str(self.home / "state.db"), "--host", LOOPBACK,
+                "--host", LOOPBACK,
                 "--port", str(self.port)])
             self._monitor = threading.Thread(target=self._watch, name="melopt-federation",
                                              daemon=True)
@@ -272,7 +282,7 @@ class LocalFederation:
             raise
 
     def _node_command(self, i: int, port: int) -> list[str]:
-        if self.idle_poll is None:
+        if self.idle_poll is None and not self.warm:
             head = [executable("flower-supernode")]
         else:
             head = [sys.executable, "-m", "mel_opt.live.supernode"]

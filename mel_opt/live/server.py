@@ -57,6 +57,9 @@ def make_server_app(settings: LiveSettings | None = None,
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         from mel_opt.live.report import write_outputs
+        from mel_opt.live.supernode import patch_from_env
+
+        patch_from_env()  # the pulls of the replies' arrays (a local federation's setting)
 
         config = context.run_config
         s = settings if settings is not None else settings_from_json(str(config[SETTINGS_KEY]))

@@ -113,6 +113,9 @@ def test_a_loopback_federation_runs_an_app_survives_a_dead_node_and_cleans_up(tm
         assert any("Successfully started run" in line for line in lines)  # flwr's own output
         rounds = [line for line in lines if "tinyapp round=" in line]
         assert len(rounds) == 2 and all("partitions=[0, 1]" in r for r in rounds), lines
+        # every ClientApp ran in a process forked from its node's warm SuperExec (no fresh
+        # flwr-clientapp interpreter per message)
+        assert all("warm=[1, 1]" in r for r in rounds), rounds
 
         # every API of every process is bound to loopback (Fleet, Control, Runtime, nodes')
         sockets = fed.listening() + during

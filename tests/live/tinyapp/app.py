@@ -4,8 +4,9 @@ Run config (all optional): ``tiny-rounds`` (rounds, 1), ``tiny-nodes`` (nodes to
 1), ``tiny-timeout`` (seconds per round and for the nodes to appear, 20), ``tiny-poll``
 (seconds between the server's pulls; 0 uses ``Grid.send_and_receive``, whose pulls are 3 s
 apart), ``tiny-fail`` (the ServerApp raises at once).
-Each round prints one line ``tinyapp round=R seconds=S partitions=[...]`` (the partition ids
-of the nodes that replied), which the local federation streams back to the test.
+Each round prints one line ``tinyapp round=R seconds=S partitions=[...] warm=[...]`` (the
+partition ids of the nodes that replied, and for each whether its ClientApp ran in a process
+forked from mel_opt's warm SuperExec), which the local federation streams back to the test.
 """
 
 from __future__ import annotations
@@ -58,16 +59,28 @@ def main(grid: Grid, context: Context) -> None:
         t0 = time.monotonic()
         replies = _exchange(grid, messages, timeout, poll)
         seconds = time.monotonic() - t0
-        parts = sorted(int(m.content["metrics"]["partition-id"]) for m in replies
-                       if not m.has_error())
+        ok = sorted((m for m in replies if not m.has_error()),
+                    key=lambda m: int(m.content["metrics"]["partition-id"]))
+        parts = [int(m.content["metrics"]["partition-id"]) for m in ok]
+        warm = [int(m.content["metrics"]["warm"]) for m in ok]
         errors = sorted({m.error.reason for m in replies if m.has_error()})
-        print(f"tinyapp round={r} seconds={seconds:.3f} partitions={parts}", flush=True)
+        print(f"tinyapp round={r} seconds={seconds:.3f} partitions={parts} warm={warm}",
+              flush=True)
         for reason in errors:  # Flower's own reason for a failed reply
             print(f"tinyapp round={r} error={reason}", flush=True)
+
+
+def _forked_from_warm() -> bool:
+    """Whether this process's parent is mel_opt's warm SuperExec."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            return b"mel_opt.live.superexec" in f.read()
+    except OSError:
+        return False
 
 
 @client_app.query()
 def query(msg: Message, context: Context) -> Message:
     metrics = MetricRecord({"partition-id": int(context.node_config["partition-id"]),
-                            "pid": os.getpid()})
+                            "pid": os.getpid(), "warm": int(_forked_from_warm())})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)
