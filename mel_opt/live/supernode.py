@@ -10,8 +10,9 @@ round's message is sent, so each round pays up to 3 s per node for nothing; on l
 is most of a round of a small model.
 
 Here the module-global ``time`` that loop uses is replaced by a proxy whose ``sleep`` waits at
-most ``MELOPT_SUPERNODE_POLL`` seconds (environment, default 0.2). Only those three polling
-waits get shorter: they are loops that check again after sleeping, so a shorter sleep changes
+most ``MELOPT_SUPERNODE_POLL`` seconds (environment, default 0.2) when idle, and at most
+0.02 s while it waits for its ClientApp's reply (a look into the node's own memory, no
+request). Only those three polling waits get shorter: they are loops that check again after sleeping, so a shorter sleep changes
 how often they check, never what they do; heartbeats, retries, the Runtime API server and the
 ClientApp processes keep Flower's timing. The price is one Fleet API request per node every
 0.2 s while idle: about 0.04 of a core per node at rest, the SuperLink's share included (a
@@ -52,25 +53,34 @@ __all__ = ["DEFAULT_POLL", "POLL_ENV", "PULL_BACKOFF_ENV", "WARM_ENV", "main",
 POLL_ENV = "MELOPT_SUPERNODE_POLL"
 DEFAULT_POLL = 0.2
 WARM_ENV = "MELOPT_WARM_SUPEREXEC"
+#: the loop's waits for a reply (its own memory, no request) are capped here [s]
+REPLY_POLL = 0.02
+#: Flower's idle wait between pulls is 3 s; its waits for a reply are 0.5 s
+IDLE_SLEEP_S = 3.0
 PULL_BACKOFF_ENV = "MELOPT_PULL_BACKOFF"
 
 
 class _ShortSleep:
-    """Stands in for the ``time`` module inside one Flower module: ``sleep`` is capped."""
+    """Stands in for the ``time`` module inside one Flower module: ``sleep`` is capped (the
+    loop's 3 s idle wait at ``cap``, its shorter waits for a reply, which only look at the
+    node's own memory, at ``reply_cap``)."""
 
-    def __init__(self, real: ModuleType, cap: float) -> None:
+    def __init__(self, real: ModuleType, cap: float, reply_cap: float | None = None) -> None:
         self._real = real
         self._cap = cap
+        self._reply_cap = cap if reply_cap is None else min(cap, reply_cap)
 
     def sleep(self, seconds: float) -> None:
-        self._real.sleep(min(seconds, self._cap))
+        cap = self._cap if seconds >= IDLE_SLEEP_S else self._reply_cap
+        self._real.sleep(min(seconds, cap))
 
     def __getattr__(self, name: str) -> Any:  # time.time, time.monotonic, ... unchanged
         return getattr(self._real, name)
 
 
-def patch_idle_poll(cap: float) -> bool:
-    """Cap the polling sleeps of Flower's SuperNode loop at ``cap`` seconds.
+def patch_idle_poll(cap: float, reply_cap: float | None = None) -> bool:
+    """Cap the polling sleeps of Flower's SuperNode loop: the idle wait at ``cap`` seconds,
+    the waits for a ClientApp's reply at ``reply_cap`` (``None``: ``cap`` too).
 
     Returns
     -------
@@ -82,7 +92,7 @@ def patch_idle_poll(cap: float) -> bool:
 
     if not isinstance(getattr(loop, "time", None), ModuleType):
         return False
-    loop.time = _ShortSleep(time, cap)  # type: ignore[assignment]
+    loop.time = _ShortSleep(time, cap, reply_cap)  # type: ignore[assignment]
     return True
 
 
@@ -165,7 +175,7 @@ def main() -> None:
     except ValueError:
         cap = DEFAULT_POLL
     if cap > 0:
-        patch_idle_poll(cap)
+        patch_idle_poll(cap, REPLY_POLL)
     if os.environ.get(WARM_ENV) == "1":
         patch_superexec()
     patch_from_env()
