@@ -387,6 +387,13 @@ class LocalFederation:
         self._nodes[i].wait(timeout=5)
         self._killed.add(i)
 
+    def kill_superlink(self) -> None:
+        """SIGKILL the SuperLink process alone (to test a SuperLink dying mid-run); what it
+        started is left to :meth:`close`, as after a crash."""
+        if self._link is not None and self._link.poll() is None:
+            send(self._link.pid, signal.SIGKILL)
+            self._link.wait(timeout=5)
+
     # -- readiness and runs --------------------------------------------------------------------
     def _log(self, name: str) -> Path:
         assert self.home is not None

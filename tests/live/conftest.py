@@ -41,7 +41,7 @@ def one_federation_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
 
 TAG = "MELOPT_TEST_RUN"
 FLOWER = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp",
-          "flwr-clientapp", "mel_opt.live.supernode")
+          "flwr-clientapp", "mel_opt.live.supernode", "mel_opt.live.superexec")
 RAY = ("raylet", "gcs_server", "ray::")
 
 
