@@ -379,7 +379,8 @@ def test_the_import_rules_see_a_function_level_import() -> None:
 # runner, the SuperNode wrapper and the record mapping; the rest of live/ (rounds, planners,
 # learner, estimates, settings, report, the process side) stays plain Python.
 OWNERS = {"flwr": ("mel_opt.live.client", "mel_opt.live.run", "mel_opt.live.server",
-                   "mel_opt.live.strategy", "mel_opt.live.supernode", "mel_opt.live.wire"),
+                   "mel_opt.live.strategy", "mel_opt.live.superexec", "mel_opt.live.supernode",
+                   "mel_opt.live.wire"),
           "highspy": ("mel_opt.solvers.",), "cyipopt": ("mel_opt.solvers.",)}
 
 
