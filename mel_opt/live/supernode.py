@@ -10,14 +10,14 @@ round's message is sent, so each round pays up to 3 s per node for nothing; on l
 is most of a round of a small model.
 
 Here the module-global ``time`` that loop uses is replaced by a proxy whose ``sleep`` waits at
-most ``MELOPT_SUPERNODE_POLL`` seconds (environment, default 0.2) when idle, and at most
-0.02 s while it waits for its ClientApp's reply (a look into the node's own memory, no
-request). Only those three polling waits get shorter: they are loops that check again after
-sleeping, so a shorter sleep changes how often they check, never what they do; heartbeats,
-retries, the Runtime API server and the ClientApp processes keep Flower's timing. The price
-is one Fleet API request per node every 0.2 s while idle: about 0.04 of a core per node at
-rest, the SuperLink's share included (a round trip of one message to two nodes on two cores took 2.5 s instead of 5.1 s). When the
-installed Flower no longer has that module attribute the SuperNode runs unchanged.
+most ``MELOPT_SUPERNODE_POLL`` seconds (environment, default 0.2) when idle, and at most 0.02 s
+while it waits for its ClientApp's reply (a look into the node's own memory, no request). Only
+those three polling waits get shorter: they are loops that check again after sleeping, so a
+shorter sleep changes how often they check, never what they do; heartbeats, retries, the
+Runtime API server and the ClientApp processes keep Flower's timing. The price is one Fleet API
+request per node every 0.2 s while idle: about 0.04 of a core per node at rest, the SuperLink's
+share included (a round trip of one message to two nodes on two cores took 2.5 s instead of 5.1
+s). When the installed Flower no longer has that module attribute the SuperNode runs unchanged.
 
 The SuperExec between the SuperNode and its ClientApp processes polls for tasks every second;
 that one has a setting (``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``), which the local federation sets.
