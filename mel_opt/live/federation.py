@@ -387,6 +387,10 @@ class LocalFederation:
         self._nodes[i].wait(timeout=5)
         self._killed.add(i)
 
+    def link_alive(self) -> bool:
+        """Whether the SuperLink process is still running."""
+        return self._link is not None and self._link.poll() is None
+
     def kill_superlink(self) -> None:
         """SIGKILL the SuperLink process alone (to test a SuperLink dying mid-run); what it
         started is left to :meth:`close`, as after a crash."""

@@ -309,6 +309,7 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
     from mel_opt.live.federation import LocalFederation, RemoteFederation
     from mel_opt.live.report import RecordCollector
     from mel_opt.live.server import NODES_KEY, OUT_KEY, SETTINGS_KEY, settings_json
+    from mel_opt.live.superexec import WARM_DATA_ENV, warm_data_value
 
     collector = RecordCollector(out)
 
@@ -321,9 +322,16 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
         if opts.engine == "local":
             config[OUT_KEY] = str(out)  # the SuperLink runs here: it writes the files itself
             write_app_dir(app_dir, config)
-            with LocalFederation(nodes=nodes, speeds=node_speeds(settings, opts, nodes)) as fed:
+            # the nodes' warm SuperExecs load the data set once, not every message
+            warm = {WARM_DATA_ENV: warm_data_value(settings.dataset, settings.max_train,
+                                                   settings.max_test)}
+            with LocalFederation(nodes=nodes, speeds=node_speeds(settings, opts, nodes),
+                                 env=warm) as fed:
                 fed.wait_ready()
                 code = fed.run_app(app_dir, stream)
+                link_died = code != 0 and not fed.link_alive()
+            if link_died:
+                raise EndedEarly(_link_died(out))
         else:
             write_app_dir(app_dir, config)
             remote = RemoteFederation(str(opts.superlink), opts.root_certificates,
@@ -334,6 +342,18 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
     if opts.engine == "remote":
         collector.finish()
     _final_figure(out)
+
+
+def _link_died(out: Path) -> str:
+    """Why a local run ended when its SuperLink exited mid-run (one line)."""
+    try:
+        done = int(json.loads((out / "summary.json").read_text())["rounds"][-1]["round"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        done = 0
+    if done:
+        _final_figure(out)
+    return (f"the SuperLink exited during the run; the outputs of the {done} round(s) done "
+            "are kept")
 
 
 def _emulate(settings: LiveSettings, out: Path) -> dict[str, Any]:

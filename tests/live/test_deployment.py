@@ -149,63 +149,64 @@ def test_ctrl_c_ends_every_process_and_keeps_the_rounds_done(tmp_path: Path, flo
 
 
 def test_a_node_stopped_for_good_then_the_superlink_killed(tmp_path: Path, flower: Any,
-                                                           mel_async_file: Any) -> None:
+                                                           mel_async_file: Any,
+                                                           monkeypatch: Any) -> None:
     """Node 1 is frozen (SIGSTOP, never continued) once round 1 is written: it is missing from
     round 2 on while learner 0 goes on. The SuperLink is then killed (SIGKILL) once round 2 is
-    written: the run fails (non-zero), the rounds done keep their outputs and finite models,
-    and closing the federation leaves no process (the frozen ones included) and no socket."""
+    written: ``live`` ends with EndedEarly (exit 1) saying so, the rounds done keep their
+    outputs and finite models, and nothing of the run is left (the frozen processes
+    included)."""
     import math
+
+    from mel_opt.live.run import EndedEarly
 
     settings = load_settings(mel_async_file(2, 0.5), rounds=6, model="softmax",
                              grace_s=5.0)
     out = tmp_path / "out"
-    out.mkdir()
-    app = tmp_path / "app"
-    config = {SETTINGS_KEY: settings_json(settings), NODES_KEY: 2, OUT_KEY: str(out)}
-    write_app_dir(app, config)
-    lines: list[str] = []
     events: list[str] = []
+    feds: list[LocalFederation] = []
+    ready = LocalFederation.wait_ready
 
-    with LocalFederation(nodes=2) as fed:
-        fed.wait_ready()
+    def faults() -> None:
+        path = out / "summary.json"
+        until = time.monotonic() + 300
+        while time.monotonic() < until:
+            try:
+                done = json.loads(path.read_text())["rounds"][-1]["round"]
+            except (OSError, ValueError, KeyError, IndexError):
+                done = 0
+            if done >= 1 and "stopped" not in events:
+                root = feds[0].node_pids()[1]
+                for pid in [root, *descendants([root])]:
+                    send(pid, signal.SIGSTOP)
+                events.append("stopped")
+            if done >= 2:
+                feds[0].kill_superlink()
+                events.append("killed")
+                return
+            time.sleep(0.05)
 
-        def faults() -> None:
-            path = out / "summary.json"
-            until = time.monotonic() + 300
-            while time.monotonic() < until:
-                try:
-                    done = json.loads(path.read_text())["rounds"][-1]["round"]
-                except (OSError, ValueError, KeyError, IndexError):
-                    done = 0
-                if done >= 1 and "stopped" not in events:
-                    root = fed.node_pids()[1]
-                    for pid in [root, *descendants([root])]:
-                        send(pid, signal.SIGSTOP)
-                    events.append("stopped")
-                if done >= 2:
-                    fed.kill_superlink()
-                    events.append("killed")
-                    return
-                time.sleep(0.05)
+    def wait_ready(self: LocalFederation, *a: Any, **kw: Any) -> None:
+        ready(self, *a, **kw)
+        feds.append(self)
+        threading.Thread(target=faults, daemon=True).start()
 
-        watcher = threading.Thread(target=faults, daemon=True)
-        watcher.start()
-        code = fed.run_app(app, lines.append, timeout=240)
-        watcher.join(timeout=10)
-        pids = fed.pids()
-        home = fed.home
-    assert events == ["stopped", "killed"], "\n".join(lines[-30:])
-    assert code != 0, "\n".join(lines[-30:])
+    monkeypatch.setattr(LocalFederation, "wait_ready", wait_ready)
+    with pytest.raises(EndedEarly, match="SuperLink exited during the run") as err:
+        live(settings, LiveOptions(engine="local", nodes=2), out)
+    assert err.value.exit_code == 1
+    assert events == ["stopped", "killed"]
     rows = rows_from_csv(out / "rounds.csv")
     status = {(r["round"], r["learner"]): r["status"] for r in rows}
     assert status[(1, 0)] in ("ok", "late") and status[(1, 1)] in ("ok", "late")
     assert status[(2, 1)] == "missing" and status[(2, 0)] in ("ok", "late")
     summary = json.loads((out / "summary.json").read_text())
     done = summary["rounds"][-1]["round"]
-    assert 2 <= done < 6  # the rounds done are kept, the run did not go on
+    assert 2 <= done < 6 and f"{done} round(s) done" in str(err.value)
     assert all(math.isfinite(r["loss"]) and 0 <= r["accuracy"] <= 1
                for r in summary["rounds"])
-    assert home is not None and not home.exists()
+    pids = feds[0].pids()
+    assert feds[0].home is None
     assert all(not Path(f"/proc/{pid}").exists() or
                Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
                for pid in pids)
