@@ -258,7 +258,7 @@ def _read_column(v: Validator, objs: list[dict[str, Any] | None], sel: list[int]
     key = fld.key
     miss = _MISSING if fld.required else fld.default
     if sel is None:  # every item: dict.get mapped over the list, at C speed
-        raw = list(map(dict.get, objs, repeat(key, n), repeat(miss, n)))
+        raw = list(map(dict.get, objs, repeat(key, n), repeat(miss, n)))  # type: ignore[arg-type]
     else:
         raw = [objs[i].get(key, miss) for i in sel]  # type: ignore[union-attr]
     if fld.numeric and (fld.required or fld.default is not None):
@@ -288,9 +288,9 @@ def _names(v: Validator, objs: list[dict[str, Any] | None], p: str, f: Field) ->
     template = f.name_default_single if len(objs) == 1 and f.name_default_single else (
         f.name_default)
     if None not in objs:  # the common case, at C speed: distinct non-empty strings
-        given = list(map(dict.get, objs, repeat("name"), repeat(_MISSING)))
+        given = list(map(dict.get, objs, repeat("name"), repeat(_MISSING)))  # type: ignore[arg-type]
         if set(map(type, given)) == {str} and "" not in given and len(set(given)) == len(given):
-            return given
+            return given  # type: ignore[return-value]
     names: list[str] = []
     seen: set[str] = set()
     for i, o in enumerate(objs):

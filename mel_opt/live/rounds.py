@@ -274,6 +274,11 @@ class LiveRun:
                       f"of the instance (0..{self.K - 1}); ignored")
             return
         learner = report.learner
+        if _longer_than_trip(report.compute_s, elapsed_s):
+            self.warn(f"node {node_id}'s probe reply ignored: it reports compute_s = "
+                      f"{report.compute_s:.3g} s, longer than the {elapsed_s:.3g} s its reply "
+                      "took")
+            return
         if learner in self.nodes.values() and self.nodes.get(node_id) != learner:
             self.warn(f"node {node_id} claims learner {learner}, which another node holds; "
                       "ignored")
@@ -411,8 +416,7 @@ class LiveRun:
         # the learner trained between the order's sending and its reply's arrival: a longer
         # compute time is not a measurement (the slack covers the timers' resolution)
         elapsed = answer.elapsed_s
-        if elapsed is not None and math.isfinite(elapsed) and \
-                report.compute_s > elapsed * (1 + ELAPSED_SLACK) + ELAPSED_SLACK_S:
+        if _longer_than_trip(report.compute_s, elapsed):
             return (f"it reports compute_s = {report.compute_s:.3g} s, longer than the "
                     f"{elapsed:.3g} s its reply took")
         return report
@@ -570,6 +574,13 @@ class LiveRun:
             "warnings": self.warnings,
             "wall_s": time.perf_counter() - self.started,
         }
+
+
+def _longer_than_trip(compute_s: float | None, elapsed_s: float | None) -> bool:
+    """Whether a reported compute time is longer than the measured round trip of its reply
+    (beyond the timers' slack): then it cannot be a measurement."""
+    return compute_s is not None and elapsed_s is not None and math.isfinite(elapsed_s) and \
+        compute_s > elapsed_s * (1 + ELAPSED_SLACK) + ELAPSED_SLACK_S
 
 
 def _adapted(a: Adaptation) -> dict[str, Any]:

@@ -190,3 +190,13 @@ def test_decentralised_dab_never_tells_the_server_a_speed(digits: Any) -> None:
             a += 1
         assert row["shards"] == a and row["samples"] == a * per_shard
     assert np.isnan(run.estimates.seconds).all()
+
+
+def test_a_probe_whose_compute_time_exceeds_its_round_trip_is_ignored(digits: Any) -> None:
+    run = LiveRun(LiveSettings(instance=mel_async_doc(), method="exact", seed=1,
+                               model="softmax"), digits)
+    # 0.5 s of training cannot come back in 0.2 s; 0.25 s within 0.26 s can (timer slack)
+    run.accept_probe(100, ProbeReport(0, 100, 0.5, 1000.0).encode(), elapsed_s=0.2)
+    run.accept_probe(101, ProbeReport(1, 100, 0.25, 1000.0).encode(), elapsed_s=0.26)
+    assert run.nodes == {101: 1}
+    assert len(run.warnings) == 1 and "longer than the 0.2 s" in run.warnings[0]
