@@ -27,6 +27,27 @@ from mel_opt.processes import descendants, send  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.federation, pytest.mark.timeout(600)]
 
 
+def _rounds_written(out: Path) -> int:
+    """The last round ``out/summary.json`` shows (0 before it is written, or mid-write)."""
+    try:
+        return int(json.loads((out / "summary.json").read_text())["rounds"][-1]["round"])
+    except (OSError, ValueError, KeyError, IndexError):
+        return 0
+
+
+def _freeze(root: int) -> None:
+    """SIGSTOP a node's whole process tree (its SuperNode, SuperExec and learner)."""
+    for pid in [root, *descendants([root])]:
+        send(pid, signal.SIGSTOP)
+
+
+def _ended(pids: list[int]) -> bool:
+    """Whether every one of ``pids`` is gone (or a zombie)."""
+    return all(not Path(f"/proc/{pid}").exists() or
+               Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+               for pid in pids)
+
+
 def test_two_nodes_two_rounds(tmp_path: Path, flower: Any,
                               mel_async_file: Any) -> None:
     settings = load_settings(mel_async_file(2, 0.5), rounds=2, model="softmax", lr=0.3,
@@ -61,17 +82,10 @@ def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path, flower
             # node 2 (learner 2) is frozen as soon as the file shows round 1, so it cannot
             # answer round 2 (its learner process takes far longer to start than this poll),
             # then it dies
-            path = out / "summary.json"
             until = time.monotonic() + 300
             while time.monotonic() < until:
-                try:
-                    done = json.loads(path.read_text())["rounds"][-1]["round"]
-                except (OSError, ValueError, KeyError, IndexError):
-                    done = 0
-                if done >= 1:
-                    root = fed.node_pids()[2]
-                    for pid in [root, *descendants([root])]:
-                        send(pid, signal.SIGSTOP)
+                if _rounds_written(out) >= 1:
+                    _freeze(fed.node_pids()[2])
                     fed.kill_node(2)
                     killed.set()
                     return
@@ -91,9 +105,7 @@ def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path, flower
     assert sorted(k for (r, k) in status if r == 3) == [0, 1]  # left out of round 3
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"][2]["missing"] == [2] and summary["rounds"][3]["learners"] == 2
-    assert all(not Path(f"/proc/{pid}").exists() or
-               Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-               for pid in pids)
+    assert _ended(pids)
     assert flower.gone(30.0), flower.alive()
 
 
@@ -131,9 +143,7 @@ def test_ctrl_c_ends_every_process_and_keeps_the_rounds_done(tmp_path: Path, flo
         until = time.monotonic() + 240
         done = 0
         while time.monotonic() < until and proc.poll() is None and done < 1:
-            path = out / "summary.json"
-            if path.exists():
-                done = json.loads(path.read_text())["rounds"][-1]["round"]
+            done = _rounds_written(out)
             time.sleep(0.5)
         assert done >= 1, "no round finished"
         proc.send_signal(signal.SIGINT)
@@ -168,17 +178,11 @@ def test_a_node_stopped_for_good_then_the_superlink_killed(tmp_path: Path, flowe
     ready = LocalFederation.wait_ready
 
     def faults() -> None:
-        path = out / "summary.json"
         until = time.monotonic() + 300
         while time.monotonic() < until:
-            try:
-                done = json.loads(path.read_text())["rounds"][-1]["round"]
-            except (OSError, ValueError, KeyError, IndexError):
-                done = 0
+            done = _rounds_written(out)
             if done >= 1 and "stopped" not in events:
-                root = feds[0].node_pids()[1]
-                for pid in [root, *descendants([root])]:
-                    send(pid, signal.SIGSTOP)
+                _freeze(feds[0].node_pids()[1])
                 events.append("stopped")
             if done >= 2:
                 feds[0].kill_superlink()
@@ -207,7 +211,5 @@ def test_a_node_stopped_for_good_then_the_superlink_killed(tmp_path: Path, flowe
                for r in summary["rounds"])
     pids = feds[0].pids()
     assert feds[0].home is None
-    assert all(not Path(f"/proc/{pid}").exists() or
-               Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-               for pid in pids)
+    assert _ended(pids)
     assert flower.gone(30.0), flower.alive()
