@@ -271,11 +271,8 @@ def _one_scan_per_sweep() -> Iterator[None]:
         while not f_stop.is_set():
             found: dict[int, Any] = {}
             with lock:
-                for msg_id in list(store):
-                    check({msg_id})  # drops an expired message, as Flower's sweep does
-                    msg = store.get(msg_id)
-                    if msg is None:
-                        continue
+                check(set(store))  # drops the expired messages, as Flower's sweep does
+                for msg in list(store.values()):
                     dst = msg.metadata.dst_node_id
                     if dst in nodes and dst not in found and msg.metadata.delivered_at == "":
                         found[dst] = msg
