@@ -211,7 +211,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("mel_opt.api", "mel_opt.batch", "mel_opt.sweep", "mel_opt.compare", "mel_opt.export",
      "mel_opt.plot", "mel_opt.examples", "mel_opt.schemas", "mel_opt.settings",
      "mel_opt.ray_local", "mel_opt.reproduce", "mel_opt.training", "mel_opt.live",
-     "mel_opt.subset_benchmarking"),
+     "mel_opt.subset_benchmarking", "mel_opt.arena"),
     ("mel_opt.cli",),
 )
 #: mel_opt.problems.<pkg>: the problem packages (the registry's other modules are shared).
@@ -225,6 +225,10 @@ APART: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
      "nothing in training/ knows a problem (its learning.py holds its clock and cycle)"),
     (("mel_opt.training",), ("mel_opt.reproduce",),
      "the papers' experiments run the emulator, not the other way round"),
+    # the arena trains the field's alternatives with the emulator's pieces (local SGD, data,
+    # partition): it stands on training/, which never knows the alternatives
+    (("mel_opt.training",), ("mel_opt.arena",),
+     "the arena's alternatives run on the emulator's pieces, not the other way round"),
 )
 #: Modules only some may import: (module, who may, why).
 ONLY_FROM: tuple[tuple[str, tuple[str, ...], str], ...] = (
