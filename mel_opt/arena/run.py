@@ -1,0 +1,167 @@
+"""``arena``: the same population, data, partition and seeds for every scheme.
+
+:func:`arena` solves the instance with the methods asked (through :func:`mel_opt.api.solve`,
+as ``melopt train`` does), then runs every (scheme, seed): each starts from
+``init_params(layers, seed)``, draws its partition and its randomness from the generator seeded
+``[seed, 7]`` (the emulator's), and runs for the same horizon of virtual time
+(:mod:`mel_opt.arena.runner`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mel_opt import api
+from mel_opt.arena.clock import work_clock
+from mel_opt.arena.runner import Run, allocation_run, fedbuff_run, sync_run
+from mel_opt.arena.settings import ALTERNATIVES, ArenaSettings
+from mel_opt.blas import blas_threads
+from mel_opt.errors import SettingError, UsageError
+from mel_opt.problems import get_problem
+from mel_opt.problems.base import Instance
+from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
+from mel_opt.training.data import Dataset, load_dataset
+from mel_opt.training.mlp import init_params, layers_for
+from mel_opt.training.partition import make_pools, parse_partition, proportional_sizes
+
+__all__ = ["ArenaRun", "arena", "default_schemes"]
+
+
+@dataclass
+class ArenaRun:
+    """Everything one :func:`arena` call produced.
+
+    Attributes
+    ----------
+    instance, problem : str
+    settings : ArenaSettings
+    schemes : tuple of str
+        The schemes asked, in order.
+    horizon_s : float
+        Virtual time every run covers [s].
+    rows : list of dict
+        One per (scheme, seed, aggregation): ``scheme``, ``seed``, ``step``, ``time_s``,
+        ``loss``, ``accuracy``, ``bytes``, ``idle_s`` (the last two cumulative).
+    infeasible : dict
+        method -> why it has no allocation (not run).
+    """
+
+    instance: str
+    problem: str
+    settings: ArenaSettings
+    schemes: tuple[str, ...]
+    horizon_s: float
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    infeasible: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ran(self) -> list[str]:
+        return [s for s in self.schemes if s not in self.infeasible]
+
+
+def default_schemes(problem: str) -> tuple[str, ...]:
+    """The problem's default method, then the four alternatives."""
+    return (get_problem(problem).default_method, *ALTERNATIVES)
+
+
+def _check(problem: str, s: ArenaSettings) -> tuple[str, ...]:
+    schemes = s.schemes if s.schemes is not None else default_schemes(problem)
+    known = [*api.methods(problem)[problem], *ALTERNATIVES]
+    for name in schemes:
+        if name not in known:
+            raise SettingError("schemes", s.setting("schemes").flag,
+                               f"unknown scheme {name!r} for {problem}; choose from "
+                               f"{', '.join(known)}", ": ")
+    return schemes
+
+
+def _cycle(problem: str) -> LearningCycle:
+    cycle = get_problem(problem).learning
+    if cycle is None or not cycle.emulated:
+        raise UsageError(f"the problem {problem!r} has no emulated learning cycle")
+    return cycle
+
+
+def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, s: ArenaSettings, scheme: str,
+         seed: int, solution: dict[str, Any] | None, horizon: float) -> list[dict[str, Any]]:
+    """The rows of one (scheme, seed) run."""
+    N = ds.y_train.size
+    K = int(inst.K)  # type: ignore[attr-defined]
+    rng = np.random.default_rng([seed, 7])
+    shares = (cycle.data_shares(inst, scheme, solution, N) if solution is not None
+              else np.ones(K))
+    pools = make_pools(ds.y_train, proportional_sizes(shares, N), parse_partition(s.partition),
+                       ds.classes, rng)
+    init = init_params(layers_for(s.model, ds.features, ds.classes), seed, ds.x_train.dtype)
+    run = Run(ds, init, pools, work_clock(inst), s, rng, horizon, s.threads or 1)
+    if solution is not None:
+        ctx = RunContext(scheme, solution, seed, np.array([p.size for p in pools]), {},
+                         sample_bytes=sample_bytes(ds.features))
+        rows = allocation_run(run, cycle, inst, ctx)
+    elif scheme == "fedbuff":
+        rows = fedbuff_run(run)
+    else:
+        rows = sync_run(run, scheme)
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        if r["time_s"] > horizon and out:  # past the horizon: not part of the comparison
+            break
+        out.append({"scheme": scheme, "seed": seed, **r})
+    return out
+
+
+def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = None,
+          progress: Callable[[int, int], None] | None = None) -> ArenaRun:
+    """Run every scheme of ``settings`` on ``inst``'s population (module docstring).
+
+    Parameters
+    ----------
+    inst : instance
+        A mel-async or dab instance (:func:`mel_opt.api.load_instance`).
+    settings : ArenaSettings
+    data : Dataset, optional
+        Use this data set instead of loading ``settings.dataset``.
+    progress : callable, optional
+        Called as progress(done, total) after every (scheme, seed) run.
+
+    Raises
+    ------
+    UsageError
+        A problem without an arena clock or learning cycle, an unknown scheme, too little
+        data for the learners.
+    """
+    problem = api.problem_of(inst)
+    clock = work_clock(inst)
+    cycle = _cycle(problem)
+    schemes = _check(problem, settings)
+    ds = data if data is not None else load_dataset(
+        settings.dataset, max_train=settings.max_train, max_test=settings.max_test)
+    ds = ds.astype(np.dtype(settings.dtype))
+    if ds.y_train.size < clock.K:
+        raise UsageError(f"the data set has {ds.y_train.size} training samples, fewer than "
+                         f"the {clock.K} learners")
+    horizon = settings.cycles * clock.budget_s
+    out = ArenaRun(inst.name, problem, settings, schemes, horizon)
+    solutions: dict[str, dict[str, Any]] = {}
+    for scheme in schemes:
+        if scheme in ALTERNATIVES:
+            continue
+        res = api.solve(inst, scheme, time_limit=settings.time_limit, seed=0)
+        if not res.ok:
+            out.infeasible[scheme] = res.status.value + (f": {res.message}" if res.message
+                                                         else "")
+            continue
+        cycle.check(inst, scheme, res.solution)
+        solutions[scheme] = dict(res.solution)
+    jobs = [(scheme, seed) for scheme in out.ran for seed in range(settings.seeds)]
+    with blas_threads(1):
+        for i, (scheme, seed) in enumerate(jobs):
+            out.rows.extend(_one(inst, cycle, ds, settings, scheme, seed,
+                                 solutions.get(scheme), horizon))
+            if progress is not None:
+                progress(i + 1, len(jobs))
+    return out
