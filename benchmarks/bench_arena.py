@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/bench_arena.py [--learners 100,1000] [--seeds 5]
-        [--datasets digits,fashion-mnist] [--problems mel-async,dab] [--cycles 20] [--out DIR]
+        [--datasets digits,fashion-mnist] [--problems mel-async,dab] [--cycles 20]
+        [--max-train N] [--max-test N] [--targets 0.8,0.9] [--out DIR]
 
 For each problem and K it generates a population with ``melopt generate PROBLEM --preset
 random --learners K --seed 1`` (the coefficient form of mel-async; dab's thesis set-up), then
@@ -74,6 +75,10 @@ def main() -> None:
     ap.add_argument("--datasets", default="digits,fashion-mnist")
     ap.add_argument("--problems", default="mel-async,dab")
     ap.add_argument("--cycles", type=int, default=20)
+    ap.add_argument("--max-train", type=int, default=None,
+                    help="use at most this many training samples (Fashion-MNIST has 60,000)")
+    ap.add_argument("--max-test", type=int, default=None)
+    ap.add_argument("--targets", default="0.8,0.9")
     ap.add_argument("--out", default="/tmp/melopt-bench-arena")
     a = ap.parse_args()
     out = Path(a.out)
@@ -85,9 +90,11 @@ def main() -> None:
         for problem in a.problems.split(","):
             for K in (int(k) for k in a.learners.split(",")):
                 inst = load_instance(str(_population(problem, K, out)))
-                settings = ArenaSettings(seeds=a.seeds, cycles=a.cycles, dataset=dataset)
+                settings = ArenaSettings(seeds=a.seeds, cycles=a.cycles, dataset=dataset,
+                                         max_train=a.max_train, max_test=a.max_test,
+                                         targets=a.targets)
                 print(f"## {problem}, K = {K}, {dataset}, {a.seeds} seeds, horizon "
-                      f"{a.cycles} budgets", flush=True)
+                      f"{a.cycles} budgets, max_train {a.max_train or 'all'}", flush=True)
                 t0 = time.perf_counter()
                 run = arena(inst, settings)
                 wall = time.perf_counter() - t0
