@@ -36,7 +36,7 @@ from mel_opt.training.data import dataset_dir
 def _cell(iv: dict, digits: int = 4) -> str:
     if iv["mean"] is None:
         return "-"
-    if iv["n"] > 1 and iv["hi"] > iv["lo"]:
+    if iv["n"] > 1 and iv["hi"] - iv["lo"] > 1e-9 * max(1.0, abs(iv["mean"])):
         return f"{iv['mean']:.{digits}g} [{iv['lo']:.{digits}g}, {iv['hi']:.{digits}g}]"
     return f"{iv['mean']:.{digits}g}"
 

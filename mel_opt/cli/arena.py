@@ -19,7 +19,7 @@ from mel_opt.cli.app import cli, declared_options, err, fail, guarded, out, refu
 def _cell(iv: dict[str, Any], digits: int = 3) -> str:
     if iv["mean"] is None:
         return "-"
-    if iv["n"] > 1 and iv["hi"] > iv["lo"]:
+    if iv["n"] > 1 and iv["hi"] - iv["lo"] > 1e-9 * max(1.0, abs(iv["mean"])):
         return f"{iv['mean']:.{digits}g} [{iv['lo']:.{digits}g}, {iv['hi']:.{digits}g}]"
     return f"{iv['mean']:.{digits}g}"
 
