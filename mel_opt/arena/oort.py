@@ -173,9 +173,9 @@ class OortSelector:
         if n_exploit > 0:
             s = self.scores(round_no)[explored]
             cut = (1.0 - p.cut_off) * np.sort(s)[::-1][n_exploit - 1]
-            pool = explored[s >= cut]
-            w = np.maximum(self.scores(round_no)[pool], 1e-12)
-            exploit = self.rng.choice(pool, n_exploit, replace=False, p=w / w.sum())
+            w = np.maximum(s[s >= cut], 1e-12)
+            exploit = self.rng.choice(explored[s >= cut], n_exploit, replace=False,
+                                      p=w / w.sum())
         explore = np.empty(0, dtype=np.int64)
         if n_explore > 0:
             speed = 1.0 / np.maximum(self.durations[unexplored], 1e-12)

@@ -35,6 +35,7 @@ from mel_opt.arena.fedbuff import FedBuffBuffer
 from mel_opt.arena.fedprox import fitting_work, prox_sgd
 from mel_opt.arena.oort import OortParams, OortSelector, statistical_utility
 from mel_opt.arena.settings import ArenaSettings
+from mel_opt.errors import UsageError
 from mel_opt.problems.learning import LearningCycle, Reply, RunContext
 from mel_opt.training.data import Dataset
 from mel_opt.training.emulate import emulated_seconds
@@ -246,6 +247,9 @@ def allocation_run(run: Run, cycle: LearningCycle, inst: Any,
     while t < run.horizon_s and c < MAX_STEPS:
         c += 1
         plan = cycle.configure_cycle(inst, ctx, c)
+        if plan.batch == 0 or not plan.restart:
+            raise UsageError("the arena trains cycles whose learners take minibatch passes "
+                             "from the global model (mel-async, dab)")
         ids = plan.learner_ids
         samples = [draw(run.pools[k], int(n), run.rng)
                    for k, n in zip(ids, plan.column("samples"), strict=True)]
