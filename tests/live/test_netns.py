@@ -1,0 +1,118 @@
+"""Shaped links between network namespaces (:mod:`mel_opt.live.netns`).
+
+These tests make real namespaces, veth pairs and token-bucket filters: they need Linux, root and
+iproute2 (CI has them) and are skipped with the reason otherwise. Traffic stays between the
+namespaces a test made. Time is only asserted as a lower bound (a shaped link cannot be faster
+than its rate, however loaded the machine), with the upper bounds wide.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mel_opt.errors import UsageError
+from mel_opt.live import netns
+from mel_opt.live.netns import ShapedLinks, burst_bytes, namespaces, remove_stale
+
+WHY = netns.unavailable()
+needs_links = pytest.mark.skipif(WHY is not None, reason=f"no shaped links here: {WHY}")
+
+# The hub receives PAYLOAD bytes (the learner's upload), then sends PAYLOAD back (its download);
+# each side times what it receives, from the first byte to the end.
+PAYLOAD = 500_000
+SERVER = f"""
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 9500)); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); n = 0; t0 = None
+while n < {PAYLOAD}:
+    b = c.recv(65536)
+    if not b: break
+    t0 = t0 or time.monotonic(); n += len(b)
+print(n, time.monotonic() - t0, flush=True)
+c.sendall(b"x" * {PAYLOAD}); c.close()
+"""
+CLIENT = f"""
+import socket, sys, time
+c = socket.create_connection((sys.argv[1], 9500)); c.sendall(b"y" * {PAYLOAD})
+n = 0; t0 = None
+while True:
+    b = c.recv(65536)
+    if not b: break
+    t0 = t0 or time.monotonic(); n += len(b)
+print(n, time.monotonic() - t0, flush=True)
+"""
+
+
+def _ours() -> list[str]:
+    return [n for n in namespaces() if n.startswith(f"{netns.PREFIX}{os.getpid()}-")]
+
+
+def test_bursts_hold_a_packet_and_a_tick() -> None:
+    assert burst_bytes(1e6) == 16 * 1024  # 1 Mbit/s: 1,250 B a tick, the floor wins
+    assert burst_bytes(100e6) == 125_000  # 100 Mbit/s: 10 ms of data
+
+
+def test_rates_out_of_range_are_refused_by_learner() -> None:
+    with pytest.raises(UsageError, match=r"learner 1's download rate must be in"):
+        ShapedLinks([(1e6, 1e6), (1e6, 0.0)])
+    with pytest.raises(UsageError, match="at least one learner"):
+        ShapedLinks([])
+
+
+def test_without_root_one_line_says_what_to_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(UsageError, match=r"need root .*use --engine local"):
+        netns.require()
+
+
+@needs_links
+def test_a_link_is_shaped_each_way() -> None:
+    """8 Mbit/s up, 2 Mbit/s down: 500 kB takes 0.5 s up and 2 s down."""
+    with ShapedLinks([(8e6, 2e6)], tag="shape") as links:
+        link = links.links[0]
+        assert sorted(_ours()) == sorted([links.hub, link.namespace])
+        server = subprocess.Popen([*links.prefix(links.hub), sys.executable, "-c", SERVER,
+                                   link.hub_address], stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+            client = subprocess.run([*links.prefix(link.namespace), sys.executable, "-c",
+                                     CLIENT, link.hub_address], capture_output=True, text=True,
+                                    timeout=60, check=True)
+            up_n, up_s = server.communicate(timeout=60)[0].split()
+        finally:
+            server.kill()
+        down_n, down_s = client.stdout.split()
+    assert int(up_n) == int(down_n) == PAYLOAD
+    assert float(down_s) >= 0.7 * PAYLOAD * 8 / 2e6  # the download link cannot beat 2 Mbit/s
+    assert float(up_s) >= 0.7 * PAYLOAD * 8 / 8e6
+    assert float(up_s) < float(down_s)  # the faster direction is faster
+    assert _ours() == []
+
+
+@needs_links
+def test_an_error_inside_removes_namespaces_and_processes() -> None:
+    with pytest.raises(RuntimeError, match="boom"):
+        with ShapedLinks([(1e6, 1e6), (4e6, 4e6)], tag="err") as links:
+            sleeper = subprocess.Popen([*links.prefix(links.links[1].namespace), "sleep", "60"])
+            time.sleep(0.2)
+            assert netns.pids_in(links.links[1].namespace) == [sleeper.pid]
+            raise RuntimeError("boom")
+    assert sleeper.wait(timeout=10) != 0  # ended by the clean-up, not by itself
+    assert _ours() == []
+
+
+@needs_links
+def test_leftovers_of_a_dead_run_are_removed() -> None:
+    ghost = f"{netns.PREFIX}999999999-x-hub"  # no process has this id (pid_max is 2^22)
+    subprocess.run(["ip", "netns", "add", ghost], check=True)
+    try:
+        assert ghost in remove_stale()
+    finally:
+        subprocess.run(["ip", "netns", "del", ghost], capture_output=True)
+    assert ghost not in namespaces()
