@@ -17,9 +17,10 @@ Three sections:
 - ``speeds``: the loopback deployment with 4 nodes at 1, 0.5, 0.25 and 0.25 of a core (a
   SIGSTOP/SIGCONT duty cycle), 6 rounds: predicted against measured compute time per learner,
   and the median relative error per round (target: below 20 % from round 3 on).
-- ``overhead``: the loopback deployment (``--engine local``) with 4 nodes, ``--rounds``
-  rounds: per round, its wall time minus its slowest learner's measured compute time (what
-  the deployment adds: messages, learner processes, polls), and the median. Runs alone:
+- ``overhead``: the loopback deployment (``--engine local``, with TLS unless ``--no-tls``)
+  with 4 nodes, ``--rounds`` rounds: per round, its wall time minus its slowest learner's
+  measured compute time (what the deployment adds: messages, learner processes, polls), and
+  the median. Runs alone:
   ``python benchmarks/bench_live.py overhead``.
 
     python benchmarks/bench_live.py [rounds] [speeds] [overhead] [--sizes 4 10 50 200 1000]
@@ -281,7 +282,20 @@ def main() -> None:
     ap.add_argument("--local-max", type=int, default=50,
                     help="largest K the rounds section also runs on the loopback deployment")
     ap.add_argument("--verbose", action="store_true", help="print each run's progress")
+    ap.add_argument("--no-tls", action="store_true",
+                    help="loopback deployments without TLS (to measure what TLS costs; "
+                         "melopt live itself always serves them with TLS)")
     args = ap.parse_args()
+    if args.no_tls:
+        from mel_opt.live import federation
+
+        with_tls = federation.LocalFederation.__init__
+
+        def without_tls(self: Any, *a: Any, **kw: Any) -> None:
+            kw["tls"] = False
+            with_tls(self, *a, **kw)
+
+        federation.LocalFederation.__init__ = without_tls  # type: ignore[method-assign]
     if args.verbose:
         global PROGRESS
         PROGRESS = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731

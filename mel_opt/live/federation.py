@@ -46,6 +46,7 @@ from pathlib import Path
 from types import TracebackType
 
 from mel_opt.errors import UsageError
+from mel_opt.live.certs import RunCertificates, make_run_certificates
 from mel_opt.live.flwr_cli import (
     FederationError,
     Stream,
@@ -203,13 +204,17 @@ class LocalFederation:
         Seconds between SIGTERM and SIGKILL when the federation ends.
     start_timeout
         Seconds the SuperLink may take to accept connections before the nodes start.
+    tls
+        Serve with TLS (the default): a CA and a SuperLink certificate are made for the run
+        (:func:`~mel_opt.live.certs.make_run_certificates`), the nodes and ``flwr run`` trust
+        that CA alone. ``False`` runs the SuperLink ``--insecure`` (for measuring what TLS
+        costs).
     """
 
     def __init__(self, nodes: int = 2, speeds: Sequence[float] | None = None, *,
                  env: Mapping[str, str] | None = None, idle_poll: float | None = DEFAULT_POLL,
                  warm: bool = True, task_poll: float = 0.25, throttle_period: float = 0.1,
-                 grace: float = 5.0,
-                 start_timeout: float = 60.0) -> None:
+                 grace: float = 5.0, start_timeout: float = 60.0, tls: bool = True) -> None:
         if nodes < 1:
             raise UsageError(f"a local federation needs at least one node, got {nodes}")
         if speeds is not None and len(speeds) != nodes:
@@ -220,6 +225,8 @@ class LocalFederation:
         self.idle_poll, self.task_poll, self.warm = idle_poll, task_poll, bool(warm)
         self.throttle_period, self.grace, self.start_timeout = throttle_period, grace, start_timeout
         self.extra_env = dict(env or {})
+        self.tls = bool(tls)
+        self.certificates: RunCertificates | None = None
         self.home: Path | None = None
         self.port, self.env = 0, dict[str, str]()
         self._link: subprocess.Popen[bytes] | None = None
@@ -260,7 +267,7 @@ class LocalFederation:
                 p for p in (no_proxy, "127.0.0.1,localhost") if p)
             self.env = flower_env(self.home, extra)
             self._link = self._spawn("superlink", [
-                executable("flower-superlink"), "--insecure",
+                executable("flower-superlink"), *self._link_security(),
                 "--disable-runtime-dependency-installation",
                 "--host", LOOPBACK,
                 "--port", str(self.port)])
@@ -281,12 +288,29 @@ class LocalFederation:
             self.close()
             raise
 
+    def _link_security(self) -> list[str]:
+        """The SuperLink's TLS flags (certificates made now), or ``--insecure``."""
+        if not self.tls:
+            return ["--insecure"]
+        assert self.home is not None
+        tls_dir = self.home / "tls"
+        tls_dir.mkdir(mode=0o700)
+        self.certificates = make_run_certificates(tls_dir, [LOOPBACK, "localhost"])
+        c = self.certificates
+        return ["--ssl-ca-certfile", str(c.ca), "--ssl-certfile", str(c.certificate),
+                "--ssl-keyfile", str(c.key)]
+
+    def _node_security(self) -> list[str]:
+        if self.certificates is None:
+            return ["--insecure"]
+        return ["--root-certificates", str(self.certificates.ca)]
+
     def _node_command(self, i: int, port: int) -> list[str]:
         if self.idle_poll is None and not self.warm:
             head = [executable("flower-supernode")]
         else:
             head = [sys.executable, "-m", "mel_opt.live.supernode"]
-        return [*head, "--insecure", "--superlink", f"{LOOPBACK}:{self.port}",
+        return [*head, *self._node_security(), "--superlink", f"{LOOPBACK}:{self.port}",
                 "--host", LOOPBACK, "--port", str(port),
                 "--node-config", f"partition-id={i} num-partitions={self.nodes}"]
 
@@ -332,6 +356,7 @@ class LocalFederation:
             if self.home is not None:
                 shutil.rmtree(self.home, ignore_errors=True)
                 self.home = None
+                self.certificates = None
 
     # -- processes -----------------------------------------------------------------------------
     def _watch(self) -> None:
@@ -456,8 +481,9 @@ class LocalFederation:
         """Write ``$FLWR_HOME/config.toml`` with the loopback connection ``melopt-local``."""
         self._check_running()
         assert self.home is not None
+        ca = None if self.certificates is None else str(self.certificates.ca.resolve())
         return write_flower_config(self.home, LOCAL_FEDERATION, f"{LOOPBACK}:{self.port}",
-                                   insecure=True)
+                                   insecure=ca is None, root_certificates=ca)
 
     def run_app(self, app_dir: str | os.PathLike[str], stream: Stream | None = None,
                 timeout: float | None = None) -> int:

@@ -88,6 +88,22 @@ def _tiny_app(tmp_path: Path, name: str, **config: int | float) -> Path:
     return write_app_dir(tmp_path / name, {f"tiny-{k}": v for k, v in config.items()}, **TINY)
 
 
+def _serves_tls_with_the_runs_ca(fed: LocalFederation) -> None:
+    """The SuperLink's port completes a TLS handshake trusting only the run's CA (the nodes and
+    ``flwr run`` connect the same way), and the config ``flwr run`` reads names that CA."""
+    import socket
+    import ssl
+
+    assert fed.certificates is not None and fed.home is not None
+    ctx = ssl.create_default_context(cafile=str(fed.certificates.ca))
+    ctx.set_alpn_protocols(["h2"])  # gRPC speaks HTTP/2
+    with socket.create_connection(("127.0.0.1", fed.port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        assert (tls.version() or "").startswith("TLS")
+    config = fed.write_config().read_text()
+    assert "insecure" not in config and str(fed.certificates.ca.resolve()) in config
+
+
 @ON_PROC
 @pytest.mark.slow
 @pytest.mark.federation
@@ -99,6 +115,7 @@ def test_a_loopback_federation_runs_an_app_survives_a_dead_node_and_cleans_up(tm
         assert sorted(fed.node_ids()) == [0, 1]
         home = fed.home
         assert home is not None and home.is_dir()
+        _serves_tls_with_the_runs_ca(fed)
 
         lines: list[str] = []
         during: list[tuple[int, str, str, int]] = []
