@@ -55,6 +55,7 @@ from mel_opt.live.flwr_cli import (
     run_flwr_app,
     write_flower_config,
 )
+from mel_opt.live.netns import ShapedLinks
 from mel_opt.live.supernode import DEFAULT_POLL, POLL_ENV, PULL_BACKOFF_ENV, WARM_ENV
 from mel_opt.live.throttle import Throttle
 from mel_opt.processes import (
@@ -209,12 +210,18 @@ class LocalFederation:
         (:func:`~mel_opt.live.certs.make_run_certificates`), the nodes and ``flwr run`` trust
         that CA alone. ``False`` runs the SuperLink ``--insecure`` (for measuring what TLS
         costs).
+    links
+        Real links (:class:`~mel_opt.live.netns.ShapedLinks`, already started, one link per
+        node): the SuperLink runs in the hub namespace, node ``i`` in link ``i``'s namespace and
+        reaches the SuperLink at its hub address, so every message crosses that node's shaped
+        link; ``flwr run`` runs inside the hub. ``None``: everything on 127.0.0.1.
     """
 
     def __init__(self, nodes: int = 2, speeds: Sequence[float] | None = None, *,
                  env: Mapping[str, str] | None = None, idle_poll: float | None = DEFAULT_POLL,
                  warm: bool = True, task_poll: float = 0.25, throttle_period: float = 0.1,
-                 grace: float = 5.0, start_timeout: float = 60.0, tls: bool = True) -> None:
+                 grace: float = 5.0, start_timeout: float = 60.0, tls: bool = True,
+                 links: ShapedLinks | None = None) -> None:
         if nodes < 1:
             raise UsageError(f"a local federation needs at least one node, got {nodes}")
         if speeds is not None and len(speeds) != nodes:
@@ -226,6 +233,9 @@ class LocalFederation:
         self.throttle_period, self.grace, self.start_timeout = throttle_period, grace, start_timeout
         self.extra_env = dict(env or {})
         self.tls = bool(tls)
+        if links is not None and len(links.links) != nodes:
+            raise UsageError(f"{len(links.links)} links for {nodes} nodes")
+        self.links = links
         self.certificates: RunCertificates | None = None
         self.home: Path | None = None
         self.port, self.env = 0, dict[str, str]()
@@ -267,15 +277,15 @@ class LocalFederation:
                 p for p in (no_proxy, "127.0.0.1,localhost") if p)
             self.env = flower_env(self.home, extra)
             self._link = self._spawn("superlink", [
-                executable("flower-superlink"), *self._link_security(),
+                *self._hub_prefix(), executable("flower-superlink"), *self._link_security(),
                 "--disable-runtime-dependency-installation",
-                "--host", LOOPBACK,
+                "--host", LOOPBACK if self.links is None else "0.0.0.0",  # only the run's links
                 "--port", str(self.port)])
             self._monitor = threading.Thread(target=self._watch, name="melopt-federation",
                                              daemon=True)
             self._monitor.start()
             # nodes started before the link listens back off for seconds between retries
-            self._wait(lambda: port_open(LOOPBACK, self.port), self.start_timeout,
+            self._wait(self._link_listens, self.start_timeout,
                        "the SuperLink did not accept connections")
             for i, port in enumerate(ports[1:]):
                 self._nodes.append(self._spawn(f"supernode-{i}", self._node_command(i, port)))
@@ -295,7 +305,8 @@ class LocalFederation:
         assert self.home is not None
         tls_dir = self.home / "tls"
         tls_dir.mkdir(mode=0o700)
-        self.certificates = make_run_certificates(tls_dir, [LOOPBACK, "localhost"])
+        hubs = [] if self.links is None else sorted({li.hub_address for li in self.links.links})
+        self.certificates = make_run_certificates(tls_dir, [LOOPBACK, "localhost", *hubs])
         c = self.certificates
         return ["--ssl-ca-certfile", str(c.ca), "--ssl-certfile", str(c.certificate),
                 "--ssl-keyfile", str(c.key)]
@@ -310,7 +321,13 @@ class LocalFederation:
             head = [executable("flower-supernode")]
         else:
             head = [sys.executable, "-m", "mel_opt.live.supernode"]
-        return [*head, *self._node_security(), "--superlink", f"{LOOPBACK}:{self.port}",
+        if self.links is not None:
+            link = self.links.links[i]
+            head = [*self.links.prefix(link.namespace), *head]
+            superlink = f"{link.hub_address}:{self.port}"
+        else:
+            superlink = f"{LOOPBACK}:{self.port}"
+        return [*head, *self._node_security(), "--superlink", superlink,
                 "--host", LOOPBACK, "--port", str(port),
                 "--node-config", f"partition-id={i} num-partitions={self.nodes}"]
 
@@ -457,7 +474,7 @@ class LocalFederation:
             text = self._log(f"supernode-{i}").read_text(encoding="utf-8", errors="replace")
             if m := _NODE_ID.search(text):
                 self._node_ids[i] = int(m.group(1))
-        return port_open(LOOPBACK, self.port) and all(
+        return self._link_listens() and all(
             i in self._node_ids or i in self._killed for i in range(self.nodes))
 
     def wait_ready(self, timeout: float = 120.0) -> None:
@@ -490,7 +507,18 @@ class LocalFederation:
         """Run the app on this federation (see :func:`run_flwr_app`); the exit code."""
         self.write_config()
         return run_flwr_app(self.env, LOCAL_FEDERATION, app_dir, stream, timeout,
-                            track=self._track)
+                            track=self._track, prefix=self._hub_prefix())
+
+    def _hub_prefix(self) -> list[str]:
+        return [] if self.links is None else self.links.prefix(self.links.hub)
+
+    def _link_listens(self) -> bool:
+        if self.links is None:
+            return port_open(LOOPBACK, self.port)
+        probe = (f"import socket; socket.create_connection(('{LOOPBACK}', {self.port}), "
+                 "timeout=0.5).close()")
+        return subprocess.run([*self._hub_prefix(), sys.executable, "-c", probe],
+                              capture_output=True, timeout=30, check=False).returncode == 0
 
     # -- for tests -----------------------------------------------------------------------------
     def node_pids(self) -> list[int]:
