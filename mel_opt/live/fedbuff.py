@@ -126,7 +126,8 @@ def run(grid: Grid, nodes: Sequence[int], model: Model, *, buffer: int, concurre
             delta: list[NDArray[np.floating]] = [
                 np.asarray(r, float) - b for r, b in zip(reply, base, strict=True)]
             if buf.add(delta, version - v0):
-                out.model = buf.flush(out.model)
+                current: list[NDArray[np.floating]] = list(out.model)
+                out.model = buf.flush(current)
                 version += 1
                 step = Step(version, [h[0] for h in held], [h[1] for h in held])
                 held = []
