@@ -94,11 +94,12 @@ def flower_env(home: str | os.PathLike[str], extra: Mapping[str, str] | None = N
 
 
 # -- flwr run ----------------------------------------------------------------------------------
-def _flwr_json(env: Mapping[str, str], args: Sequence[str], timeout: float = 60.0
-               ) -> dict[str, object] | None:
+def _flwr_json(env: Mapping[str, str], args: Sequence[str], timeout: float = 60.0,
+               prefix: Sequence[str] = ()) -> dict[str, object] | None:
     """``flwr ARGS --format json`` parsed, or ``None`` when it fails or prints no JSON."""
     try:
-        out = subprocess.run([executable("flwr"), *args, "--format", "json"], env=dict(env),
+        out = subprocess.run([*prefix, executable("flwr"), *args, "--format", "json"],
+                             env=dict(env),
                              capture_output=True, text=True, timeout=timeout, check=False,
                              stdin=subprocess.DEVNULL).stdout
         doc = json.loads(out[out.index("{"):out.rindex("}") + 1])
@@ -107,14 +108,15 @@ def _flwr_json(env: Mapping[str, str], args: Sequence[str], timeout: float = 60.
     return doc if isinstance(doc, dict) else None
 
 
-def run_status(env: Mapping[str, str], federation: str, run_id: int, tries: int = 10
-               ) -> str | None:
+def run_status(env: Mapping[str, str], federation: str, run_id: int, tries: int = 10,
+               prefix: Sequence[str] = ()) -> str | None:
     """A run's status, e.g. ``finished:completed`` or ``finished:failed``.
 
-    Asked up to ``tries`` times 0.5 s apart until finished; ``None`` if ``flwr ls`` fails."""
+    Asked up to ``tries`` times 0.5 s apart until finished; ``None`` if ``flwr ls`` fails.
+    ``prefix`` runs ``flwr`` under another command (``ip netns exec NS``)."""
     status = None
     for _ in range(tries):  # the log stream ends with the run; its status may trail it
-        doc = _flwr_json(env, ["ls", federation, "--run-id", str(run_id)])
+        doc = _flwr_json(env, ["ls", federation, "--run-id", str(run_id)], prefix=prefix)
         runs = doc.get("runs") if doc else None
         if not (isinstance(runs, list) and runs and isinstance(runs[0], dict)):
             return None
@@ -127,8 +129,11 @@ def run_status(env: Mapping[str, str], federation: str, run_id: int, tries: int 
 
 def run_flwr_app(env: Mapping[str, str], federation: str, app_dir: str | os.PathLike[str],
                  stream: Stream | None = None, timeout: float | None = None,
-                 track: Callable[[int], None] | None = None) -> int:
+                 track: Callable[[int], None] | None = None, prefix: Sequence[str] = ()) -> int:
     """``flwr run APP FEDERATION --stream``, each output line to ``stream``; the exit code.
+
+    ``prefix`` runs ``flwr`` under another command (``ip netns exec NS``: a SuperLink inside a
+    network namespace is reached from inside it).
 
     ``flwr run --stream`` exits 0 when the log stream ends, whether the ServerApp succeeded or
     not, so after a 0 the run's status is asked for: a run that did not end
@@ -143,7 +148,8 @@ def run_flwr_app(env: Mapping[str, str], federation: str, app_dir: str | os.Path
     app = Path(app_dir).expanduser().resolve()
     if not (app / "pyproject.toml").is_file():
         raise UsageError(f"{app} is not a Flower app directory (no pyproject.toml)")
-    proc = subprocess.Popen([executable("flwr"), "run", str(app), federation, "--stream"],
+    proc = subprocess.Popen([*prefix, executable("flwr"), "run", str(app), federation,
+                             "--stream"],
                             env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     if track is not None:
@@ -181,7 +187,8 @@ def run_flwr_app(env: Mapping[str, str], federation: str, app_dir: str | os.Path
     except BaseException:
         end_process_group(proc)
         if run_id is not None:  # a run left behind would keep a remote SuperLink busy
-            subprocess.run([executable("flwr"), "stop", str(run_id), federation], env=dict(env),
+            subprocess.run([*prefix, executable("flwr"), "stop", str(run_id), federation],
+                           env=dict(env),
                            capture_output=True, timeout=30, check=False)
         raise
     finally:
@@ -190,7 +197,7 @@ def run_flwr_app(env: Mapping[str, str], federation: str, app_dir: str | os.Path
         if proc.stdout is not None:
             proc.stdout.close()
     if code == 0 and run_id is not None:
-        status = run_status(env, federation, run_id)
+        status = run_status(env, federation, run_id, prefix=prefix)
         if status is not None and status != "finished:completed":
             if stream is not None:
                 stream(f"melopt: run {run_id} ended {status}")
