@@ -13,6 +13,14 @@ Presets
     that the training emulator adds (the methods ignore it): the noise law's default
     (:data:`~mel_opt.stats.DEFAULT_TIME_CV`, med's too), which was calibrated from this
     chapter's own subset-benchmarking errors on the Jetson Nanos (Figs. 3.2-3.3).
+``fleet``
+    The same set-up on K phones (default 100) whose speeds come from
+    :func:`mel_opt.problems.fleet.population`: drawn from published spreads (AI Benchmark CPU
+    scores, FLASH's user speeds) or from a trace (``--param trace=fedscale:PATH`` or
+    ``flash:PATH``, ``trace_replace``, ``median_ops_per_s``). Conversions: ``train_rate`` =
+    operations per second / (:data:`TWONN_TRAIN_OPS` x 500 samples) shards/s, or 1 / (500 s)
+    where a FedScale trace gives s seconds per sample and pass; ``bandwidth_Bps`` = the link
+    rate in bytes/s. ``time_cv`` 0.06 as ``random``.
 ``worked-example``
     The single learner of the worked example in the thesis author's published DAB code:
     Omega_m = 6.156 shards, b = 9.25 shards/s, c = 25.08 shards/s, mu = 1, D = 15 s, which
@@ -33,16 +41,24 @@ import numpy as np
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import param_value
 from mel_opt.problems.dab.latency import shard_bound
+from mel_opt.problems.fleet import FLEET_PARAMS, population
 from mel_opt.stats import DEFAULT_TIME_CV
 
-PRESETS = ("random", "worked-example")
+PRESETS = ("random", "worked-example", "fleet")
 PRESET_DOCS = {
     "random": "thesis Ch. 3 set-up (D = 15 s, mu = 5, MNIST shards, TwoNN), K random learners",
     "worked-example": "the single learner of the thesis author's worked example (a_k = 92)",
+    "fleet": "thesis Ch. 3 set-up on a mobile fleet: compute and links drawn from published "
+             "spreads (AI Benchmark, FLASH), or from a trace (--param trace=fedscale:PATH, "
+             "flash:PATH)",
 }
 
 SHARD_BYTES = 500 * 784 * 4  # one 500-sample MNIST shard as float32
 TWONN_BYTES = 4 * (784 * 50 + 50 + 50 * 20 + 20 + 20 * 10 + 10)  # 40,480 parameters
+SHARD_SAMPLES = 500
+#: Operations of one training pass over one sample of the TwoNN: 2 per parameter forward
+#: (a multiply and an add), three times that with the backward pass (FedScale's factor 3).
+TWONN_TRAIN_OPS = 3 * 2 * (TWONN_BYTES // 4)
 
 _INT_PARAMS = {"iterations", "total_shards", "min_shards", "max_shards"}
 _FLOAT_PARAMS = {"deadline_s", "model_bytes", "shard_bytes"}
@@ -95,6 +111,8 @@ def generate(
     params = dict(params or {})
     if preset == "worked-example":
         return _worked_example(learners, params)
+    if preset == "fleet":
+        return _fleet(100 if learners is None else int(learners), seed, params)
     if preset != "random":
         raise UsageError(f"unknown preset {preset!r} for dab; choose one of {', '.join(PRESETS)}")
     return _random(5 if learners is None else int(learners), seed, params)
@@ -155,6 +173,12 @@ def _random(K: int, seed: int, params: Mapping[str, str]) -> dict[str, Any]:
         ],
     }
     _override(doc, params)
+    _total_shards(doc, params, K)
+    return doc
+
+
+def _total_shards(doc: dict[str, Any], params: Mapping[str, str], K: int) -> None:
+    """``total_shards`` = the shards DAB allocates (so csa places the same data)."""
     if "total_shards" not in params:
         try:
             a = shard_bound(float(doc["deadline_s"]), float(doc["iterations"]),
@@ -164,4 +188,40 @@ def _random(K: int, seed: int, params: Mapping[str, str]) -> dict[str, Any]:
             doc["total_shards"] = max(int(a.sum()), K)
         except (TypeError, ValueError, ZeroDivisionError):
             pass  # a bad override: the caller's validation names it
+
+
+def _fleet(K: int, seed: int, params: Mapping[str, str]) -> dict[str, Any]:
+    """Preset ``fleet``: the ``random`` set-up on K phones of a mobile fleet (docstring)."""
+    rng = np.random.default_rng(seed)
+    own = {k: v for k, v in params.items() if k in FLEET_PARAMS}
+    pop = population(own, K, rng)
+    if pop.ops_per_s is not None:
+        rate = pop.ops_per_s / (TWONN_TRAIN_OPS * SHARD_SAMPLES)
+    else:
+        assert pop.seconds_per_sample is not None
+        rate = 1.0 / (SHARD_SAMPLES * pop.seconds_per_sample)
+    source = "trace" if "trace" in params else "published"
+    doc: dict[str, Any] = {
+        "problem": "dab",
+        "schema_version": 1,
+        "name": f"dab-fleet-{source}-k{K}-s{seed}",
+        "description": (
+            "Thesis Chapter 3 set-up (D = 15 s, mu = 5, 500-sample MNIST shards of "
+            "1,568,000 bytes, TwoNN model of 161,920 bytes) on a mobile fleet. "
+            f"{pop.source} train_rate = operations/s / ({TWONN_TRAIN_OPS:,} x 500) shards/s "
+            "(or 1 / (500 x seconds per sample)), bandwidth_Bps = bytes/s; run-to-run "
+            f"time_cv 0.06 per learner. Generated with seed {seed}."
+        ),
+        "deadline_s": 15.0,
+        "iterations": 5,
+        "model_bytes": float(TWONN_BYTES),
+        "shard_bytes": SHARD_BYTES,
+        "learners": [
+            {"name": f"phone{k}", "train_rate": float(rate[k]),
+             "bandwidth_Bps": float(pop.link_Bps[k]), "time_cv": DEFAULT_TIME_CV}
+            for k in range(K)
+        ],
+    }
+    _override(doc, {k: v for k, v in params.items() if k not in FLEET_PARAMS})
+    _total_shards(doc, params, K)
     return doc

@@ -32,13 +32,17 @@ import numpy as np
 
 from mel_opt.errors import UsageError
 from mel_opt.problems.base import check_params, param_value
+from mel_opt.problems.fleet import FLEET_PARAMS, population
 
-PRESETS = ("mohammad2020", "random", "large-tau")
+PRESETS = ("mohammad2020", "random", "large-tau", "fleet")
 PRESET_DOCS = {
     "mohammad2020": "paper 000 Sec. V: MNIST, the DNN, half laptops, half Pis, 802.11, T = 15 s",
     "random": "coefficient form with random C2, C1, C0 per learner (scaling studies)",
     "large-tau": "coefficient form, tau in the thousands, few samples per learner (one more "
                  "sample moves tau by tens to hundreds of updates)",
+    "fleet": "paper 000's MNIST task on a mobile fleet: compute and links drawn from published "
+             "spreads (AI Benchmark, FLASH), or from a trace (--param trace=fedscale:PATH, "
+             "flash:PATH)",
 }
 
 MODEL_BITS = 8_974_080  # Section V-A
@@ -74,7 +78,7 @@ def generate(
     (coefficient form with spread-out learners, for tests and scaling studies; params
     ``cycle_time_s``, ``total_samples``) and ``large-tau`` (coefficient form with tau in the
     thousands; params ``cycle_time_s`` (default 10), ``samples_per_learner``, ``min_samples``,
-    ``max_samples``).
+    ``max_samples``) and ``fleet`` (:func:`_fleet`; 100 learners by default).
     """
     params = dict(params or {})
     preset = preset or "mohammad2020"
@@ -87,6 +91,8 @@ def generate(
         return _random(params, K, seed, rng, T)
     if preset == "large-tau":
         return _large_tau(params, K, seed, rng, param_value(params, "cycle_time_s", 10.0))
+    if preset == "fleet":
+        return _fleet(params, learners or 100, seed, rng, T)
     return _mohammad2020(params, K, seed, rng, T)
 
 
@@ -155,13 +161,8 @@ def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Gene
     bits = param_value(params, "bits_per_pixel", 8, int)
     if not 1 <= bits <= 64:
         raise UsageError(f"--param bits_per_pixel must lie in 1..64, got {bits}")
-    f_l = param_value(params, "min_samples_factor", MIN_SAMPLES_FACTOR)
-    f_u = param_value(params, "max_samples_factor", MAX_SAMPLES_FACTOR)
-    if not 0 < f_l <= 1 <= f_u:
-        raise UsageError(f"--param min_samples_factor = {f_l:g} and max_samples_factor = "
-                         f"{f_u:g} must satisfy 0 < min <= 1 <= max")
-    d_l = param_value(params, "min_samples", max(1, math.floor(f_l * TOTAL_SAMPLES / K)), int)
-    d_u = param_value(params, "max_samples", math.ceil(f_u * TOTAL_SAMPLES / K), int)
+    f_l, f_u = _factors(params, MIN_SAMPLES_FACTOR, MAX_SAMPLES_FACTOR)
+    d_l, d_u = _bounds(params, K, f_l, f_u)
     mode = params.get("mode", "task-parallel")
     n_laptops = (K + 1) // 2
     kinds = ["laptop"] * n_laptops + ["pi"] * (K - n_laptops)
@@ -201,6 +202,83 @@ def _mohammad2020(params: dict[str, str], K: int, seed: int, rng: np.random.Gene
         "learners": [
             {"name": f"{kinds[k]}{k}", "cpu_hz": round(float(cpu[k]), -6),
              "rate_bps": round(float(rate[k]), -3)}
+            for k in range(K)
+        ],
+    }
+
+
+def _factors(params: dict[str, str], f_l: float, f_u: float) -> tuple[float, float]:
+    """The bound factors f_l, f_u of (7f) from ``params`` (defaults given), checked."""
+    f_l = param_value(params, "min_samples_factor", f_l)
+    f_u = param_value(params, "max_samples_factor", f_u)
+    if not 0 < f_l <= 1 <= f_u:
+        raise UsageError(f"--param min_samples_factor = {f_l:g} and max_samples_factor = "
+                         f"{f_u:g} must satisfy 0 < min <= 1 <= max")
+    return f_l, f_u
+
+
+def _bounds(params: dict[str, str], K: int, f_l: float, f_u: float) -> tuple[int, int]:
+    """d_l = floor(f_l d / K) and d_u = ceil(f_u d / K), or the absolute params."""
+    d_l = param_value(params, "min_samples", max(1, math.floor(f_l * TOTAL_SAMPLES / K)), int)
+    d_u = param_value(params, "max_samples", math.ceil(f_u * TOTAL_SAMPLES / K), int)
+    return d_l, d_u
+
+
+#: The fleet's lower bound factor: its slowest phones are about 15 x slower than the median,
+#: so d_l must leave them room (0.6 d/K would not fit the cycle for them).
+FLEET_MIN_SAMPLES_FACTOR = 0.1
+
+
+def _fleet(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
+           T: float) -> dict[str, Any]:
+    """Preset ``fleet``: paper 000's task (MNIST, the DNN, 8-bit pixels sent) on K phones.
+
+    Compute and links come from :func:`mel_opt.problems.fleet.population`: drawn from the
+    published spreads (AI Benchmark CPU scores, FLASH's user speeds), or from a trace file
+    (``--param trace=fedscale:PATH`` or ``flash:PATH``, ``trace_replace``). Conversions to the
+    physical form of Eq. (2)-(4), one operation counted as one cycle as in ``mohammad2020``:
+    ``cpu_hz`` = operations per second, or C_m / s where a FedScale trace gives s seconds per
+    sample and update (so C2_k = s exactly); ``rate_bps`` = 8 x the link rate in bytes/s.
+    Params as ``mohammad2020`` (``cycle_time_s`` 15, ``mode``, bounds; ``min_samples_factor``
+    defaults to 0.1 here) and ``median_ops_per_s`` (default 1.5e9).
+    """
+    check_params(params, ("cycle_time_s", "mode", "min_samples", "max_samples",
+                          "min_samples_factor", "max_samples_factor", *FLEET_PARAMS),
+                 "mel-async preset fleet")
+    f_l, f_u = _factors(params, FLEET_MIN_SAMPLES_FACTOR, MAX_SAMPLES_FACTOR)
+    d_l, d_u = _bounds(params, K, f_l, f_u)
+    pop = population(params, K, rng)
+    if pop.ops_per_s is not None:
+        cpu = pop.ops_per_s
+    else:
+        assert pop.seconds_per_sample is not None
+        cpu = OPS_PER_SAMPLE / pop.seconds_per_sample
+    rate = 8.0 * pop.link_Bps
+    T_txt = f"{T:g}".replace(".", "p")
+    source = "trace" if "trace" in params else "published"
+    return {
+        "problem": "mel-async",
+        "schema_version": 1,
+        "name": f"fleet_{source}_k{K}_T{T_txt}_s{seed}",
+        "description": (
+            "Paper 000's task (MNIST 60,000 x 784, DNN [784,300,124,60,10]: 8,974,080-bit "
+            "model, 1,123,736 operations per sample-update counted as cycles, 8-bit pixels "
+            f"sent) on a mobile fleet. {pop.source} cpu_hz = operations/s, rate_bps = 8 x "
+            f"bytes/s. d_l = {d_l}, d_u = {d_u}. Generated with seed {seed}."
+        ),
+        "cycle_time_s": T,
+        "total_samples": TOTAL_SAMPLES,
+        "min_samples": d_l,
+        "max_samples": d_u,
+        "mode": params.get("mode", "task-parallel"),
+        "model": {
+            "cycles_per_sample": OPS_PER_SAMPLE,
+            "sample_bits": FEATURES * 8,
+            "model_bits": MODEL_BITS,
+            "model_bits_per_sample": 0,
+        },
+        "learners": [
+            {"name": f"phone{k}", "cpu_hz": float(cpu[k]), "rate_bps": float(rate[k])}
             for k in range(K)
         ],
     }
