@@ -45,7 +45,7 @@ def rounds_table(summary: dict[str, Any]) -> Table:
 
 _SERVER = ("method", "rounds", "seed", "dataset", "partition", "model", "lr", "batch_size",
            "max_train", "time_limit", "grace_s", "adapt")
-_ENGINE = ("engine", "nodes", "speeds", "superlink", "root_certificates", "insecure",
+_ENGINE = ("engine", "nodes", "speeds", "link_rate", "superlink", "root_certificates", "insecure",
            "emulate")
 
 

@@ -7,8 +7,9 @@ one run, in a directory of that run, with the private keys readable by the owner
 valid for a few days and are thrown away with the run's directory.
 
 Keys are ECDSA on P-256 (what gRPC and every TLS 1.3 stack accept; fast to make: the whole set
-takes milliseconds). Each file is written to a temporary name and renamed into place, so a
-reader never sees half a key.
+takes milliseconds). Each file is written to a temporary name and renamed into place
+(:func:`mel_opt.io.atomic.atomic_path`), so a reader never sees half a key; the key's file is
+owner-only before its first byte is written.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mel_opt.errors import UsageError
+from mel_opt.io.atomic import atomic_path
 
 VALID_DAYS = 3
 
@@ -48,14 +50,10 @@ class RunCertificates:
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    """``data`` into ``path`` by rename, the file at ``mode`` before the first byte lands."""
+    with atomic_path(path, durable=False, keep_suffix=False) as tmp:
+        os.chmod(tmp, mode)
+        tmp.write_bytes(data)
 
 
 def _subject_names(hosts: Sequence[str]) -> list:  # type: ignore[type-arg]

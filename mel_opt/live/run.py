@@ -1,6 +1,6 @@
 """``melopt live``: run an instance's allocation on real learner processes with Flower.
 
-Three engines, one pair of apps (:mod:`mel_opt.live.server`, :mod:`mel_opt.live.client`):
+Four engines, one pair of apps (:mod:`mel_opt.live.server`, :mod:`mel_opt.live.client`):
 
 - ``simulation``: Flower's simulation runtime (Ray) in this process; its Ray listens on
   127.0.0.1 only. The learners take turns in a bounded pool of Ray actors, one per core
@@ -10,7 +10,11 @@ Three engines, one pair of apps (:mod:`mel_opt.live.server`, :mod:`mel_opt.live.
 - ``local``: a loopback deployment: mel_opt starts a SuperLink and ``nodes`` SuperNodes as
   processes on 127.0.0.1 (:class:`~mel_opt.live.federation.LocalFederation`), optionally each at
   a fraction of a core (``speeds``), runs the app on them with ``flwr run``, and ends every
-  process it started, also on error and Ctrl-C.
+  process it started, also on error and Ctrl-C. Its SuperLink serves TLS with certificates
+  made for the run (:mod:`mel_opt.live.certs`).
+- ``netns``: the same deployment on real links (Linux, root): the SuperLink and each SuperNode
+  in network namespaces of their own, node ``i`` behind a veth pair shaped to its
+  ``link_rate`` both ways (:class:`~mel_opt.live.netns.ShapedLinks`), removed at the end.
 - ``remote``: an existing deployment (a SuperLink on a server, SuperNodes on devices), reached
   at ``superlink`` with TLS (its root certificate passed through) unless ``insecure``.
 
@@ -99,6 +103,11 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
                            f"the emulator does not train {spec.name} (it runs live only)",
                            ": ")
     node_speeds(settings, opts, nodes)
+    if opts.engine == "netns":
+        opts.link_rates(nodes)
+        from mel_opt.live.netns import require
+
+        require()  # root and iproute2, or one line saying what to use instead
     return nodes
 
 
@@ -316,14 +325,22 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
 
     config: dict[str, Any] = {SETTINGS_KEY: settings_json(settings), NODES_KEY: nodes}
     with tempfile.TemporaryDirectory(prefix="melopt-app-") as app_dir:
-        if opts.engine == "local":
+        if opts.engine in ("local", "netns"):
             config[OUT_KEY] = str(out)  # the SuperLink runs here: it writes the files itself
             write_app_dir(app_dir, config)
             # the nodes' warm SuperExecs load the data set once, not every message
             warm = {WARM_DATA_ENV: warm_data_value(settings.dataset, settings.max_train,
                                                    settings.max_test)}
-            with LocalFederation(nodes=nodes, speeds=node_speeds(settings, opts, nodes),
-                                 env=warm) as fed:
+            with contextlib.ExitStack() as stack:
+                links = None
+                if opts.engine == "netns":
+                    from mel_opt.live.netns import ShapedLinks
+
+                    links = stack.enter_context(ShapedLinks(
+                        [(r, r) for r in opts.link_rates(nodes)], tag="live"))
+                fed = stack.enter_context(LocalFederation(
+                    nodes=nodes, speeds=node_speeds(settings, opts, nodes), env=warm,
+                    links=links))
                 fed.wait_ready()
                 code = fed.run_app(app_dir, stream)
                 link_died = code != 0 and not fed.link_alive()

@@ -21,13 +21,15 @@ from mel_opt.problems.messages import DataSpec
 from mel_opt.settings import Declared, Setting
 from mel_opt.training.settings import DATA_SETTINGS
 
-__all__ = ["ENGINES", "INSTANCE_SPEEDS", "LIVE_OPTIONS", "LIVE_SETTINGS", "LiveOptions",
-           "LiveSettings", "SpeedsSetting", "grace_for"]
+__all__ = ["DEFAULT_LINK_MBIT", "ENGINES", "INSTANCE_SPEEDS", "LIVE_OPTIONS", "LIVE_SETTINGS",
+           "LiveOptions", "LiveSettings", "SpeedsSetting", "grace_for"]
 
-ENGINES = ("simulation", "local", "remote")
+ENGINES = ("simulation", "local", "netns", "remote")
 #: Seconds a round waits beyond the predictions when ``grace_s`` is not set: Flower's
 #: simulation answers at once; a deployment's messages take their own round trips.
-GRACE_S = {"simulation": 2.0, "local": 5.0, "remote": 5.0}
+GRACE_S = {"simulation": 2.0, "local": 5.0, "netns": 5.0, "remote": 5.0}
+#: Link rate of every node of ``--engine netns`` unless ``--link-rate`` says otherwise [Mbit/s].
+DEFAULT_LINK_MBIT = 16.0
 MAX_SEED = 2**63 - 1
 
 LIVE_SETTINGS = (
@@ -95,6 +97,10 @@ LIVE_OPTIONS = (
                   "speeds, its fastest learner a whole core (--engine local or simulation).",
                   minimum=0.0, minimum_open=True, maximum=1.0, many=True, nullable=True,
                   default_doc="every node a whole core"),
+    Setting("link_rate", float, None, "Each node's link rate in Mbit/s, both ways (one value, "
+            "or one per node): --engine netns shapes each node's link to it.",
+            minimum=0.008, maximum=1000.0, many=True, nullable=True,
+            default_doc=f"{DEFAULT_LINK_MBIT:g} Mbit/s each"),
     Setting("superlink", str, None, "HOST:PORT of a remote SuperLink (remote).",
             nullable=True, default_doc="none"),
     Setting("root_certificates", str, None, "CA certificate (PEM) of the remote SuperLink.",
@@ -197,7 +203,11 @@ class LiveOptions(Declared):
     Attributes
     ----------
     engine : str
-        ``simulation``, ``local`` or ``remote``.
+        ``simulation``, ``local``, ``netns`` (the loopback deployment with each node in its
+        own network namespace behind a link shaped to ``link_rate``; root) or ``remote``.
+    link_rate : tuple of float or None
+        Each node's link rate [Mbit/s], both ways: one value for all, or one per node
+        (``netns`` only; default :data:`DEFAULT_LINK_MBIT`).
     nodes : int or None
         Learner processes (default: the instance's learners); learner k runs on the node
         whose partition id is k.
@@ -223,6 +233,7 @@ class LiveOptions(Declared):
     engine: str = "simulation"
     nodes: int | None = None
     speeds: tuple[float, ...] | None = None
+    link_rate: tuple[float, ...] | None = None
     superlink: str | None = None
     root_certificates: str | None = None
     insecure: bool = False
@@ -234,6 +245,9 @@ class LiveOptions(Declared):
             raise SettingError("speeds", flag["speeds"], "throttles learners on this machine: "
                                "it needs {engine} local or simulation (remote devices run at "
                                "their own speeds)", " ", {"engine": flag["engine"]})
+        if self.link_rate is not None and self.engine != "netns":
+            raise SettingError("link_rate", flag["link_rate"], "shapes the links of {engine} "
+                               "netns only", " ", {"engine": flag["engine"]})
         if self.engine == "remote" and not self.superlink:
             raise SettingError("engine", flag["engine"], "remote needs {superlink} HOST:PORT",
                                " ", {"superlink": flag["superlink"]})
@@ -261,3 +275,17 @@ class LiveOptions(Declared):
                                f"needs one value or one per node ({nodes}), got "
                                f"{len(self.speeds)}")
         return list(self.speeds) * (nodes if len(self.speeds) == 1 else 1)
+
+    def link_rates(self, nodes: int) -> list[float]:
+        """Each node's link rate [bit/s] (``netns``): ``link_rate`` as given, one per node.
+
+        Raises
+        ------
+        SettingError
+            ``link_rate`` has neither one value nor one per node.
+        """
+        rates = self.link_rate or (DEFAULT_LINK_MBIT,)
+        if len(rates) not in (1, nodes):
+            raise SettingError("link_rate", self.setting("link_rate").flag,
+                               f"needs one value or one per node ({nodes}), got {len(rates)}")
+        return [1e6 * r for r in rates] * (nodes if len(rates) == 1 else 1)

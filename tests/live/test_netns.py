@@ -9,6 +9,7 @@ than its rate, however loaded the machine), with the upper bounds wide.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -149,3 +150,72 @@ def test_a_deployment_across_shaped_links_runs_and_leaves_nothing(tmp_path: Path
     assert _ours() == []
     assert len(processes) >= 3  # the SuperLink, the nodes and what they started
     assert [p for p, start in processes.items() if is_alive(p, start)] == []
+
+
+def _generate(tmp_path: Path) -> Path:
+    from click.testing import CliRunner
+
+    from mel_opt.cli import cli
+
+    path = tmp_path / "four.json"
+    res = CliRunner().invoke(cli, ["generate", "mel-async", "--preset", "mohammad2020",
+                                   "--learners", "4", "--seed", "5", "-o", str(path)])
+    assert res.exit_code == 0, res.output
+    return path
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--engine", "local", "--link-rate", "4"], "--link-rate shapes the links of --engine netns"),
+    (["--engine", "netns", "--nodes", "2", "--link-rate", "4,8,16"],
+     r"--link-rate needs one value or one per node \(2\), got 3"),
+    (["--engine", "netns", "--link-rate", "0"], "--link-rate"),
+])
+def test_link_rates_are_checked_before_anything_starts(tmp_path: Path, args: list[str],
+                                                        message: str) -> None:
+    from click.testing import CliRunner
+
+    from mel_opt.cli import cli
+
+    res = CliRunner().invoke(cli, ["live", str(_generate(tmp_path)), *args, "-o",
+                                   str(tmp_path / "out")])
+    assert res.exit_code == 2, res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert re.search(message, res.output), res.output
+
+
+def test_netns_without_root_is_one_line_and_exit_2(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("flwr")
+    from click.testing import CliRunner
+
+    from mel_opt.cli import cli
+
+    path = _generate(tmp_path)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    res = CliRunner().invoke(cli, ["live", str(path), "--engine", "netns", "--nodes", "2",
+                                   "-o", str(tmp_path / "out")])
+    assert res.exit_code == 2, res.output
+    assert "need root" in res.output and "--engine local" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert _ours() == []
+
+
+@needs_links
+@pytest.mark.slow
+@pytest.mark.federation
+def test_melopt_live_across_shaped_links(tmp_path: Path) -> None:
+    """``melopt live --engine netns``: two learners behind 4 and 16 Mbit/s links learn, and the
+    run leaves no namespace behind."""
+    pytest.importorskip("flwr")
+    from click.testing import CliRunner
+
+    from mel_opt.cli import cli
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["live", str(_generate(tmp_path)), "--engine", "netns",
+                                   "--nodes", "2", "--link-rate", "4,16", "--rounds", "1",
+                                   "--model", "softmax", "--max-train", "2000", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = (out / "rounds.csv").read_text().splitlines()
+    assert len(rows) == 3 and all(",ok," in r for r in rows[1:]), rows
+    assert _ours() == []
