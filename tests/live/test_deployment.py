@@ -117,8 +117,9 @@ def test_remote_engine_rebuilds_the_outputs_from_the_servers_log(tmp_path: Path,
     out = tmp_path / "out"
     with LocalFederation(nodes=2) as fed:
         fed.wait_ready()
-        opts = LiveOptions(engine="remote", superlink=f"127.0.0.1:{fed.port}", insecure=True,
-                           nodes=2)
+        assert fed.certificates is not None  # the SuperLink serves TLS: trust its CA
+        opts = LiveOptions(engine="remote", superlink=f"127.0.0.1:{fed.port}",
+                           root_certificates=str(fed.certificates.ca), nodes=2)
         summary = live(settings, opts, out)
     rows = rows_from_csv(out / "rounds.csv")
     assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1)]
