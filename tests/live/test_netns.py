@@ -180,12 +180,15 @@ def test_melopt_live_across_shaped_links(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from mel_opt.cli import cli
+    from mel_opt.live.report import rows_from_csv
 
     out = tmp_path / "out"
     res = CliRunner().invoke(cli, ["live", str(_generate(tmp_path)), "--engine", "netns",
                                    "--nodes", "2", "--link-rate", "4,16", "--rounds", "1",
                                    "--model", "softmax", "--max-train", "2000", "-o", str(out)])
     assert res.exit_code == 0, res.output
-    rows = (out / "rounds.csv").read_text().splitlines()
-    assert len(rows) == 3 and all(",ok," in r for r in rows[1:]), rows
+    rows = rows_from_csv(out / "rounds.csv")
+    # both answered and were aggregated (on a loaded machine a reply may come after T: late)
+    assert [r["learner"] for r in rows] == [0, 1], rows
+    assert all(r["status"] in ("ok", "late") and r["compute_measured_s"] > 0 for r in rows), rows
     assert _ours() == []
