@@ -6,14 +6,22 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mel_opt.api import load_instance
 from mel_opt.arena.report import write_outputs
 from mel_opt.arena.run import arena
 from mel_opt.arena.settings import ARENA_SETTINGS, ArenaSettings
-from mel_opt.cli.app import cli, declared_options, err, fail, guarded, out, refuse_overwrite
+from mel_opt.cli.app import (
+    cli,
+    counted_progress,
+    declared_options,
+    err,
+    fail,
+    guarded,
+    out,
+    refuse_overwrite,
+)
 
 
 def _cell(iv: dict[str, Any], digits: int = 3) -> str:
@@ -68,13 +76,7 @@ def arena_cmd(path: str, out_dir: str, **values: Any) -> None:
             refuse_overwrite(str(Path(out_dir) / name), path)
         settings = ArenaSettings(**values)
         inst = load_instance(path)
-        with Progress(TextColumn("[bold]arena"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, transient=True) as bar:
-            task = bar.add_task("arena", total=None)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+        with counted_progress("arena") as progress:
             run = arena(inst, settings, progress=progress)
         summary = write_outputs(run, out_dir)
         for scheme, why in run.infeasible.items():

@@ -6,11 +6,19 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mel_opt.api import load_instance
-from mel_opt.cli.app import cli, declared_options, err, fail, guarded, out, refuse_overwrite
+from mel_opt.cli.app import (
+    cli,
+    counted_progress,
+    declared_options,
+    err,
+    fail,
+    guarded,
+    out,
+    refuse_overwrite,
+)
 from mel_opt.training import TrainSettings, train, write_outputs
 
 
@@ -72,13 +80,7 @@ def train_cmd(path: str, out_dir: str, **values: Any) -> None:
             refuse_overwrite(str(Path(out_dir) / name), path)
         settings = TrainSettings(**values)
         inst = load_instance(path)
-        with Progress(TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, transient=True) as bar:
-            task = bar.add_task("train", total=None)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+        with counted_progress("training") as progress:
             run = train(inst, settings, progress=progress)
         summary = write_outputs(run, out_dir)
         for scheme, why in run.infeasible.items():

@@ -474,8 +474,9 @@ class LocalFederation:
             text = self._log(f"supernode-{i}").read_text(encoding="utf-8", errors="replace")
             if m := _NODE_ID.search(text):
                 self._node_ids[i] = int(m.group(1))
-        return self._link_listens() and all(
-            i in self._node_ids or i in self._killed for i in range(self.nodes))
+        # the nodes first: across links the link's check starts a process in its namespace
+        return all(i in self._node_ids or i in self._killed
+                   for i in range(self.nodes)) and self._link_listens()
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Wait until the SuperLink accepts connections and every node has registered.
