@@ -48,6 +48,9 @@ class WorkClock:
         mel-async's passes the median learner fits in T (the paper's model fixes none).
     time_cv : ndarray or None
         Run-to-run spread of each learner's time (None: deterministic).
+    share : float
+        A learner's equal share in the problem's unit (mel-async: samples d / K; dab: shards
+        S / K).
     """
 
     budget_s: float
@@ -55,6 +58,7 @@ class WorkClock:
     fixed_s: np.ndarray
     passes: float
     time_cv: np.ndarray | None = None
+    share: float = 0.0
 
     @property
     def K(self) -> int:
@@ -80,7 +84,7 @@ def _mel_async(inst: Any) -> WorkClock:
     fixed = np.asarray(inst.c1, dtype=float) * u + np.asarray(inst.c0, dtype=float)
     T = float(inst.cycle_time)
     fits = np.floor((T - fixed) / per)
-    return WorkClock(T, per, fixed, float(max(1.0, np.median(fits))))
+    return WorkClock(T, per, fixed, float(max(1.0, np.median(fits))), share=u)
 
 
 def _dab(inst: Any) -> WorkClock:
@@ -97,7 +101,7 @@ def _dab(inst: Any) -> WorkClock:
     fixed = (2.0 * float(inst.model_bytes) + float(inst.shard_bytes) * a) / b  # Eq. (3.1), (3.3)
     per = a / c  # Eq. (3.2) per pass
     return WorkClock(float(inst.deadline), per, fixed, float(inst.iterations),
-                     np.asarray(inst.time_cv, dtype=float))
+                     np.asarray(inst.time_cv, dtype=float), share=a)
 
 
 #: problem name -> its clock (the problems whose instances give a time for any work).

@@ -30,6 +30,9 @@ def rounds_table(summary: dict[str, Any]) -> Table:
         t.add_column(col, justify="right")
     if adapted:  # what the problem changed in the file's job for the learners left
         t.add_column("adapted")
+    stale = any("staleness" in r for r in summary.get("rounds", []))
+    if stale:  # FedBuff: how old the updates of each server step were
+        t.add_column("max staleness", justify="right")
     errors = summary.get("prediction_error", {})
     for r in summary.get("rounds", []):
         err_r = errors.get(f"round_{r['round']}")
@@ -39,12 +42,15 @@ def rounds_table(summary: dict[str, Any]) -> Table:
                  "-" if err_r is None else f"{100 * err_r:.1f} %"]
         if adapted:
             cells.append((r.get("adapted") or {}).get("text", ""))
+        if stale:
+            cells.append(str(max(r["staleness"])) if r.get("staleness") else "-")
         t.add_row(*cells)
     return t
 
 
-_SERVER = ("method", "rounds", "seed", "dataset", "partition", "model", "lr", "batch_size",
-           "max_train", "time_limit", "grace_s", "adapt")
+_SERVER = ("method", "rounds", "scheme", "buffer", "concurrency", "server_lr", "seed", "dataset",
+           "partition", "model", "lr", "batch_size", "max_train", "time_limit", "grace_s",
+           "adapt")
 _ENGINE = ("engine", "nodes", "speeds", "link_rate", "superlink", "root_certificates", "insecure",
            "emulate")
 
@@ -59,6 +65,10 @@ _ENGINE = ("engine", "nodes", "speeds", "link_rate", "superlink", "root_certific
               help="Directory for rounds.csv, summary.json and live.png.")
 def live_cmd(path: str, out_dir: str, **values: Any) -> None:
     """Run PATH's allocation on real learner processes with Flower, round after round.
+
+    With --scheme fedbuff the server runs FedBuff instead (asynchronous, every learner the
+    same work, a server step after every --buffer updates; --rounds counts the steps), so
+    the method's allocation and the field's asynchronous answer meet on the same processes.
 
     A probe round measures every learner (subset benchmarking); each round then solves the
     instance again from the measured speeds, sends every node its own allocation, closes at

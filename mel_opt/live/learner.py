@@ -299,7 +299,10 @@ def answer_train(order: TrainOrder, learner: int, local: LocalData, memory: Memo
     its report follow the same time."""
     side = learner_side(order.problem)
     model = [np.asarray(a, dtype=np.float32) for a in order.model]
-    own = side.own_plan(order, memory.number(SPEED), learner) if side.plans_own_work else None
+    # a learner that plans its own work does so from a brief; an order without one (FedBuff's
+    # fixed work) is followed as given
+    own = side.own_plan(order, memory.number(SPEED), learner) \
+        if side.plans_own_work and order.brief else None
     samples, passes = (own.samples, own.passes) if own is not None else (order.samples,
                                                                            order.passes)
     with blas_threads(1):

@@ -4,7 +4,8 @@
   times (the measured one is the learner's own compute time plus the emulated transfer time
   of the plan), whether it met the round's deadline, its status (``ok``, ``late``,
   ``missing``, ``ignored``) and the allocation's own columns (``d``, ``tau``, ``shards``,
-  ``batch``, ``samples``, ``passes``);
+  ``batch``, ``samples``, ``passes``; under FedBuff, a round is a server step and
+  ``staleness`` the server steps since the model the learner started from);
 - ``summary.json``: global accuracy and loss per round, wall and clock times, the method, the
   final speed estimates, the median prediction error, the warnings;
 - ``live.png`` (with matplotlib, at the end): predicted against measured compute time per
@@ -34,7 +35,7 @@ RECORD_PREFIX = "melopt-live "
 COLUMNS = ("round", "learner", "name", "node", "status", "predicted_s", "measured_s",
            "deadline_met", "compute_predicted_s", "compute_measured_s", "comm_emulated_s",
            "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s",
-           "reason", "adapted")
+           "staleness", "reason", "adapted")
 #: Statuses the figure marks (the learner did not answer usably, or answered late).
 MARKED = ("late", "missing", "ignored")
 #: Most rounds whose every number is a tick on the figure's round axis.

@@ -211,7 +211,7 @@ class LiveRun:
         self.rounds: list[dict[str, Any]] = []
         self.clock_s = 0.0
         self.started = time.perf_counter()
-        self.rounds.append({"round": 0, **self._evaluation(), "wall_s": 0.0,
+        self.rounds.append({"round": 0, **self.evaluation(), "wall_s": 0.0,
                             "clock_s": 0.0, "learners": 0})
 
     @property
@@ -223,7 +223,7 @@ class LiveRun:
         """The global model ``learner`` starts from in ``plan`` (its task's)."""
         return self.models[plan.orders[learner].task]
 
-    def _evaluation(self) -> dict[str, Any]:
+    def evaluation(self) -> dict[str, Any]:
         """Validation loss and accuracy of the global model; with several tasks, their means
         and each task's own (``tasks``)."""
         scores = [evaluate(m, self.data.x_test, self.data.y_test) for m in self.models]
@@ -257,7 +257,7 @@ class LiveRun:
         """How long the probe of ``num_nodes`` learners may take [s]: their probes and
         :data:`PROBE_MESSAGE_S` of messaging each, through the pool, plus the grace."""
         one = self.probe_seconds(num_nodes) + PROBE_MESSAGE_S
-        return self._queue_s([one] * num_nodes) + self.settings.grace
+        return self.queue_s([one] * num_nodes) + self.settings.grace
 
     def accept_probe(self, node_id: int, records: Records,
                      elapsed_s: float | None = None) -> None:
@@ -322,7 +322,7 @@ class LiveRun:
         a = self.settings.alpha
         self.overhead[learner] = value if not math.isfinite(now) else (1 - a) * now + a * value
 
-    def _queue_s(self, costs: Sequence[float]) -> float:
+    def queue_s(self, costs: Sequence[float]) -> float:
         """Wall time of jobs of ``costs`` seconds: the longest where every learner trains at
         once; through a pool of P, at most ``sum / P + (1 - 1/P) * longest`` (any order of a
         queue that keeps the P busy: Graham's bound of list scheduling)."""
@@ -338,17 +338,17 @@ class LiveRun:
         """How long the server waits for the replies of ``plan`` [s]: for each learner its
         predicted computation and a quarter more (for learners slower than predicted) plus its
         measured messaging overhead; the longest of those (the learners of a pool: the
-        queue's length, :meth:`_queue_s`), plus the grace."""
-        waits = [1.25 * plan.compute_s(k) + self._overhead(k) for k in plan.orders]
-        return self._queue_s(waits) + self.settings.grace
+        queue's length, :meth:`queue_s`), plus the grace."""
+        waits = [1.25 * plan.compute_s(k) + self.overhead_s(k) for k in plan.orders]
+        return self.queue_s(waits) + self.settings.grace
 
     def rejoin_wait_s(self, learners: Sequence[int]) -> float:
         """How long to wait for a probe of the missing ``learners`` [s]."""
         probe = self.probe_seconds(len(self.nodes))
-        return self._queue_s([1.5 * self._overhead(k) + probe for k in learners]) + \
+        return self.queue_s([1.5 * self.overhead_s(k) + probe for k in learners]) + \
             self.settings.grace
 
-    def _overhead(self, k: int) -> float:
+    def overhead_s(self, k: int) -> float:
         value = float(self.overhead[k])
         return value if math.isfinite(value) else 0.0
 
@@ -468,7 +468,7 @@ class LiveRun:
         fb = self.cycle.live_feedback(self.inst, cycle, reports, wall_s)
         self.inst = fb.instance
         self.finished = fb.stop or plan.last
-        self.rounds.append({"round": r, **self._evaluation(),
+        self.rounds.append({"round": r, **self.evaluation(),
                             "wall_s": time.perf_counter() - self.started,
                             "round_wall_s": wall_s, "clock_s": self.clock_s,
                             "learners": len(usable), "missing": sorted(self.missing),
@@ -509,7 +509,7 @@ class LiveRun:
              report: TrainReport | None, refused: str | None) -> dict[str, Any]:
         node = self.node_of(k) if k in self.nodes.values() else None
         row: dict[str, Any] = {"round": plan.round, "learner": k,
-                               "name": self._name(k), "node": node}
+                               "name": self.learner_name(k), "node": node}
         if plan.adapted is not None:
             row["adapted"] = plan.adapted.text
         clock = plan.clock_s
@@ -548,7 +548,7 @@ class LiveRun:
                    compute_measured_s=report.compute_s, deadline_met=met)
         return row
 
-    def _name(self, k: int) -> str:
+    def learner_name(self, k: int) -> str:
         names = getattr(self.inst, "learner_names", None) or getattr(self.inst, "device_names",
                                                                          None)
         return str(names[k]) if names is not None else str(k)
@@ -559,11 +559,14 @@ class LiveRun:
         measured = [r for r in self.rows if r.get("measured_s") is not None and
                     r.get("compute_predicted_s")]
         return {
-            "instance": self.inst.name, "problem": self.spec.name, "method": self.method,
+            "instance": self.inst.name, "problem": self.spec.name,
+            "method": "fedbuff" if s.scheme == "fedbuff" else self.method, "scheme": s.scheme,
             "rounds": self.rounds, "learners": self.K, "nodes": len(self.nodes),
             "settings": {"rounds": s.rounds, "seed": s.seed, "dataset": s.dataset,
                          "partition": s.partition, "model": s.model, "lr": s.lr,
-                         "batch_size": s.batch_size, "alpha": s.alpha},
+                         "batch_size": s.batch_size, "alpha": s.alpha,
+                         **({"buffer": s.buffer, "concurrency": s.concurrency,
+                             "server_lr": s.server_lr} if s.scheme == "fedbuff" else {})},
             "plotted": dict(self.cycle.plotted),
             "estimates_s_per_sample": [None if not math.isfinite(v) else v
                                        for v in self.estimates.seconds],

@@ -103,12 +103,39 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
                            f"the emulator does not train {spec.name} (it runs live only)",
                            ": ")
     node_speeds(settings, opts, nodes)
+    if settings.scheme == "fedbuff":
+        _check_fedbuff(settings, opts, inst, nodes)
     if opts.engine == "netns":
         opts.link_rates(nodes)
         from mel_opt.live.netns import require
 
         require()  # root and iproute2, or one line saying what to use instead
     return nodes
+
+
+def _check_fedbuff(settings: LiveSettings, opts: LiveOptions, inst: Any, nodes: int) -> None:
+    """FedBuff's rules: a problem with a work clock, at most as many learners at once as
+    nodes, no emulator beside it (it trains the method's allocation)."""
+    from mel_opt.live.fedbuff import equal_work
+
+    flag = LiveSettings.setting("scheme").flag
+    try:
+        equal_work(inst, 1)
+    except UsageError as exc:
+        raise SettingError("scheme", flag, f"fedbuff {exc}".replace("--scheme fedbuff ", ""),
+                           ": ") from None
+    if settings.concurrency is not None and settings.concurrency > nodes:
+        raise SettingError("concurrency", LiveSettings.setting("concurrency").flag,
+                           f"must be at most the {nodes} nodes, got {settings.concurrency}")
+    if settings.buffer is not None and settings.buffer > min(nodes, settings.concurrency or
+                                                             nodes):
+        raise SettingError("buffer", LiveSettings.setting("buffer").flag,
+                           f"must be at most the learners training at once "
+                           f"({min(nodes, settings.concurrency or nodes)}), got "
+                           f"{settings.buffer}")
+    if opts.emulate:
+        raise SettingError("emulate", opts.setting("emulate").flag, "trains the method's "
+                           "allocation; FedBuff's emulated twin is `melopt arena`", ": ")
 
 
 def node_speeds(settings: LiveSettings, opts: LiveOptions, nodes: int) -> list[float] | None:

@@ -25,7 +25,7 @@ from mel_opt.live import learner as L
 from mel_opt.live.report import RECORD_PREFIX
 from mel_opt.live.rounds import LiveRun
 from mel_opt.live.settings import LiveSettings
-from mel_opt.live.strategy import AllocationStrategy
+from mel_opt.live.strategy import AllocationStrategy, FedBuffStrategy
 
 __all__ = ["make_server_app", "server_app", "settings_json"]
 
@@ -76,7 +76,8 @@ def make_server_app(settings: LiveSettings | None = None,
             if on_round is not None:
                 on_round(r)
 
-        strategy = AllocationStrategy(run, after_round, expected_nodes=nodes, log=log or print)
+        kind = FedBuffStrategy if s.scheme == "fedbuff" else AllocationStrategy
+        strategy = kind(run, after_round, expected_nodes=nodes, log=log or print)
         strategy.start(grid=grid, num_rounds=s.rounds)
         if out:
             write_outputs(run, out, figure=True)

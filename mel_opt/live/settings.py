@@ -22,9 +22,11 @@ from mel_opt.settings import Declared, Setting
 from mel_opt.training.settings import DATA_SETTINGS
 
 __all__ = ["DEFAULT_LINK_MBIT", "ENGINES", "INSTANCE_SPEEDS", "LIVE_OPTIONS", "LIVE_SETTINGS",
-           "LiveOptions", "LiveSettings", "SpeedsSetting", "grace_for"]
+           "SCHEMES", "LiveOptions", "LiveSettings", "SpeedsSetting", "grace_for"]
 
 ENGINES = ("simulation", "local", "netns", "remote")
+#: What the server of a live run runs: the method's allocation, or FedBuff.
+SCHEMES = ("allocation", "fedbuff")
 #: Seconds a round waits beyond the predictions when ``grace_s`` is not set: Flower's
 #: simulation answers at once; a deployment's messages take their own round trips.
 GRACE_S = {"simulation": 2.0, "local": 5.0, "netns": 5.0, "remote": 5.0}
@@ -35,8 +37,18 @@ MAX_SEED = 2**63 - 1
 LIVE_SETTINGS = (
     Setting("method", str, None, "Method that allocates every round.", nullable=True,
             default_doc="the problem's", flag="--method"),
+    Setting("scheme", str, "allocation", "What the server runs: the method's allocation in "
+            "synchronous rounds, or FedBuff's asynchronous buffered aggregation (every learner "
+            "the same work; mel-async and dab).", choices=SCHEMES),
     Setting("rounds", int, 5, "Global rounds after the probe (adaptive-tau may end earlier: "
-            "budget).", minimum=1),
+            "budget); with --scheme fedbuff, server steps.", minimum=1),
+    Setting("buffer", int, None, "FedBuff's K: updates per server step (--scheme fedbuff).",
+            minimum=1, nullable=True,
+            default_doc="the paper's 10, at most half the concurrency"),
+    Setting("concurrency", int, None, "FedBuff's C: learners training at once (--scheme "
+            "fedbuff).", minimum=1, nullable=True, default_doc="every learner"),
+    Setting("server_lr", float, 1.0, "FedBuff's server learning rate (--scheme fedbuff).",
+            minimum=0.0, minimum_open=True),
     Setting("seed", int, 0, "Model initialisation, data split and shuffles.", minimum=0,
             maximum=MAX_SEED),
     *DATA_SETTINGS,
@@ -128,6 +140,14 @@ class LiveSettings(Declared):
         rebuild it.
     method : str or None
         The method that allocates every round (None: the problem's default).
+    scheme : str
+        ``allocation`` (the method's, in synchronous rounds) or ``fedbuff``
+        (:mod:`mel_opt.live.fedbuff`: asynchronous, ``rounds`` server steps).
+    buffer, concurrency : int or None
+        FedBuff's K and C (None: :func:`~mel_opt.live.fedbuff.default_buffer`, every
+        learner).
+    server_lr : float
+        FedBuff's server learning rate.
     rounds, seed : int
     dataset, partition, model, lr, batch_size, max_train, max_test
         As ``melopt train`` (:data:`~mel_opt.training.settings.DATA_SETTINGS`).
@@ -167,7 +187,11 @@ class LiveSettings(Declared):
 
     instance: Mapping[str, Any]
     method: str | None = None
+    scheme: str = "allocation"
     rounds: int = 5
+    buffer: int | None = None
+    concurrency: int | None = None
+    server_lr: float = 1.0
     seed: int = 0
     dataset: str = "digits"
     partition: str = "iid"
@@ -183,6 +207,18 @@ class LiveSettings(Declared):
     learners: int | None = None
     adapt: str = "data"
     pool: int | None = None
+
+    def check_together(self) -> None:
+        flags = {s.name: s.flag for s in LIVE_SETTINGS}
+        if self.scheme != "fedbuff":
+            for name in ("buffer", "concurrency"):
+                if getattr(self, name) is not None:
+                    raise SettingError(name, flags[name], "is FedBuff's: it needs {scheme} "
+                                       "fedbuff", " ", {"scheme": flags["scheme"]})
+        elif self.buffer is not None and self.concurrency is not None and \
+                self.buffer > self.concurrency:
+            raise SettingError("buffer", flags["buffer"], f"must be at most the concurrency "
+                               f"({self.concurrency}), got {self.buffer}")
 
     def data_spec(self, num_partitions: int) -> DataSpec:
         """Where every learner finds its part of the data set."""

@@ -21,20 +21,25 @@ and by the runner of the engines only (the ``flower`` extra).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from mel_opt.errors import MelOptError
+from mel_opt.live.fedbuff import AsyncServer, Step, default_buffer, equal_work
+from mel_opt.live.fedbuff import run as fedbuff_loop
 from mel_opt.live.rounds import Answer, LiveRun, RoundPlan
 from mel_opt.live.wire import content_of, records_of
+from mel_opt.problems.learning import sample_bytes
 from mel_opt.problems.messages import Records, ReplyError
 
-__all__ = ["AllocationStrategy"]
+__all__ = ["AllocationStrategy", "FedBuffStrategy"]
 
 #: Seconds between two pulls of replies.
 POLL_S = 0.1
@@ -247,3 +252,109 @@ class AllocationStrategy(Strategy):
                 break
             time.sleep(POLL_S)
         return got
+
+
+
+class _FlowerGrid:
+    """Flower's grid as FedBuff's loop sees it (:class:`mel_opt.live.fedbuff.Grid`): one
+    message per piece of work, replies pulled with a short poll and read by the
+    :class:`~mel_opt.live.fedbuff.AsyncServer`, work past its deadline reported overdue
+    (once; its late reply is still pulled)."""
+
+    def __init__(self, server: AsyncServer, grid: Grid) -> None:
+        self.server, self.grid = server, grid
+        # message id -> (node, sent at, deadline); kept until its reply comes
+        self.out: dict[str, tuple[int, float, float]] = {}
+        self.late: set[str] = set()
+
+    def push(self, node: int, model: Any, version: int) -> None:
+        order, wait = self.server.order(node, model, version)
+        msg = Message(content_of(order.encode()), dst_node_id=node,
+                      message_type=MessageType.TRAIN, group_id=f"fedbuff-{self.server.seq}")
+        now = time.perf_counter()
+        for mid in (i for i in self.grid.push_messages([msg]) if i):
+            self.out[mid] = (node, now, now + wait)
+
+    def pull(self) -> list[tuple[int, Any]]:
+        got = list(self.grid.pull_messages(list(self.out))) if self.out else []
+        if not got:
+            time.sleep(POLL_S)
+            return []
+        now = time.perf_counter()
+        replies: list[tuple[int, Any]] = []
+        for msg in got:
+            mid = msg.metadata.reply_to_message_id
+            if mid not in self.out:
+                continue
+            node, sent, _ = self.out.pop(mid)
+            self.late.discard(mid)
+            content = None if msg.has_error() else _read(msg)
+            replies.append((node, self.server.read(node, content, now - sent)))
+        return replies
+
+    def overdue(self) -> list[int]:
+        now = time.perf_counter()
+        late = [mid for mid, (_, _, until) in self.out.items()
+                if until < now and mid not in self.late]
+        self.late.update(late)
+        for mid in late:
+            self.server.given_up(self.out[mid][0])
+        return [self.out[mid][0] for mid in late]
+
+
+class FedBuffStrategy(AllocationStrategy):
+    """FedBuff (Nguyen et al., AISTATS 2022) on Flower's grid: asynchronous buffered
+    aggregation (:mod:`mel_opt.live.fedbuff`) instead of the method's synchronous rounds.
+
+    The same start as the allocation's (the nodes, the probe that maps them to learners and
+    measures them), then the loop: ``concurrency`` learners train at once, each the same
+    fixed work (:func:`~mel_opt.live.fedbuff.equal_work`), and every ``buffer`` updates
+    make one server step, weighted by staleness. Each step is a round of the outputs (its
+    accuracy, the updates it holds and their staleness); each reply a row (``ok`` with its
+    staleness, ``ignored`` with the reason, ``missing`` when its work was given up).
+    """
+
+    def summary(self) -> None:
+        self.log(f"mel_opt FedBuff strategy: {self.run.spec.name}")
+
+    def start(self, grid: Grid, initial_arrays: ArrayRecord | None = None, num_rounds: int = 3,
+              timeout: float = 3600, train_config: ConfigRecord | None = None,
+              evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None
+              ) -> Any:
+        """Probe, then ``num_rounds`` server steps of FedBuff."""
+        run, s = self.run, self.run.settings
+        nodes = self._wait_for_nodes(grid)
+        self._probe(grid, nodes, max(self.node_wait_s, run.probe_wait_s(len(nodes))))
+        if self.on_round is not None:
+            self.on_round(run)
+        learners = sorted(run.nodes.values())
+        if not learners:
+            run.stop(1, "no learner answered the probe")
+            if self.on_round is not None:
+                self.on_round(run)
+            return run
+        work = equal_work(run.inst, run.N, sample_bytes(run.data.features))
+        C = min(s.concurrency or len(learners), len(learners))
+        K = min(s.buffer or default_buffer(C), C)
+        self.log(f"fedbuff: {len(learners)} learners, {C} at once, a server step every {K} "
+                 f"updates; each {work.samples} samples x {work.passes} passes")
+        server = AsyncServer(run, work, num_rounds, self.log)
+
+        def on_step(step: Step, model: Any) -> None:
+            server.on_step(step, model)
+            if self.on_round is not None:
+                self.on_round(run)
+
+        # once every learner was given up, wait this long for one to come back
+        polls = math.ceil(max(30.0, 2 * run.probe_wait_s(len(learners))) / POLL_S)
+        server.start_clock()
+        outcome = fedbuff_loop(_FlowerGrid(server, grid), [run.node_of(k) for k in learners],
+                               [np.asarray(a, dtype=float) for a in run.model], buffer=K,
+                               concurrency=C, steps=num_rounds, server_lr=s.server_lr,
+                               max_polls=polls, on_step=on_step, on_reply=server.on_reply)
+        if outcome.stopped is not None:
+            run.stop(len(outcome.steps) + 1, f"fedbuff stopped: {outcome.stopped}")
+            if self.on_round is not None:
+                self.on_round(run)
+        return run

@@ -63,6 +63,27 @@ def test_two_nodes_two_rounds(tmp_path: Path, flower: Any,
     assert flower.gone(30.0), flower.alive()
 
 
+def test_fedbuff_runs_asynchronous_steps_on_three_nodes(tmp_path: Path, flower: Any,
+                                                        mel_async_file: Any) -> None:
+    # FedBuff on the loopback deployment: 3 learners at once, a server step every 2 updates
+    settings = load_settings(mel_async_file(3, 0.5), rounds=4, model="softmax", lr=0.3,
+                             grace_s=60.0, scheme="fedbuff", buffer=2)
+    out = tmp_path / "out"
+    summary = live(settings, LiveOptions(engine="local", nodes=3), out)
+    rows = rows_from_csv(out / "rounds.csv")
+    steps = summary["rounds"][1:]
+    assert [r["round"] for r in steps] == [1, 2, 3, 4] and summary["stopped"] is None
+    assert all(r["learners"] == 2 and len(r["staleness"]) == 2 for r in steps)
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(ok) == 8 and all(r["compute_measured_s"] > 0 for r in ok)
+    # every update joins the step its row names; the first step's are fresh
+    assert sorted(r["staleness"] for r in ok if r["round"] == 1) == [0, 0]
+    assert {r["learner"] for r in ok} == {0, 1, 2}  # all three took part
+    assert summary["method"] == "fedbuff" and summary["settings"]["buffer"] == 2
+    assert steps[-1]["accuracy"] > summary["rounds"][0]["accuracy"] + 0.3
+    assert flower.gone(30.0), flower.alive()
+
+
 def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path, flower: Any,
                                                           mel_async_file: Any) -> None:
     settings = load_settings(mel_async_file(3, 0.5), rounds=3, model="softmax",

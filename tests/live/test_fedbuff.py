@@ -1,31 +1,65 @@
-"""FedBuff's asynchronous loop against a scripted grid (no Flower, no sleeps)."""
+"""FedBuff live without Flower: the asynchronous loop against a scripted grid, its fixed work
+worked by hand, and its server side with learners training in this process (faults injected
+into what their nodes send; no sleeps, no timers)."""
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
-from mel_opt.live.fedbuff import Model, run
+from mel_opt import api
+from mel_opt.arena.clock import work_clock
+from mel_opt.errors import UsageError
+from mel_opt.io.json_io import parse_json_text
+from mel_opt.live import learner as L
+from mel_opt.live.fedbuff import (
+    AsyncServer,
+    Model,
+    Outcome,
+    Reply,
+    Step,
+    default_buffer,
+    equal_work,
+    run,
+)
+from mel_opt.live.fedbuff import run as run_loop
+from mel_opt.live.rounds import LiveRun, LiveSettings
+from mel_opt.problems import get_problem
+from mel_opt.problems.mel_async.generate import generate
+from mel_opt.problems.messages import Records
+from mel_opt.training import load_dataset
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class ScriptedGrid:
     """Each pull returns the next scripted batch of answers; a learner answers
     ``model + its step`` (or the scripted bad value) from the model it was last pushed."""
 
-    def __init__(self, script: list[list[tuple[int, float | None]]]) -> None:
+    def __init__(self, script: list[list[tuple[int, float | None]]],
+                 late: list[list[int]] | None = None) -> None:
         self.script = script
+        self.late = list(late or [])
         self.pushed: dict[int, Model] = {}
         self.pushes: list[tuple[int, int]] = []
+
+    def overdue(self) -> list[int]:
+        return self.late.pop(0) if self.late else []
 
     def push(self, node: int, model: Model, version: int) -> None:
         self.pushed[node] = [m.copy() for m in model]
         self.pushes.append((node, version))
 
-    def pull(self) -> list[tuple[int, Model | None]]:
+    def pull(self) -> list[tuple[int, Reply]]:
         if not self.script:
             return []
-        out: list[tuple[int, Model | None]] = []
+        out: list[tuple[int, Reply]] = []
         for node, step in self.script.pop(0):
             out.append((node, None if step is None else [self.pushed[node][0] + step]))
         return out
@@ -69,6 +103,208 @@ def test_missing_learner_served_again_when_it_answers() -> None:
 
 
 def test_stops_when_every_learner_is_lost() -> None:
-    out = run(ScriptedGrid([]), [1], [np.zeros(1)], buffer=1, concurrency=1, steps=3,
-              max_polls=5)
+    # node 1's work is overdue at the first poll; nothing comes back in 5 more polls
+    grid = ScriptedGrid([], late=[[1]])
+    out = run(grid, [1], [np.zeros(1)], buffer=1, concurrency=1, steps=3, max_polls=5)
     assert out.steps == [] and out.model[0][0] == 0.0
+    assert out.given_up == [1] and out.stopped == "no reply in 5 polls"
+    assert grid.script == [] and len(grid.pushes) == 1
+
+
+def test_an_error_reply_sets_the_learner_aside_and_the_run_ends_when_all_failed() -> None:
+    grid = ScriptedGrid([[(1, None)], [(2, None)]])
+    out = run(grid, [1, 2], [np.zeros(1)], buffer=1, concurrency=1, steps=2)
+    assert out.stopped == "every learner failed" and out.steps == []
+    assert grid.pushes == [(1, 0), (2, 0)]  # node 1 never got work again
+
+
+def test_work_given_up_frees_its_slot_and_a_late_reply_is_not_used() -> None:
+    # C = 1: node 1 is overdue at the first poll, node 2 takes the slot and answers +2;
+    # node 1's late +100 arrives while node 2 trains again: ignored; node 2 answers +1
+    grid = ScriptedGrid([[], [(2, 2.0)], [(1, 100.0)], [(2, 1.0)]], late=[[1]])
+    seen: list[tuple[int, int, int | None, str | None]] = []
+    out = run(grid, [1, 2], [np.zeros(1)], buffer=1, concurrency=1, steps=2,
+              on_reply=lambda *a: seen.append(a))
+    assert out.given_up == [1]
+    assert grid.pushes == [(1, 0), (2, 0), (2, 1)]
+    assert seen[0] == (1, 1, None, "missing") and seen[1] == (2, 1, 0, None)
+    assert seen[2][0] == 1 and seen[2][3] is not None and seen[2][3].startswith("late")
+    assert math.isclose(out.model[0][0], 3.0)  # 0 + 2, then + 1; the late 100 never entered
+
+
+def test_an_unreadable_reply_is_ignored_with_its_reason_and_the_learner_works_again() -> None:
+    class Garbled(ScriptedGrid):
+        def pull(self) -> list[tuple[int, Reply]]:
+            if len(self.pushes) == 1:
+                return [(1, "compute_s = 1e9 s is longer than the reply took")]
+            return super().pull()
+
+    grid = Garbled([[(1, 3.0)]])
+    out = run(grid, [1], [np.zeros(1)], buffer=1, concurrency=1, steps=1)
+    assert out.ignored == [(1, "compute_s = 1e9 s is longer than the reply took")]
+    assert out.model[0][0] == 3.0 and grid.pushes == [(1, 0), (1, 0)]
+
+
+# -- FedBuff's fixed work, worked by hand ------------------------------------------------------
+def mel_async_doc() -> dict[str, Any]:
+    # u = d / K = 1000 samples; one pass costs c2 u = 1 s, transfers c1 u + c0 = 0.6 s;
+    # within T = 10 s each fits floor((10 - 0.6) / 1) = 9 passes
+    learner = {"c2": 1e-3, "c1": 1e-4, "c0": 0.5}
+    return {"problem": "mel-async", "schema_version": 1, "name": "two", "cycle_time_s": 10.0,
+            "total_samples": 2000, "min_samples": 10, "max_samples": 2000,
+            "learners": [dict(learner, name="a"), dict(learner, name="b")]}
+
+
+def test_equal_work_of_mel_async_is_an_equal_share_for_the_passes_that_fit() -> None:
+    work = equal_work(api.parse_instance(mel_async_doc()), 1437)
+    assert (work.samples, work.passes) == (1000, 9)
+    assert np.allclose(work.comm_s, 0.6) and np.allclose(work.compute_s, 9.0)
+
+
+def test_equal_work_of_dab_is_s_over_k_shards_of_its_samples_per_shard() -> None:
+    doc = parse_json_text((ROOT / "instances" / "dab" / "worked_example.json").read_text())
+    inst = api.parse_instance(doc)
+    work = equal_work(inst, 1437)
+    S = inst.total_shards if inst.total_shards is not None else None
+    per_shard = get_problem("dab").learning.learner_config(  # type: ignore[union-attr]
+        inst, 0, 1437)["per_shard"]
+    if S is not None:
+        assert work.samples == max(1, round(S / inst.K * per_shard))
+    assert work.passes == inst.iterations
+    # Eq. (3.4) of an equal share a: transfers (2 Omega_m + Omega_d a) / b, compute mu a / c
+    a = work_clock(inst).share
+    assert np.allclose(work.comm_s, (2 * inst.model_bytes + inst.shard_bytes * a) /
+                       np.asarray(inst.bandwidth))
+    assert np.allclose(work.compute_s, inst.iterations * a / np.asarray(inst.train_rate))
+
+
+def test_equal_work_refuses_a_problem_without_a_work_clock() -> None:
+    doc = parse_json_text((ROOT / "instances" / "med" / "mays2023_n4_m1.json").read_text())
+    with pytest.raises(UsageError, match="fedbuff runs the problems mel-async, dab"):
+        equal_work(api.parse_instance(doc), 100)
+
+
+def test_default_buffer_is_ten_at_most_half_the_concurrency() -> None:
+    assert [default_buffer(c) for c in (1, 2, 4, 19, 20, 1000)] == [1, 1, 2, 9, 10, 10]
+
+
+# -- the server side with learners in this process (real training, injected faults) -------------
+SLOW = 1e-3  # seconds per sample-pass every learner's clock reports
+
+Fault = Callable[[Records], Records]
+
+
+def nan_weights(rec: Records) -> Records:
+    model = [a.copy() for a in rec.arrays["model"]]
+    model[0].flat[0] = np.nan
+    return Records(rec.config, {**rec.arrays, "model": model})
+
+
+def absurd_time(rec: Records) -> Records:
+    return Records({**rec.config, "compute_s": 1e9}, rec.arrays)
+
+
+class LearnersHere:
+    """A grid whose learners train here (:func:`mel_opt.live.learner.answer_train`); one
+    reply per pull, in the order pushed. ``faults[(k, n)]``: what learner k's node sends
+    instead of its n-th answer (1, 2, ...); ``errors``: learners whose node fails."""
+
+    def __init__(self, server: AsyncServer, faults: dict[tuple[int, int], Fault],
+                 errors: set[int], late: list[list[int]] | None = None) -> None:
+        self.server, self.faults, self.errors = server, faults, errors
+        self.late = list(late or [])
+        run = server.run
+        self.pools = np.array_split(np.arange(run.data.y_train.size), run.K)
+        self.memories = {k: L.Memory({L.SPEED: SLOW}) for k in range(run.K)}
+        self.queue: list[tuple[int, Records | None]] = []
+        self.answers: dict[int, int] = {}
+        self.pushes: list[int] = []
+
+    def push(self, node: int, model: Model, version: int) -> None:
+        order, wait = self.server.order(node, model, version)
+        assert wait > 0
+        k = self.server.run.nodes[node]
+        self.pushes.append(k)
+        if k in self.errors:
+            self.queue.append((node, None))
+            return
+        local = L.LocalData(self.server.run.data, self.pools[k])
+        report = L.answer_train(order, k, local, self.memories[k], lambda work: SLOW * work)
+        self.answers[k] = self.answers.get(k, 0) + 1
+        fault = self.faults.get((k, self.answers[k]))
+        rec = report.encode()
+        self.queue.append((node, rec if fault is None else fault(rec)))
+
+    def pull(self) -> list[tuple[int, Reply]]:
+        if not self.queue:
+            return []
+        node, rec = self.queue.pop(0)
+        return [(node, self.server.read(node, rec, None))]
+
+    def overdue(self) -> list[int]:
+        return self.late.pop(0) if self.late else []
+
+
+@pytest.fixture(scope="module")
+def digits() -> Any:
+    return load_dataset("digits", max_train=400, max_test=200)
+
+
+def fedbuff_run(data: Any, steps: int, faults: dict[tuple[int, int], Fault],
+                errors: set[int]) -> tuple[LiveRun, LearnersHere, Outcome, list[Model]]:
+    doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
+    run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="fedbuff",
+                               rounds=steps, model="softmax"), data)
+    for k in range(run.K):  # the probe: node 10 + k holds learner k
+        run.nodes[10 + k] = k
+        assert run.measure(k, SLOW * 1000, 1000.0, 0) == ""
+    work = equal_work(run.inst, run.N)
+    server = AsyncServer(run, work, steps)
+    grid = LearnersHere(server, faults, errors)
+    models: list[Model] = []
+
+    def on_step(step: Step, model: Model) -> None:
+        server.on_step(step, model)
+        models.append([m.copy() for m in model])
+
+    out = run_loop(grid, sorted(run.nodes), [np.asarray(a, float) for a in run.model], buffer=2,
+                   concurrency=4, steps=steps, on_step=on_step, on_reply=server.on_reply)
+    return run, grid, out, models
+
+
+def test_fedbuff_learners_here_faulty_replies_are_ignored_the_model_stays_finite(
+        digits: Any) -> None:
+    # learner 1's first answer has a NaN weight, learner 2's first claims 1e9 s of compute,
+    # learner 3's node fails at once
+    run, grid, out, models = fedbuff_run(digits, 4, {(1, 1): nan_weights, (2, 1): absurd_time},
+                                         errors={3})
+    assert out.stopped is None and [s.version for s in out.steps] == [1, 2, 3, 4]
+    assert all(np.isfinite(a).all() for m in models for a in m)
+    assert grid.pushes.count(3) == 1  # the failed learner was set aside for good
+    by = [(r["learner"], r["status"], r.get("reason") or "") for r in run.rows]
+    assert (3, "ignored", "error reply") in by
+    assert any(k == 1 and s == "ignored" and "non-finite" in why for k, s, why in by)
+    assert any(k == 2 and s == "ignored" and "not believed" in why for k, s, why in by)
+    # the absurd time did not reach learner 2's estimate
+    assert run.estimates.seconds[2] < 10 * SLOW
+    ok = [r for r in run.rows if r["status"] == "ok"]
+    assert len(ok) == 8 and all(isinstance(r["staleness"], int) and r["staleness"] >= 0
+                                for r in ok)
+    assert all(r["compute_measured_s"] == pytest.approx(SLOW * r["samples"] * r["passes"])
+               for r in ok)
+    # every step is a round of the outputs: two updates each, accuracy above the start's
+    assert [r["learners"] for r in run.rounds[1:]] == [2, 2, 2, 2]
+    assert run.rounds[-1]["accuracy"] > run.rounds[0]["accuracy"] + 0.3
+    assert run.rounds[-1]["last"] and not run.rounds[1]["last"]
+
+
+def test_fedbuff_a_learner_given_up_is_missing_until_its_late_reply(digits: Any) -> None:
+    doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
+    run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="fedbuff",
+                               rounds=2, model="softmax"), digits)
+    run.nodes.update({10 + k: k for k in range(4)})
+    server = AsyncServer(run, equal_work(run.inst, run.N), 2)
+    server.on_reply(10, 1, None, "missing")
+    assert run.missing == {0} and run.rows[-1]["status"] == "missing"
+    server.on_reply(10, 2, None, "late: its work was given up and handed to another learner")
+    assert run.missing == set() and run.rows[-1]["status"] == "ignored"

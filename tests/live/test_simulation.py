@@ -75,6 +75,11 @@ def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
     (["--engine", "remote"], "--engine remote needs --superlink"),
     (["--model", "resnet"], "unknown model"),
     (["-m", "nope"], "has no method 'nope'"),
+    (["--buffer", "2"], "--buffer is FedBuff's: it needs --scheme fedbuff"),
+    (["--scheme", "fedbuff", "--concurrency", "4"], "--concurrency must be at most the 3"),
+    (["--scheme", "fedbuff", "--buffer", "3", "--concurrency", "2"],
+     "--buffer must be at most the concurrency (2), got 3"),
+    (["--scheme", "fedbuff", "--emulate"], "FedBuff's emulated twin is `melopt arena`"),
 ])
 def test_bad_requests_exit_2_before_anything_starts(tmp_path: Path, args: list[str],
                                                     words: str, mel_async_file: Any) -> None:
@@ -83,6 +88,29 @@ def test_bad_requests_exit_2_before_anything_starts(tmp_path: Path, args: list[s
     assert res.exit_code == 2, res.output
     assert words in res.output and "Traceback" not in res.output
     assert not (tmp_path / "o" / "rounds.csv").exists()
+
+
+def test_fedbuff_is_refused_for_a_problem_without_a_work_clock(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    res = CliRunner().invoke(cli, ["live", str(root / "instances/med/mays2023_n4_m2.json"),
+                                   "--scheme", "fedbuff", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert "--scheme: fedbuff runs the problems mel-async, dab" in res.output
+
+
+def test_fedbuff_in_the_simulation(tmp_path: Path, ray: Any, mel_async_file: Any) -> None:
+    settings = load_settings(mel_async_file(3, 0.6), rounds=3, model="softmax", lr=0.3,
+                             grace_s=60.0, scheme="fedbuff", concurrency=2)
+    out = tmp_path / "out"
+    summary = live(settings, LiveOptions(engine="simulation"), out)
+    steps = summary["rounds"][1:]
+    assert [r["round"] for r in steps] == [1, 2, 3]
+    assert all(r["learners"] == 1 for r in steps)  # default K: half of C = 2
+    rows = rows_from_csv(out / "rounds.csv")
+    assert [r["status"] for r in rows] == ["ok"] * 3
+    assert all(r["samples"] == 100 and r["passes"] >= 1 for r in rows)  # d / K each
+    assert steps[-1]["accuracy"] > summary["rounds"][0]["accuracy"] + 0.2
+    assert ray.gone(20.0), ray.alive()
 
 
 def test_emulate_is_refused_for_a_cycle_only_live_runs_train(tmp_path: Path) -> None:
