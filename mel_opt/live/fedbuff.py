@@ -244,11 +244,18 @@ class Work:
     compute_s: np.ndarray
 
 
-def equal_work(inst: Any, dataset_size: int, sample_bytes: float = 0.0) -> Work:
+def equal_work(inst: Any, dataset_size: int, sample_bytes: float = 0.0,
+               seconds: np.ndarray | None = None) -> Work:
     """The arena's FedBuff work (:mod:`mel_opt.arena.clock`) in live units: an equal share of
     the file's data and the problem's passes (mel-async: ``d / K`` samples for the passes
     the median learner fits in T; dab: ``S / K`` shards of the data set's samples per shard
     for ``mu`` passes).
+
+    ``seconds``: each learner's measured seconds per sample-pass (NaN: not measured). Live,
+    the allocation's rounds fit the learners' measured speeds into the file's T, so FedBuff's
+    passes are fitted the same way: mel-async's computation ``C2_k u`` of Eq. (5) becomes
+    ``seconds_k u`` wherever a learner was measured (the transfers stay the file's, emulated
+    for both).
 
     Raises
     ------
@@ -259,14 +266,19 @@ def equal_work(inst: Any, dataset_size: int, sample_bytes: float = 0.0) -> Work:
         raise UsageError(f"--scheme fedbuff runs the problems {', '.join(CLOCKS)}; this "
                          f"instance is {inst.problem!r}")
     clock = work_clock(inst)
-    passes = max(1, int(round(clock.passes)))
+    per_pass = np.asarray(clock.per_pass_s, dtype=float).copy()
     if inst.problem == "dab":
         brief = inst_learner_config(inst, dataset_size, sample_bytes)
         samples = max(1, int(round(clock.share * int(brief["per_shard"]))))
+        passes = max(1, int(round(clock.passes)))
     else:
         samples = max(1, int(round(clock.share)))
-    return Work(samples, passes, np.asarray(clock.fixed_s, dtype=float),
-                passes * np.asarray(clock.per_pass_s, dtype=float))
+        if seconds is not None:
+            measured = np.isfinite(seconds)
+            per_pass[measured] = np.asarray(seconds, dtype=float)[measured] * clock.share
+        fits = np.floor((clock.budget_s - np.asarray(clock.fixed_s)) / per_pass)
+        passes = max(1, int(np.median(fits)))
+    return Work(samples, passes, np.asarray(clock.fixed_s, dtype=float), passes * per_pass)
 
 
 def inst_learner_config(inst: Any, dataset_size: int, sample_bytes: float) -> dict[str, Any]:
@@ -369,7 +381,9 @@ class AsyncServer:
         run.note_overhead(k, report.compute_s, elapsed_s)
         run.fold_pooled()
         info.update(compute_measured_s=report.compute_s,
-                    measured_s=report.compute_s + float(info["comm_emulated_s"]))
+                    measured_s=report.compute_s + float(info["comm_emulated_s"]),
+                    comm_measured_s=None if elapsed_s is None else
+                    max(0.0, float(elapsed_s) - report.compute_s))
         return report.model
 
     def given_up(self, node: int) -> None:
@@ -387,7 +401,8 @@ class AsyncServer:
                                              "compute_predicted_s", "samples", "passes")})
         if why is None:
             row.update(status="ok", measured_s=info.get("measured_s"),
-                       compute_measured_s=info.get("compute_measured_s"))
+                       compute_measured_s=info.get("compute_measured_s"),
+                       comm_measured_s=info.get("comm_measured_s"))
         elif why == "missing":
             row.update(status="missing", measured_s=None, compute_measured_s=None)
             run.missing.add(k)

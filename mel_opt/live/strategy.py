@@ -334,7 +334,8 @@ class FedBuffStrategy(AllocationStrategy):
             if self.on_round is not None:
                 self.on_round(run)
             return run
-        work = equal_work(run.inst, run.N, sample_bytes(run.data.features))
+        work = equal_work(run.inst, run.N, sample_bytes(run.data.features),
+                          run.estimates.seconds)
         C = min(s.concurrency or len(learners), len(learners))
         K = min(s.buffer or default_buffer(C), C)
         self.log(f"fedbuff: {len(learners)} learners, {C} at once, a server step every {K} "

@@ -159,6 +159,11 @@ def test_equal_work_of_mel_async_is_an_equal_share_for_the_passes_that_fit() -> 
     work = equal_work(api.parse_instance(mel_async_doc()), 1437)
     assert (work.samples, work.passes) == (1000, 9)
     assert np.allclose(work.comm_s, 0.6) and np.allclose(work.compute_s, 9.0)
+    # measured: learner a at 2e-3 s per sample-pass (2 s a pass), b unmeasured (1 s a pass):
+    # a fits floor(9.4 / 2) = 4, b 9; the median floor(6.5) = 6 passes
+    work = equal_work(api.parse_instance(mel_async_doc()), 1437, seconds=np.array([2e-3,
+                                                                                   np.nan]))
+    assert work.passes == 6 and np.allclose(work.compute_s, [12.0, 6.0])
 
 
 def test_equal_work_of_dab_is_s_over_k_shards_of_its_samples_per_shard() -> None:
