@@ -2,7 +2,10 @@
 
 - ``rounds.csv``: one row per (round, learner): the node, the predicted and measured busy
   times (the measured one is the learner's own compute time plus the emulated transfer time
-  of the plan), whether it met the round's deadline, its status (``ok``, ``late``,
+  of the plan), ``comm_measured_s``: the reply's measured round trip minus the learner's
+  compute time (the transfers of the order and the reply as they really crossed: on shaped
+  links, ``--engine netns``, their time at the link's rate; with the deployment's own
+  messaging in it everywhere), whether it met the round's deadline, its status (``ok``, ``late``,
   ``missing``, ``ignored``) and the allocation's own columns (``d``, ``tau``, ``shards``,
   ``batch``, ``samples``, ``passes``; under FedBuff, a round is a server step and
   ``staleness`` the server steps since the model the learner started from);
@@ -34,6 +37,7 @@ RECORD_PREFIX = "melopt-live "
 
 COLUMNS = ("round", "learner", "name", "node", "status", "predicted_s", "measured_s",
            "deadline_met", "compute_predicted_s", "compute_measured_s", "comm_emulated_s",
+           "comm_measured_s",
            "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s",
            "staleness", "reason", "adapted")
 #: Statuses the figure marks (the learner did not answer usably, or answered late).

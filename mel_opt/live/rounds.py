@@ -449,6 +449,8 @@ class LiveRun:
         rows, usable = [], []
         for k in sorted(plan.orders):
             row = self._row(plan, k, plans.get(k), got.get(k), refused.get(k))
+            if k in got:
+                row["comm_measured_s"] = _beyond_compute(elapsed[k], got[k].compute_s)
             rows.append(row)
             p = plans.get(k)
             if row["status"] in ("ok", "late") and p is not None and p.weight > 0:
@@ -584,6 +586,15 @@ def _longer_than_trip(compute_s: float | None, elapsed_s: float | None) -> bool:
     (beyond the timers' slack): then it cannot be a measurement."""
     return compute_s is not None and elapsed_s is not None and math.isfinite(elapsed_s) and \
         compute_s > elapsed_s * (1 + ELAPSED_SLACK) + ELAPSED_SLACK_S
+
+
+def _beyond_compute(elapsed_s: float | None, compute_s: float) -> float | None:
+    """The part of a reply's measured round trip its learner did not spend computing [s]:
+    the order's and the reply's transfers, and the deployment's own messaging (polls, the
+    learner process). None without a round trip (the in-process engine)."""
+    if elapsed_s is None or not math.isfinite(elapsed_s) or not math.isfinite(compute_s):
+        return None
+    return max(0.0, float(elapsed_s) - float(compute_s))
 
 
 def _adapted(a: Adaptation) -> dict[str, Any]:

@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mel_opt import api
 from mel_opt.errors import MelOptError, SettingError, UsageError
 from mel_opt.io.json_io import read_json_file
@@ -50,7 +52,7 @@ from mel_opt.live.settings import (
 )
 
 __all__ = ["ENGINES", "EndedEarly", "LiveOptions", "check", "ended_early", "instance_speeds",
-           "live", "load_settings", "node_speeds", "pool_size"]
+           "live", "load_settings", "node_link_rates", "node_speeds", "pool_size"]
 
 
 class EndedEarly(MelOptError):
@@ -106,7 +108,7 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
     if settings.scheme == "fedbuff":
         _check_fedbuff(settings, opts, inst, nodes)
     if opts.engine == "netns":
-        opts.link_rates(nodes)
+        node_link_rates(settings, opts, nodes)
         from mel_opt.live.netns import require
 
         require()  # root and iproute2, or one line saying what to use instead
@@ -136,6 +138,27 @@ def _check_fedbuff(settings: LiveSettings, opts: LiveOptions, inst: Any, nodes: 
     if opts.emulate:
         raise SettingError("emulate", opts.setting("emulate").flag, "trains the method's "
                            "allocation; FedBuff's emulated twin is `melopt arena`", ": ")
+
+
+def node_link_rates(settings: LiveSettings, opts: LiveOptions, nodes: int) -> list[float]:
+    """Each node's link rate [bit/s] on shaped links: ``--link-rate`` as given, else the
+    instance's own for the run's model (:meth:`~mel_opt.problems.learning.LearningCycle.
+    link_rates`: learner k's on node k), else the default."""
+    own = None
+    if opts.link_rate is None:
+        from mel_opt.live import learner as L
+        from mel_opt.problems import get_problem
+        from mel_opt.training.mlp import init_params, layers_for
+
+        inst = api.parse_instance(dict(settings.instance))
+        cycle = get_problem(inst.problem).learning
+        data = L.dataset(settings.dataset, settings.max_train, settings.max_test)
+        layers = layers_for(settings.model, data.features, data.classes)
+        model_bytes = sum(a.nbytes for a in init_params(layers, 0, np.float32))
+        rates = None if cycle is None else cycle.link_rates(inst, float(model_bytes))
+        if rates is not None and len(rates) >= nodes:
+            own = [float(r) for r in rates[:nodes]]
+    return opts.link_rates(nodes, own)
 
 
 def node_speeds(settings: LiveSettings, opts: LiveOptions, nodes: int) -> list[float] | None:
@@ -363,8 +386,11 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
                 if opts.engine == "netns":
                     from mel_opt.live.netns import ShapedLinks
 
-                    links = stack.enter_context(ShapedLinks(
-                        [(r, r) for r in opts.link_rates(nodes)], tag="live"))
+                    rates = node_link_rates(settings, opts, nodes)
+                    say("links: " + ", ".join(f"node {i} {r / 1e6:.3g} Mbit/s"
+                                              for i, r in enumerate(rates)))
+                    links = stack.enter_context(ShapedLinks([(r, r) for r in rates],
+                                                            tag="live"))
                 fed = stack.enter_context(LocalFederation(
                     nodes=nodes, speeds=node_speeds(settings, opts, nodes), env=warm,
                     links=links))

@@ -32,6 +32,8 @@ SCHEMES = ("allocation", "fedbuff")
 GRACE_S = {"simulation": 2.0, "local": 5.0, "netns": 5.0, "remote": 5.0}
 #: Link rate of every node of ``--engine netns`` unless ``--link-rate`` says otherwise [Mbit/s].
 DEFAULT_LINK_MBIT = 16.0
+#: The range of a link rate [Mbit/s] (what a token bucket here shapes sensibly).
+LINK_MBIT_RANGE = (0.008, 1000.0)
 MAX_SEED = 2**63 - 1
 
 LIVE_SETTINGS = (
@@ -111,8 +113,9 @@ LIVE_OPTIONS = (
                   default_doc="every node a whole core"),
     Setting("link_rate", float, None, "Each node's link rate in Mbit/s, both ways (one value, "
             "or one per node): --engine netns shapes each node's link to it.",
-            minimum=0.008, maximum=1000.0, many=True, nullable=True,
-            default_doc=f"{DEFAULT_LINK_MBIT:g} Mbit/s each"),
+            minimum=LINK_MBIT_RANGE[0], maximum=LINK_MBIT_RANGE[1], many=True, nullable=True,
+            default_doc=f"the instance's (dab: b_k; mel-async: the rate that moves the "
+                        f"model both ways in C0_k), else {DEFAULT_LINK_MBIT:g} Mbit/s each"),
     Setting("superlink", str, None, "HOST:PORT of a remote SuperLink (remote).",
             nullable=True, default_doc="none"),
     Setting("root_certificates", str, None, "CA certificate (PEM) of the remote SuperLink.",
@@ -243,7 +246,9 @@ class LiveOptions(Declared):
         own network namespace behind a link shaped to ``link_rate``; root) or ``remote``.
     link_rate : tuple of float or None
         Each node's link rate [Mbit/s], both ways: one value for all, or one per node
-        (``netns`` only; default :data:`DEFAULT_LINK_MBIT`).
+        (``netns`` only; default: the instance's own rates where its problem has them,
+        :meth:`~mel_opt.problems.learning.LearningCycle.link_rates`, else
+        :data:`DEFAULT_LINK_MBIT`).
     nodes : int or None
         Learner processes (default: the instance's learners); learner k runs on the node
         whose partition id is k.
@@ -312,14 +317,19 @@ class LiveOptions(Declared):
                                f"{len(self.speeds)}")
         return list(self.speeds) * (nodes if len(self.speeds) == 1 else 1)
 
-    def link_rates(self, nodes: int) -> list[float]:
-        """Each node's link rate [bit/s] (``netns``): ``link_rate`` as given, one per node.
+    def link_rates(self, nodes: int, instance: list[float] | None = None) -> list[float]:
+        """Each node's link rate [bit/s] (``netns``): ``link_rate`` as given, one per node;
+        unset, ``instance`` (the instance's own rates of the nodes, bit/s), else
+        :data:`DEFAULT_LINK_MBIT`. Rates are kept within the setting's range.
 
         Raises
         ------
         SettingError
             ``link_rate`` has neither one value nor one per node.
         """
+        if self.link_rate is None and instance is not None and len(instance) == nodes:
+            low, high = (1e6 * v for v in LINK_MBIT_RANGE)
+            return [min(high, max(low, float(r))) for r in instance]
         rates = self.link_rate or (DEFAULT_LINK_MBIT,)
         if len(rates) not in (1, nodes):
             raise SettingError("link_rate", self.setting("link_rate").flag,

@@ -482,6 +482,13 @@ class LearningCycle(abc.ABC):
         """Models the server keeps, one per task (a plan's ``task`` indexes them); default 1."""
         return 1
 
+    def link_rates(self, inst: Any, model_bytes: float) -> np.ndarray | None:
+        """Each learner's link rate in the instance's own communication model [bit/s], for a
+        live model of ``model_bytes``: what a deployment on shaped links (``melopt live
+        --engine netns``) gives each node's link, both ways. None (the default): the problem's
+        file says nothing a link rate can be read from."""
+        return None
+
     def live_learners(self, inst: Any, nodes: int | None) -> int:
         """Learners of a live run with ``nodes`` processes asked for (None: not said); default
         the instance's learners (``inst.K``)."""

@@ -113,6 +113,10 @@ class DabCycle(LearningCycle):
         return CyclePlan(plans, deadline_s=float(inst.deadline))
 
     # -- live runs: decentralised, as the thesis runs DAB (Algorithm 10) --------------------
+    def link_rates(self, inst: DabInstance, model_bytes: float) -> np.ndarray:
+        """8 b_k bit/s: the file's link bandwidth b_k (Eq. (3.1), (3.3)), whatever the model."""
+        return 8.0 * np.asarray(inst.bandwidth, dtype=float)
+
     def learner_config(self, inst: DabInstance, learner: int, dataset_size: int,
                        sample_bytes: float = 0.0) -> dict[str, Any]:
         """What the orchestrator sends learner k: the deadline, the passes, the model and shard

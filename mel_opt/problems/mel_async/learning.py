@@ -73,6 +73,14 @@ class MelAsyncCycle(LearningCycle):
             for k in range(inst.K))
         return CyclePlan(plans, duration_s=float(inst.cycle_time))
 
+    def link_rates(self, inst: MelAsyncInstance, model_bytes: float) -> np.ndarray:
+        """R_k such that the live model crosses down and up in the file's C0_k = 2 P_m S_m /
+        R_k (Eq. (3)-(4)): ``16 model_bytes / C0_k`` bit/s (a learner with C0_k = 0 has no
+        transfer time to keep: infinite)."""
+        c0 = np.asarray(inst.c0, dtype=float)
+        with np.errstate(divide="ignore"):
+            return np.where(c0 > 0, 16.0 * float(model_bytes) / c0, np.inf)
+
     def live_instance(self, inst: MelAsyncInstance, learners: np.ndarray, seconds: np.ndarray,
                       dataset_size: int) -> MelAsyncInstance:
         """C2_k from the measured seconds per sample-pass; C1_k, C0_k (the transfers of Eq.
