@@ -80,6 +80,7 @@ def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
     (["--scheme", "fedbuff", "--buffer", "3", "--concurrency", "2"],
      "--buffer must be at most the concurrency (2), got 3"),
     (["--scheme", "fedbuff", "--emulate"], "FedBuff's emulated twin is `melopt arena`"),
+    (["--probe", "0"], "'--probe': 0.0 is not in the range x>0.0"),
 ])
 def test_bad_requests_exit_2_before_anything_starts(tmp_path: Path, args: list[str],
                                                     words: str, mel_async_file: Any) -> None:
