@@ -22,6 +22,13 @@ Three sections:
   measured compute time (what the deployment adds: messages, learner processes, polls), and
   the median. Runs alone:
   ``python benchmarks/bench_live.py overhead``.
+- ``links`` (root; not run by default): 2 nodes of mel-async (the ``rounds`` section's
+  instance) and of dab (``instances/dab/mnist_ffn_testbed.json``), TwoNN on
+  ``--links-dataset`` (Fashion-MNIST: a 162 kB model), on the loopback deployment
+  and across links shaped to each of ``--link-rates`` (1, 4 and 16 Mbit/s): the model's
+  predicted transfer time (down and up at the rate) against ``comm_measured_s`` per round,
+  and that minus the loopback's (what the link itself added). Runs alone:
+  ``python benchmarks/bench_live.py links``.
 
     python benchmarks/bench_live.py [rounds] [speeds] [overhead] [--sizes 4 10 50 200 1000]
         [--rounds 5] [--clock 1.0] [--min-clock 0.1]
@@ -268,9 +275,71 @@ def section_overhead(args: argparse.Namespace, tmp: Path) -> None:
                   "median overhead per round: - (no round had a measured learner)")
 
 
+def section_links(args: argparse.Namespace, tmp: Path) -> None:
+    """Communication over shaped links (``--engine netns``, root): per problem and link rate,
+    the model's predicted transfer time (down and up at the link's rate) against the measured
+    ``comm_measured_s`` (round trip minus compute), beside the loopback deployment's (the
+    deployment's own messaging, no link), per round, median over the learners."""
+    import numpy as np
+
+    from mel_opt.live.report import rows_from_csv
+    from mel_opt.training.mlp import init_params, layers_for
+
+    data = load_dataset(args.links_dataset, max_train=args.links_max_train)
+    model_bytes = sum(a.nbytes for a in init_params(layers_for("twonn", data.features,
+                                                                data.classes), 0, np.float32))
+    root = Path(__file__).resolve().parents[1]
+    files = {"mel-async": instance(2, args.clock, tmp / "links-ma.json"),
+             "dab": root / "instances" / "dab" / "mnist_ffn_testbed.json"}
+    rounds = args.rounds
+    table = Table(title=f"shaped links (--engine netns), 2 nodes, TwoNN on {args.links_dataset} "
+                        f"({model_bytes / 1e3:.0f} kB a model), {rounds} rounds: model "
+                        "transfer predicted (down + up at the rate) vs comm_measured_s "
+                        "(round trip - compute), median of the 2 learners [s]")
+    for col in ("problem", "link", "predicted", *(f"round {r}" for r in range(1, rounds + 1)),
+                "measured - loopback", "measured / predicted", "round wall s"):
+        table.add_column(col, justify="right")
+    for problem, path in files.items():
+        for rate in (None, *args.link_rates):
+            engine = "local" if rate is None else "netns"
+            settings = load_settings(path, rounds=rounds, grace_s=30.0,
+                                     dataset=args.links_dataset,
+                                     max_train=args.links_max_train)
+            out = tmp / f"links-{problem}-{rate}"
+            opts = LiveOptions(engine=engine, nodes=2,
+                               link_rate=None if rate is None else (rate,))
+            try:
+                summary = live(settings, opts, out, log=PROGRESS)
+            except Exception as exc:  # a failed case is reported, the table goes on
+                table.add_row(problem, "loopback" if rate is None else f"{rate:g} Mbit/s",
+                              "", f"failed: {str(exc)[:60]}")
+                continue
+            rows = rows_from_csv(out / "rounds.csv")
+            per_round = [statistics.median(x["comm_measured_s"] for x in rows
+                                           if x["round"] == r and x.get("comm_measured_s")
+                                           is not None) if any(
+                x["round"] == r and x.get("comm_measured_s") is not None for x in rows)
+                else float("nan") for r in range(1, rounds + 1)]
+            measured = statistics.median(v for v in per_round if v == v)
+            walls = [r["round_wall_s"] for r in summary["rounds"][1:] if "round_wall_s" in r]
+            if rate is None:
+                base = measured
+                table.add_row(problem, "loopback", "0", *(f"{v:.2f}" for v in per_round),
+                              "", "", f"{statistics.median(walls):.2f}")
+                continue
+            predicted = 2 * 8 * model_bytes / (rate * 1e6)
+            table.add_row(problem, f"{rate:g} Mbit/s", f"{predicted:.2f}",
+                          *(f"{v:.2f}" for v in per_round), f"{measured - base:.2f}",
+                          f"{(measured - base) / predicted:.2f}",
+                          f"{statistics.median(walls):.2f}")
+            console.print(f"done: {problem} {rate} Mbit/s")
+    console.print(table)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sections", nargs="*", choices=["", "rounds", "speeds", "overhead"],
+    ap.add_argument("sections", nargs="*",
+                    choices=["", "rounds", "speeds", "overhead", "links"],
                     default=[])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 50, 200, 1000])
     ap.add_argument("--rounds", type=int, default=5)
@@ -281,6 +350,14 @@ def main() -> None:
                     help="cycle clock of the speeds section [s]")
     ap.add_argument("--local-max", type=int, default=50,
                     help="largest K the rounds section also runs on the loopback deployment")
+    ap.add_argument("--link-rates", type=float, nargs="+", default=[1.0, 4.0, 16.0],
+                    help="link rates of the links section [Mbit/s]")
+    ap.add_argument("--links-dataset", default="fashion-mnist",
+                    help="data set of the links section (its 28 x 28 TwoNN is 162 kB: a "
+                         "model of the 8 x 8 digits, 18 kB, crosses within a token bucket's "
+                         "burst)")
+    ap.add_argument("--links-max-train", type=int, default=3000,
+                    help="training samples of the links section")
     ap.add_argument("--verbose", action="store_true", help="print each run's progress")
     ap.add_argument("--no-tls", action="store_true",
                     help="loopback deployments without TLS (to measure what TLS costs; "
@@ -307,6 +384,8 @@ def main() -> None:
             section_speeds(args, Path(tmp))
         if "overhead" in chosen:
             section_overhead(args, Path(tmp))
+        if "links" in chosen:
+            section_links(args, Path(tmp))
 
 
 if __name__ == "__main__":
