@@ -344,7 +344,9 @@ class AsyncServer:
         one = 1.25 * pred + run.overhead_s(k) if pred is not None else \
             float(self.work.compute_s[k])
         wait = run.queue_s([one] * len(self.busy)) + s.grace
+        before = run.overhead_s(k) if math.isfinite(float(run.overhead[k])) else None
         self.info[node] = {"predicted_s": None if pred is None else pred + comm,
+                           "comm_predicted_s": before,
                            "comm_emulated_s": comm, "compute_predicted_s": pred,
                            "samples": self.work.samples, "passes": self.work.passes,
                            "version": version}
@@ -398,7 +400,8 @@ class AsyncServer:
         row: dict[str, Any] = {"round": joins, "learner": k, "name": run.learner_name(k),
                                "node": node, "deadline_met": None, "staleness": staleness}
         row.update({c: info.get(c) for c in ("predicted_s", "comm_emulated_s",
-                                             "compute_predicted_s", "samples", "passes")})
+                                             "comm_predicted_s", "compute_predicted_s",
+                                             "samples", "passes")})
         if why is None:
             row.update(status="ok", measured_s=info.get("measured_s"),
                        compute_measured_s=info.get("compute_measured_s"),

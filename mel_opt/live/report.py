@@ -5,7 +5,9 @@
   of the plan), ``comm_measured_s``: the reply's measured round trip minus the learner's
   compute time (the transfers of the order and the reply as they really crossed: on shaped
   links, ``--engine netns``, their time at the link's rate; with the deployment's own
-  messaging in it everywhere), whether it met the round's deadline, its status (``ok``, ``late``,
+  messaging in it everywhere), and ``comm_predicted_s``, the server's estimate of that before
+  the round (learned as the speeds are: an exponentially weighted average of the learner's
+  measurements), whether it met the round's deadline, its status (``ok``, ``late``,
   ``missing``, ``ignored``) and the allocation's own columns (``d``, ``tau``, ``shards``,
   ``batch``, ``samples``, ``passes``; under FedBuff, a round is a server step and
   ``staleness`` the server steps since the model the learner started from);
@@ -37,7 +39,7 @@ RECORD_PREFIX = "melopt-live "
 
 COLUMNS = ("round", "learner", "name", "node", "status", "predicted_s", "measured_s",
            "deadline_met", "compute_predicted_s", "compute_measured_s", "comm_emulated_s",
-           "comm_measured_s",
+           "comm_predicted_s", "comm_measured_s",
            "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s",
            "staleness", "reason", "adapted")
 #: Statuses the figure marks (the learner did not answer usably, or answered late).

@@ -424,6 +424,7 @@ class LiveRun:
     def close(self, plan: RoundPlan, answers: Sequence[Answer], wall_s: float) -> None:
         """Read the answers, aggregate, update the estimates, record the round."""
         r = plan.round
+        expected = self.overhead.copy()  # each learner's messaging as estimated before
         got: dict[int, TrainReport] = {}
         elapsed: dict[int, float | None] = {}
         refused: dict[int, str] = {}
@@ -449,6 +450,8 @@ class LiveRun:
         rows, usable = [], []
         for k in sorted(plan.orders):
             row = self._row(plan, k, plans.get(k), got.get(k), refused.get(k))
+            row["comm_predicted_s"] = float(expected[k]) if math.isfinite(expected[k]) \
+                else None
             if k in got:
                 row["comm_measured_s"] = _beyond_compute(elapsed[k], got[k].compute_s)
             rows.append(row)
@@ -572,6 +575,8 @@ class LiveRun:
             "plotted": dict(self.cycle.plotted),
             "estimates_s_per_sample": [None if not math.isfinite(v) else v
                                        for v in self.estimates.seconds],
+            "estimates_comm_s": [None if not math.isfinite(v) else float(v)
+                                 for v in self.overhead],
             "prediction_error": _median_errors(measured),
             "adapted": [{"round": r["round"], **r["adapted"]} for r in self.rounds
                         if "adapted" in r],

@@ -60,6 +60,9 @@ def test_two_nodes_two_rounds(tmp_path: Path, flower: Any,
     assert len({r["node"] for r in rows}) == 2  # two SuperNodes, mapped by the probe
     assert summary["rounds"][-1]["accuracy"] > summary["rounds"][0]["accuracy"] + 0.3
     assert (out / "live.png").exists()
+    # the messaging beyond compute is measured per reply, and learned from the probe on
+    assert all(r["comm_measured_s"] > 0 and r["comm_predicted_s"] > 0 for r in rows)
+    assert all(v > 0 for v in summary["estimates_comm_s"])
     assert flower.gone(30.0), flower.alive()
 
 

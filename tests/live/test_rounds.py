@@ -200,3 +200,26 @@ def test_a_probe_whose_compute_time_exceeds_its_round_trip_is_ignored(digits: An
     run.accept_probe(101, ProbeReport(1, 100, 0.25, 1000.0).encode(), elapsed_s=0.26)
     assert run.nodes == {101: 1}
     assert len(run.warnings) == 1 and "longer than the 0.2 s" in run.warnings[0]
+
+
+def test_messaging_beyond_compute_is_measured_and_learned(digits: Any) -> None:
+    # the probe took 0.1 s of compute in a 0.9 s round trip: 0.8 s of messaging expected;
+    # round 1's reply of learner 0 comes 0.6 s after its compute: measured 0.6, the estimate
+    # moves half way (alpha 0.5) to 0.7
+    run = LiveRun(LiveSettings(instance=mel_async_doc(), method="exact", seed=1,
+                               model="softmax"), digits)
+    for k in range(3):
+        run.accept_probe(100 + k, ProbeReport(k, 100, SIGMA[k] * 1000, 1000.0).encode(),
+                         elapsed_s=SIGMA[k] * 1000 + 0.8)
+    plan = run.plan(1)
+    answers = []
+    for k, order in plan.orders.items():
+        a = reply(run, k, order, SIGMA[k], 0.0)
+        compute = SIGMA[k] * order.samples * order.passes
+        answers.append(Answer(k, a.records, elapsed_s=compute + (0.6 if k == 0 else 0.8)))
+    run.close(plan, answers, 1.0)
+    rows = {r["learner"]: r for r in run.rows}
+    assert rows[0]["comm_predicted_s"] == pytest.approx(0.8)
+    assert rows[0]["comm_measured_s"] == pytest.approx(0.6)
+    assert rows[1]["comm_measured_s"] == pytest.approx(0.8)
+    assert run.summary()["estimates_comm_s"] == pytest.approx([0.7, 0.8, 0.8])
