@@ -93,12 +93,14 @@ def _run(*args: str) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
-def test_fleet_instance_of_100_phones_solves_and_verifies(tmp_path: Path) -> None:
+def test_fleet_instance_of_phones_solves_and_verifies(tmp_path: Path) -> None:
+    # 30 phones: the preset's 100 take the exact method several seconds (a benchmark's
+    # size, not a test's)
     out = tmp_path / "fleet.json"
-    code, text = _run("generate", "mel-async", "--preset", "fleet", "--seed", "0",
-                      "-o", str(out))
+    code, text = _run("generate", "mel-async", "--preset", "fleet", "--learners", "30",
+                      "--seed", "0", "-o", str(out))
     assert code == 0, text
-    assert len(json.loads(out.read_text())["learners"]) == 100
+    assert len(json.loads(out.read_text())["learners"]) == 30
     code, text = _run("solve", str(out), "--json")
     assert code == 0, text
     result = json.loads(text)
