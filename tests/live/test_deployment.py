@@ -66,27 +66,6 @@ def test_two_nodes_two_rounds(tmp_path: Path, flower: Any,
     assert flower.gone(30.0), flower.alive()
 
 
-def test_fedbuff_runs_asynchronous_steps_on_three_nodes(tmp_path: Path, flower: Any,
-                                                        mel_async_file: Any) -> None:
-    # FedBuff on the loopback deployment: 3 learners at once, a server step every 2 updates
-    settings = load_settings(mel_async_file(3, 0.5), rounds=4, model="softmax", lr=0.3,
-                             grace_s=60.0, scheme="fedbuff", buffer=2)
-    out = tmp_path / "out"
-    summary = live(settings, LiveOptions(engine="local", nodes=3), out)
-    rows = rows_from_csv(out / "rounds.csv")
-    steps = summary["rounds"][1:]
-    assert [r["round"] for r in steps] == [1, 2, 3, 4] and summary["stopped"] is None
-    assert all(r["learners"] == 2 and len(r["staleness"]) == 2 for r in steps)
-    ok = [r for r in rows if r["status"] == "ok"]
-    assert len(ok) == 8 and all(r["compute_measured_s"] > 0 for r in ok)
-    # every update joins the step its row names; the first step's are fresh
-    assert sorted(r["staleness"] for r in ok if r["round"] == 1) == [0, 0]
-    assert {r["learner"] for r in ok} == {0, 1, 2}  # all three took part
-    assert summary["method"] == "fedbuff" and summary["settings"]["buffer"] == 2
-    assert steps[-1]["accuracy"] > summary["rounds"][0]["accuracy"] + 0.3
-    assert flower.gone(30.0), flower.alive()
-
-
 def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path, flower: Any,
                                                           mel_async_file: Any) -> None:
     # the grace bounds the waits for the dead node (round 2, and its probe before round 3)
@@ -134,21 +113,36 @@ def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path, flower
     assert flower.gone(30.0), flower.alive()
 
 
-def test_remote_engine_rebuilds_the_outputs_from_the_servers_log(tmp_path: Path, flower: Any,
-                                                                 mel_async_file: Any) -> None:
+def test_remote_engine_rebuilds_the_outputs_then_fedbuff_runs_on_the_same_nodes(
+        tmp_path: Path, flower: Any, mel_async_file: Any) -> None:
     # a "remote" SuperLink that happens to run here: the server writes no file of ours, the
-    # runner rebuilds rounds.csv and summary.json from the records the server logs
-    settings = load_settings(mel_async_file(2, 0.5), rounds=1, model="softmax", grace_s=60.0)
-    out = tmp_path / "out"
-    with LocalFederation(nodes=2) as fed:
+    # runner rebuilds rounds.csv and summary.json from the records the server logs; then
+    # FedBuff on the same three nodes (3 learners at once, a server step every 2 updates)
+    settings = load_settings(mel_async_file(3, 0.5), rounds=1, model="softmax", grace_s=60.0)
+    fedbuff = load_settings(mel_async_file(3, 0.5), rounds=4, model="softmax", lr=0.3,
+                            grace_s=60.0, scheme="fedbuff", buffer=2)
+    out, out_fb = tmp_path / "out", tmp_path / "fedbuff"
+    with LocalFederation(nodes=3) as fed:
         fed.wait_ready()
         assert fed.certificates is not None  # the SuperLink serves TLS: trust its CA
         opts = LiveOptions(engine="remote", superlink=f"127.0.0.1:{fed.port}",
-                           root_certificates=str(fed.certificates.ca), nodes=2)
+                           root_certificates=str(fed.certificates.ca), nodes=3)
         summary = live(settings, opts, out)
+        async_summary = live(fedbuff, opts, out_fb)
     rows = rows_from_csv(out / "rounds.csv")
-    assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1)]
+    assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1), (1, 2)]
     assert [r["round"] for r in summary["rounds"]] == [0, 1]
+
+    steps = async_summary["rounds"][1:]
+    assert [r["round"] for r in steps] == [1, 2, 3, 4] and async_summary["stopped"] is None
+    assert all(r["learners"] == 2 and len(r["staleness"]) == 2 for r in steps)
+    ok = [r for r in rows_from_csv(out_fb / "rounds.csv") if r["status"] == "ok"]
+    assert len(ok) == 8 and all(r["compute_measured_s"] > 0 for r in ok)
+    # every update joins the step its row names; the first step's are fresh
+    assert sorted(r["staleness"] for r in ok if r["round"] == 1) == [0, 0]
+    assert {r["learner"] for r in ok} == {0, 1, 2}  # all three took part
+    assert async_summary["method"] == "fedbuff" and async_summary["settings"]["buffer"] == 2
+    assert steps[-1]["accuracy"] > async_summary["rounds"][0]["accuracy"] + 0.3
     assert flower.gone(30.0), flower.alive()
 
 
