@@ -10,6 +10,13 @@ Keys are ECDSA on P-256 (what gRPC and every TLS 1.3 stack accept; fast to make:
 takes milliseconds). Each file is written to a temporary name and renamed into place
 (:func:`mel_opt.io.atomic.atomic_path`), so a reader never sees half a key; the key's file is
 owner-only before its first byte is written.
+
+SuperNode authentication (:func:`make_node_key`) uses a second kind of key: one ECDSA key pair
+per SuperNode, on P-384 (the curve of Flower's guide; any NIST curve is accepted), in the
+OpenSSH formats Flower reads: ``flower-supernode --auth-supernode-private-key`` loads the
+private key with ``load_ssh_private_key`` (``-----BEGIN OPENSSH PRIVATE KEY-----``, no
+passphrase) and ``flwr supernode register`` the public key with ``load_ssh_public_key``
+(one line ``ecdsa-sha2-nistp384 AAAA... comment``).
 """
 
 from __future__ import annotations
@@ -25,6 +32,25 @@ from mel_opt.errors import UsageError
 from mel_opt.io.atomic import atomic_path
 
 VALID_DAYS = 3
+#: the SuperNode keys' file names: ``<name>.key`` (private, 0600) and ``<name>.pub``
+PRIVATE_SUFFIX, PUBLIC_SUFFIX = ".key", ".pub"
+
+
+@dataclass(frozen=True)
+class NodeKey:
+    """Where one SuperNode's authentication key pair is.
+
+    Attributes
+    ----------
+    private : Path
+        The private key, OpenSSH format, mode 0600
+        (``flower-supernode --auth-supernode-private-key``).
+    public : Path
+        The public key, one OpenSSH line (``flwr supernode register``).
+    """
+
+    private: Path
+    public: Path
 
 
 @dataclass(frozen=True)
@@ -129,4 +155,43 @@ def make_run_certificates(directory: str | os.PathLike[str], hosts: Sequence[str
     _write(files.certificate, server.public_bytes(pem), 0o644)
     _write(files.key, key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
                                         serialization.NoEncryption()), 0o600)
+    return files
+
+
+def make_node_key(directory: str | os.PathLike[str], name: str = "supernode", *,
+                  comment: str | None = None) -> NodeKey:
+    """Make a SuperNode's authentication key pair in ``directory``.
+
+    Parameters
+    ----------
+    directory
+        Existing directory (``<name>.key`` and ``<name>.pub`` are written there; an existing
+        pair of that name is replaced).
+    name
+        The files' stem.
+    comment
+        Text after the public key on its line (default ``name``).
+
+    Returns
+    -------
+    NodeKey
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    if not name or "/" in name or name.startswith("."):
+        raise UsageError(f"not a key name: {name!r}")
+    note = name if comment is None else comment
+    if any(c in note for c in "\r\n"):
+        raise UsageError("a key comment is one line")
+    key = ec.generate_private_key(ec.SECP384R1())
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                           serialization.PublicFormat.OpenSSH)
+    line = public + (f" {note}".encode() if note else b"") + b"\n"
+    out = Path(directory)
+    files = NodeKey(out / f"{name}{PRIVATE_SUFFIX}", out / f"{name}{PUBLIC_SUFFIX}")
+    _write(files.private, private, 0o600)
+    _write(files.public, line, 0o644)
     return files

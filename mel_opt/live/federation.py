@@ -23,6 +23,14 @@ descendant (pid and start time, :mod:`mel_opt.processes`) while the trees are in
 each one still alive gets SIGTERM, then SIGKILL after a grace period, and the directory is
 removed.
 
+Authentication: with TLS (the default) the SuperLink runs ``--enable-supernode-auth``, so it
+admits only SuperNodes whose public key was registered through its Control API. Each node gets
+its own ECDSA key pair, made for the run (:func:`~mel_opt.live.certs.make_node_key`) in the
+run's owner-only directory; once the SuperLink listens the public keys are registered
+(``flwr supernode register``, all at once, inside the hub namespace across links), and only
+then do the nodes start, each with ``--auth-supernode-private-key``. A node whose key was not
+registered is refused at activation and exits ("Failed to activate SuperNode").
+
 Waits: the SuperExecs poll for work every ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` seconds (1 by
 default, 0.25 here); an idle SuperNode sleeps 3 s between pulls, with no setting
 (:mod:`mel_opt.live.supernode` shortens it); ``Grid.send_and_receive`` sleeps 3 s between its
@@ -46,12 +54,13 @@ from pathlib import Path
 from types import TracebackType
 
 from mel_opt.errors import UsageError
-from mel_opt.live.certs import RunCertificates, make_run_certificates
+from mel_opt.live.certs import NodeKey, RunCertificates, make_node_key, make_run_certificates
 from mel_opt.live.flwr_cli import (
     FederationError,
     Stream,
     executable,
     flower_env,
+    register_supernodes,
     run_flwr_app,
     write_flower_config,
 )
@@ -68,8 +77,9 @@ from mel_opt.processes import (
     start_time,
 )
 
-__all__ = ["LOCAL_FEDERATION", "LOOPBACK", "REMOTE_FEDERATION", "FederationError",
-           "LocalFederation", "RemoteFederation", "free_ports", "port_open"]
+__all__ = ["LOCAL_FEDERATION", "LOOPBACK", "REMOTE_FEDERATION", "DeviceNode", "FederationError",
+           "LocalFederation", "RemoteFederation", "check_address", "free_ports", "node_env",
+           "check_private_key", "port_open", "supernode_command"]
 
 LOCAL_FEDERATION = "melopt-local"
 REMOTE_FEDERATION = "melopt-remote"
@@ -105,6 +115,50 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def check_address(superlink: str) -> str:
+    """``superlink`` if it is ``HOST:PORT`` (a UsageError otherwise)."""
+    host, _, port = superlink.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"the SuperLink address must be HOST:PORT, got {superlink!r}")
+    return superlink
+
+
+def node_env(idle_poll: float | None = DEFAULT_POLL, warm: bool = True, task_poll: float = 0.25,
+             extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment settings of a SuperNode as mel_opt starts it (on top of
+    :func:`~mel_opt.live.flwr_cli.flower_env`): the SuperExec's task poll, the node's idle poll
+    (``None``: Flower's 3 s), the warm SuperExec, the short pull back-off
+    (:mod:`mel_opt.live.supernode`), and no proxy for loopback."""
+    env = {TASK_POLL_ENV: f"{task_poll:g}", **(extra or {})}
+    env[POLL_ENV] = f"{idle_poll:g}" if idle_poll is not None else "0"
+    if warm:
+        env[WARM_ENV] = "1"
+    env[PULL_BACKOFF_ENV] = PULL_BACKOFF
+    no_proxy = os.environ.get("NO_PROXY", os.environ.get("no_proxy", ""))
+    env["NO_PROXY"] = env["no_proxy"] = ",".join(
+        p for p in (no_proxy, "127.0.0.1,localhost") if p)
+    return env
+
+
+def supernode_command(superlink: str, partition_id: int, num_partitions: int, *, port: int,
+                      root_certificates: str | os.PathLike[str] | None = None,
+                      insecure: bool = False, auth_key: str | os.PathLike[str] | None = None,
+                      patched: bool = True) -> list[str]:
+    """The command line of one SuperNode (``python -m mel_opt.live.supernode``, or Flower's
+    own ``flower-supernode`` when not ``patched``), its ClientApp API on 127.0.0.1:``port``.
+
+    ``root_certificates`` is the CA to trust (``None`` and not ``insecure``: the system's),
+    ``auth_key`` the node's private key for SuperNode authentication."""
+    head = ([sys.executable, "-m", "mel_opt.live.supernode"] if patched
+            else [executable("flower-supernode")])
+    security = (["--insecure"] if insecure else [] if root_certificates is None
+                else ["--root-certificates", str(root_certificates)])
+    auth = [] if auth_key is None else ["--auth-supernode-private-key", str(auth_key)]
+    return [*head, *security, *auth, "--superlink", superlink, "--host", LOOPBACK,
+            "--port", str(port),
+            "--node-config", f"partition-id={partition_id} num-partitions={num_partitions}"]
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -137,9 +191,7 @@ class RemoteFederation:
 
     def __init__(self, superlink: str, root_certificates: str | os.PathLike[str] | None = None,
                  insecure: bool = False, *, env: Mapping[str, str] | None = None) -> None:
-        host, _, port = superlink.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise UsageError(f"the SuperLink address must be HOST:PORT, got {superlink!r}")
+        check_address(superlink)
         if insecure and root_certificates is not None:
             raise UsageError("a root certificate is for TLS: give it or --insecure, not both")
         self.superlink = superlink
@@ -173,163 +225,32 @@ class RemoteFederation:
             shutil.rmtree(home, ignore_errors=True)
 
 
-# -- the local deployment ----------------------------------------------------------------------
-class LocalFederation:
-    """A SuperLink and ``nodes`` SuperNodes on 127.0.0.1, ended with the context.
+class _ProcessTrees:
+    """Processes started in their own sessions, every descendant recorded while the trees
+    are intact, all of them ended (SIGTERM, then SIGKILL after ``grace``) by :meth:`close`,
+    and the directory ``home`` (their logs) removed."""
 
-    Parameters
-    ----------
-    nodes
-        Number of SuperNodes; node ``i`` gets the node config ``partition-id=i
-        num-partitions=nodes``.
-    speeds
-        One fraction of a core per node in (0, 1] (:class:`~mel_opt.live.throttle.Throttle`);
-        ``None`` runs every node at full speed.
-    env
-        Extra environment of every process (``PYTHONPATH`` for apps outside the installed
-        packages: the SuperLink's ServerApp and the nodes' ClientApps import them).
-    idle_poll
-        Seconds an idle SuperNode waits between pulls (:mod:`mel_opt.live.supernode`; at
-        0.2 s about 0.04 of a core per node at rest, for a round trip ~2.5 s shorter);
-        ``None`` starts Flower's own ``flower-supernode`` with its fixed 3 s.
-    warm
-        Run each node's ClientApps in processes forked from a warm SuperExec
-        (:mod:`mel_opt.live.superexec`: imports and the data set loaded once per node) rather
-        than a fresh ``flwr-clientapp`` interpreter per message.
-    task_poll
-        Seconds between the SuperExecs' polls for work (Flower's default is 1; each of the
-        ``nodes + 1`` SuperExecs costs about 0.01 of a core at 0.25 s, 0.04 at 0.1 s).
-    throttle_period
-        Seconds of one duty cycle of the throttle.
-    grace
-        Seconds between SIGTERM and SIGKILL when the federation ends.
-    start_timeout
-        Seconds the SuperLink may take to accept connections before the nodes start.
-    tls
-        Serve with TLS (the default): a CA and a SuperLink certificate are made for the run
-        (:func:`~mel_opt.live.certs.make_run_certificates`), the nodes and ``flwr run`` trust
-        that CA alone. ``False`` runs the SuperLink ``--insecure`` (for measuring what TLS
-        costs).
-    links
-        Real links (:class:`~mel_opt.live.netns.ShapedLinks`, already started, one link per
-        node): the SuperLink runs in the hub namespace, node ``i`` in link ``i``'s namespace and
-        reaches the SuperLink at its hub address, so every message crosses that node's shaped
-        link; ``flwr run`` runs inside the hub. ``None``: everything on 127.0.0.1.
-    """
-
-    def __init__(self, nodes: int = 2, speeds: Sequence[float] | None = None, *,
-                 env: Mapping[str, str] | None = None, idle_poll: float | None = DEFAULT_POLL,
-                 warm: bool = True, task_poll: float = 0.25, throttle_period: float = 0.1,
-                 grace: float = 5.0, start_timeout: float = 60.0, tls: bool = True,
-                 links: ShapedLinks | None = None) -> None:
-        if nodes < 1:
-            raise UsageError(f"a local federation needs at least one node, got {nodes}")
-        if speeds is not None and len(speeds) != nodes:
-            raise UsageError(f"{len(speeds)} speeds for {nodes} nodes")
-        if speeds is not None and not all(0 < float(s) <= 1 for s in speeds):
-            raise UsageError(f"speeds are fractions of a core in (0, 1], got {list(speeds)}")
-        self.nodes, self.speeds = nodes, None if speeds is None else [float(s) for s in speeds]
-        self.idle_poll, self.task_poll, self.warm = idle_poll, task_poll, bool(warm)
-        self.throttle_period, self.grace, self.start_timeout = throttle_period, grace, start_timeout
-        self.extra_env = dict(env or {})
-        self.tls = bool(tls)
-        if links is not None and len(links.links) != nodes:
-            raise UsageError(f"{len(links.links)} links for {nodes} nodes")
-        self.links = links
-        self.certificates: RunCertificates | None = None
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
         self.home: Path | None = None
-        self.port, self.env = 0, dict[str, str]()
-        self._link: subprocess.Popen[bytes] | None = None
-        self._nodes: list[subprocess.Popen[bytes]] = []
-        self._killed: set[int] = set()
-        self._node_ids: dict[int, int] = {}
+        self.env = dict[str, str]()
         self._seen: dict[int, tuple[float | None, int]] = {}  # pid -> (start time, its root)
         self._lock = threading.Lock()
         self._halt = threading.Event()
         self._monitor: threading.Thread | None = None
         self._throttle: Throttle | None = None
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    def __enter__(self) -> LocalFederation:
-        self.start()
-        return self
+    def _started(self) -> list[subprocess.Popen[bytes]]:
+        """The processes started directly (each the root of its tree)."""
+        return []
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
+    def _forget(self) -> None:
+        """Reset what lived in ``home`` once it is removed."""
 
-    def start(self) -> None:
-        """Start the SuperLink, wait until it listens, then start the SuperNodes."""
-        if self.home is not None:
-            raise RuntimeError("this federation is already running")
-        self.home = Path(tempfile.mkdtemp(prefix="melopt-flower-"))
-        self._halt.clear()
-        try:
-            ports = free_ports(1 + self.nodes)
-            self.port = ports[0]
-            extra = {TASK_POLL_ENV: f"{self.task_poll:g}", **self.extra_env}
-            extra[POLL_ENV] = f"{self.idle_poll:g}" if self.idle_poll is not None else "0"
-            if self.warm:
-                extra[WARM_ENV] = "1"
-            extra[PULL_BACKOFF_ENV] = PULL_BACKOFF
-            no_proxy = os.environ.get("NO_PROXY", os.environ.get("no_proxy", ""))
-            extra["NO_PROXY"] = extra["no_proxy"] = ",".join(
-                p for p in (no_proxy, "127.0.0.1,localhost") if p)
-            self.env = flower_env(self.home, extra)
-            self._link = self._spawn("superlink", [
-                *self._hub_prefix(), executable("flower-superlink"), *self._link_security(),
-                "--disable-runtime-dependency-installation",
-                "--host", LOOPBACK if self.links is None else "0.0.0.0",  # only the run's links
-                "--port", str(self.port)])
-            self._monitor = threading.Thread(target=self._watch, name="melopt-federation",
-                                             daemon=True)
-            self._monitor.start()
-            # nodes started before the link listens back off for seconds between retries
-            self._wait(self._link_listens, self.start_timeout,
-                       "the SuperLink did not accept connections")
-            for i, port in enumerate(ports[1:]):
-                self._nodes.append(self._spawn(f"supernode-{i}", self._node_command(i, port)))
-            if self.speeds is not None and any(s < 1 for s in self.speeds):
-                self._throttle = Throttle(
-                    {p.pid: s for p, s in zip(self._nodes, self.speeds, strict=True)},
-                    self.throttle_period)
-                self._throttle.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def _link_security(self) -> list[str]:
-        """The SuperLink's TLS flags (certificates made now), or ``--insecure``."""
-        if not self.tls:
-            return ["--insecure"]
-        assert self.home is not None
-        tls_dir = self.home / "tls"
-        tls_dir.mkdir(mode=0o700)
-        hubs = [] if self.links is None else sorted({li.hub_address for li in self.links.links})
-        self.certificates = make_run_certificates(tls_dir, [LOOPBACK, "localhost", *hubs])
-        c = self.certificates
-        return ["--ssl-ca-certfile", str(c.ca), "--ssl-certfile", str(c.certificate),
-                "--ssl-keyfile", str(c.key)]
-
-    def _node_security(self) -> list[str]:
-        if self.certificates is None:
-            return ["--insecure"]
-        return ["--root-certificates", str(self.certificates.ca)]
-
-    def _node_command(self, i: int, port: int) -> list[str]:
-        if self.idle_poll is None and not self.warm:
-            head = [executable("flower-supernode")]
-        else:
-            head = [sys.executable, "-m", "mel_opt.live.supernode"]
-        if self.links is not None:
-            link = self.links.links[i]
-            head = [*self.links.prefix(link.namespace), *head]
-            superlink = f"{link.hub_address}:{self.port}"
-        else:
-            superlink = f"{LOOPBACK}:{self.port}"
-        return [*head, *self._node_security(), "--superlink", superlink,
-                "--host", LOOPBACK, "--port", str(port),
-                "--node-config", f"partition-id={i} num-partitions={self.nodes}"]
+    def _start_monitor(self) -> None:
+        self._monitor = threading.Thread(target=self._watch, name="melopt-federation",
+                                         daemon=True)
+        self._monitor.start()
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         assert self.home is not None
@@ -367,13 +288,13 @@ class LocalFederation:
         try:
             self._terminate(self._scan(), self.grace)
         finally:  # whatever failed above, the processes we started ourselves end
-            for proc in [self._link, *self._nodes]:
-                if proc is not None and proc.poll() is None:
+            for proc in self._started():
+                if proc.poll() is None:
                     end_process_group(proc, grace=1.0)
             if self.home is not None:
                 shutil.rmtree(self.home, ignore_errors=True)
                 self.home = None
-                self.certificates = None
+                self._forget()
 
     # -- processes -----------------------------------------------------------------------------
     def _watch(self) -> None:
@@ -407,9 +328,8 @@ class LocalFederation:
                     send(pid, signal.SIGCONT)  # a stopped process acts on SIGTERM only then
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline:
-                for proc in [self._link, *self._nodes]:
-                    if proc is not None:
-                        proc.poll()  # reap our children, so they do not linger as zombies
+                for proc in self._started():
+                    proc.poll()  # reap our children, so they do not linger as zombies
                 # children born during the shutdown are recorded and signalled too
                 victims = {**victims, **{p: s for p, s in self._scan().items()
                                          if p not in victims}}
@@ -417,6 +337,197 @@ class LocalFederation:
                 if not victims:
                     return
                 time.sleep(0.05)
+
+    def processes(self) -> dict[int, float | None]:
+        """Every process started or seen as a descendant: pid -> start time."""
+        with self._lock:
+            return {pid: start for pid, (start, _) in self._seen.items()}
+
+    def pids(self) -> list[int]:
+        """The pids of :meth:`processes`."""
+        return sorted(self.processes())
+
+    def listening(self) -> list[tuple[int, str, str, int]]:
+        """Listening sockets of the live processes (see :func:`listening_sockets`)."""
+        return listening_sockets(self._scan())
+
+
+# -- the local deployment ----------------------------------------------------------------------
+class LocalFederation(_ProcessTrees):
+    """A SuperLink and ``nodes`` SuperNodes on 127.0.0.1, ended with the context.
+
+    Parameters
+    ----------
+    nodes
+        Number of SuperNodes; node ``i`` gets the node config ``partition-id=i
+        num-partitions=nodes``.
+    speeds
+        One fraction of a core per node in (0, 1] (:class:`~mel_opt.live.throttle.Throttle`);
+        ``None`` runs every node at full speed.
+    env
+        Extra environment of every process (``PYTHONPATH`` for apps outside the installed
+        packages: the SuperLink's ServerApp and the nodes' ClientApps import them).
+    idle_poll
+        Seconds an idle SuperNode waits between pulls (:mod:`mel_opt.live.supernode`; at
+        0.2 s about 0.04 of a core per node at rest, for a round trip ~2.5 s shorter);
+        ``None`` starts Flower's own ``flower-supernode`` with its fixed 3 s.
+    warm
+        Run each node's ClientApps in processes forked from a warm SuperExec
+        (:mod:`mel_opt.live.superexec`: imports and the data set loaded once per node) rather
+        than a fresh ``flwr-clientapp`` interpreter per message.
+    task_poll
+        Seconds between the SuperExecs' polls for work (Flower's default is 1; each of the
+        ``nodes + 1`` SuperExecs costs about 0.01 of a core at 0.25 s, 0.04 at 0.1 s).
+    throttle_period
+        Seconds of one duty cycle of the throttle.
+    grace
+        Seconds between SIGTERM and SIGKILL when the federation ends.
+    start_timeout
+        Seconds the SuperLink may take to accept connections before the nodes start.
+    tls
+        Serve with TLS (the default): a CA and a SuperLink certificate are made for the run
+        (:func:`~mel_opt.live.certs.make_run_certificates`), the nodes and ``flwr run`` trust
+        that CA alone. ``False`` runs the SuperLink ``--insecure`` (for measuring what TLS
+        costs).
+    auth
+        SuperNode authentication (see the module's notes): the SuperLink admits only the
+        nodes whose keys this run made and registered. ``None`` (the default): on whenever
+        ``tls`` is (Flower allows it only with TLS); ``False`` lets any SuperNode that reaches
+        the SuperLink join.
+    links
+        Real links (:class:`~mel_opt.live.netns.ShapedLinks`, already started, one link per
+        node): the SuperLink runs in the hub namespace, node ``i`` in link ``i``'s namespace and
+        reaches the SuperLink at its hub address, so every message crosses that node's shaped
+        link; ``flwr run`` runs inside the hub. ``None``: everything on 127.0.0.1.
+    """
+
+    def __init__(self, nodes: int = 2, speeds: Sequence[float] | None = None, *,
+                 env: Mapping[str, str] | None = None, idle_poll: float | None = DEFAULT_POLL,
+                 warm: bool = True, task_poll: float = 0.25, throttle_period: float = 0.1,
+                 grace: float = 5.0, start_timeout: float = 60.0, tls: bool = True,
+                 links: ShapedLinks | None = None, auth: bool | None = None) -> None:
+        if nodes < 1:
+            raise UsageError(f"a local federation needs at least one node, got {nodes}")
+        if speeds is not None and len(speeds) != nodes:
+            raise UsageError(f"{len(speeds)} speeds for {nodes} nodes")
+        if speeds is not None and not all(0 < float(s) <= 1 for s in speeds):
+            raise UsageError(f"speeds are fractions of a core in (0, 1], got {list(speeds)}")
+        self.nodes, self.speeds = nodes, None if speeds is None else [float(s) for s in speeds]
+        self.idle_poll, self.task_poll, self.warm = idle_poll, task_poll, bool(warm)
+        super().__init__(grace)
+        self.throttle_period, self.start_timeout = throttle_period, start_timeout
+        self.extra_env = dict(env or {})
+        self.tls = bool(tls)
+        if auth and not self.tls:
+            raise UsageError("SuperNode authentication needs TLS (Flower refuses it over "
+                             "--insecure)")
+        self.auth = self.tls if auth is None else bool(auth)
+        self.keys: list[NodeKey] = []
+        self.registered: dict[int, int] = {}  # partition id -> node id given at registration
+        if links is not None and len(links.links) != nodes:
+            raise UsageError(f"{len(links.links)} links for {nodes} nodes")
+        self.links = links
+        self.certificates: RunCertificates | None = None
+        self.port = 0
+        self._link: subprocess.Popen[bytes] | None = None
+        self._nodes: list[subprocess.Popen[bytes]] = []
+        self._killed: set[int] = set()
+        self._node_ids: dict[int, int] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def __enter__(self) -> LocalFederation:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the SuperLink, wait until it listens, then start the SuperNodes."""
+        if self.home is not None:
+            raise RuntimeError("this federation is already running")
+        self.home = Path(tempfile.mkdtemp(prefix="melopt-flower-"))
+        self._halt.clear()
+        try:
+            ports = free_ports(1 + self.nodes)
+            self.port = ports[0]
+            self.env = flower_env(self.home, node_env(self.idle_poll, self.warm,
+                                                      self.task_poll, self.extra_env))
+            self._link = self._spawn("superlink", [
+                *self._hub_prefix(), executable("flower-superlink"), *self._link_security(),
+                *self._link_auth(),
+                "--disable-runtime-dependency-installation",
+                "--host", LOOPBACK if self.links is None else "0.0.0.0",  # only the run's links
+                "--port", str(self.port)])
+            self._start_monitor()
+            # nodes started before the link listens back off for seconds between retries
+            self._wait(self._link_listens, self.start_timeout,
+                       "the SuperLink did not accept connections")
+            if self.auth:
+                self._register_nodes()
+            for i, port in enumerate(ports[1:]):
+                self._nodes.append(self._spawn(f"supernode-{i}", self._node_command(i, port)))
+            if self.speeds is not None and any(s < 1 for s in self.speeds):
+                self._throttle = Throttle(
+                    {p.pid: s for p, s in zip(self._nodes, self.speeds, strict=True)},
+                    self.throttle_period)
+                self._throttle.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _started(self) -> list[subprocess.Popen[bytes]]:
+        return [p for p in (self._link, *self._nodes) if p is not None]
+
+    def _forget(self) -> None:
+        self.certificates = None
+        self.keys, self.registered = [], {}
+
+    def _link_security(self) -> list[str]:
+        """The SuperLink's TLS flags (certificates made now), or ``--insecure``."""
+        if not self.tls:
+            return ["--insecure"]
+        assert self.home is not None
+        tls_dir = self.home / "tls"
+        tls_dir.mkdir(mode=0o700)
+        hubs = [] if self.links is None else sorted({li.hub_address for li in self.links.links})
+        self.certificates = make_run_certificates(tls_dir, [LOOPBACK, "localhost", *hubs])
+        c = self.certificates
+        return ["--ssl-ca-certfile", str(c.ca), "--ssl-certfile", str(c.certificate),
+                "--ssl-keyfile", str(c.key)]
+
+    def _link_auth(self) -> list[str]:
+        return ["--enable-supernode-auth"] if self.auth else []
+
+    def _register_nodes(self) -> None:
+        """Make each node's key pair and register its public key with the SuperLink."""
+        assert self.home is not None
+        key_dir = self.home / "keys"
+        key_dir.mkdir(mode=0o700)
+        self.keys = [make_node_key(key_dir, f"supernode-{i}", comment=f"melopt-node-{i}")
+                     for i in range(self.nodes)]
+        self.write_config()
+        ids = register_supernodes(self.env, LOCAL_FEDERATION, [k.public for k in self.keys],
+                                  timeout=self.start_timeout, prefix=self._hub_prefix(),
+                                  track=self._track)
+        self.registered = dict(enumerate(ids))
+
+
+    def _node_command(self, i: int, port: int) -> list[str]:
+        prefix: list[str] = []
+        if self.links is not None:
+            link = self.links.links[i]
+            prefix = self.links.prefix(link.namespace)
+            superlink = f"{link.hub_address}:{self.port}"
+        else:
+            superlink = f"{LOOPBACK}:{self.port}"
+        return [*prefix, *supernode_command(
+            superlink, i, self.nodes, port=port,
+            root_certificates=None if self.certificates is None else self.certificates.ca,
+            insecure=self.certificates is None,
+            auth_key=self.keys[i].private if self.keys else None,
+            patched=not (self.idle_poll is None and not self.warm))]
 
     def kill_node(self, i: int) -> None:
         """SIGKILL node ``i``'s whole process tree (to test a node dying mid-round)."""
@@ -526,15 +637,139 @@ class LocalFederation:
         """The pid of every SuperNode process started (killed ones included)."""
         return [p.pid for p in self._nodes]
 
-    def processes(self) -> dict[int, float | None]:
-        """Every process started or seen as a descendant: pid -> start time."""
-        with self._lock:
-            return {pid: start for pid, (start, _) in self._seen.items()}
 
-    def pids(self) -> list[int]:
-        """The pids of :meth:`processes`."""
-        return sorted(self.processes())
+# -- one SuperNode on a device ------------------------------------------------------------------
+class DeviceNode(_ProcessTrees):
+    """One SuperNode joining an existing SuperLink (``melopt node``), as the local federation
+    starts its nodes: :func:`supernode_command` in :func:`node_env`, its output to this
+    process's, its whole tree ended by :meth:`close`.
 
-    def listening(self) -> list[tuple[int, str, str, int]]:
-        """Listening sockets of the live processes (see :func:`listening_sockets`)."""
-        return listening_sockets(self._scan())
+    Parameters
+    ----------
+    superlink
+        ``HOST:PORT`` of the SuperLink's Fleet API.
+    partition_id, num_partitions
+        The node config: this node's partition of the data set, and how many there are.
+    root_certificates
+        The CA (PEM) that signed the SuperLink's certificate; ``None`` trusts the system's.
+    insecure
+        Plain HTTP (only for a SuperLink started ``--insecure``).
+    auth_key
+        The node's private key (OpenSSH, :func:`~mel_opt.live.certs.make_node_key`) for a
+        SuperLink with SuperNode authentication; its public key must be registered there.
+    speed
+        Fraction of a core in (0, 1] (:class:`~mel_opt.live.throttle.Throttle`); ``None``: all.
+    port
+        Port of the node's ClientApp API on 127.0.0.1 (``None``: a free one).
+    idle_poll, warm, task_poll, throttle_period, grace
+        As for :class:`LocalFederation`.
+
+    Raises
+    ------
+    UsageError
+        A bad address, partition, speed or file, or a key that is not an OpenSSH EC private key.
+    """
+
+    def __init__(self, superlink: str, partition_id: int, num_partitions: int, *,
+                 root_certificates: str | os.PathLike[str] | None = None,
+                 insecure: bool = False, auth_key: str | os.PathLike[str] | None = None,
+                 speed: float | None = None, port: int | None = None,
+                 idle_poll: float | None = DEFAULT_POLL, warm: bool = True,
+                 task_poll: float = 0.25, throttle_period: float = 0.1, grace: float = 5.0,
+                 env: Mapping[str, str] | None = None) -> None:
+        super().__init__(grace)
+        self.superlink = check_address(superlink)
+        if num_partitions < 1 or not 0 <= partition_id < num_partitions:
+            raise UsageError(f"the partition id must be in [0, {num_partitions - 1}] for "
+                             f"{num_partitions} partitions, got {partition_id}")
+        if speed is not None and not 0 < float(speed) <= 1:
+            raise UsageError(f"the speed is a fraction of a core in (0, 1], got {speed}")
+        if insecure and (root_certificates is not None or auth_key is not None):
+            raise UsageError("--insecure is plain HTTP: no root certificate and no "
+                             "authentication key with it (Flower refuses both)")
+        self.partition_id, self.num_partitions = int(partition_id), int(num_partitions)
+        self.root_certificates = None if root_certificates is None else _existing(
+            root_certificates, "root certificate")
+        self.auth_key = None if auth_key is None else _existing(auth_key, "private key")
+        if self.auth_key is not None:
+            check_private_key(self.auth_key)
+        self.insecure, self.speed, self.port = bool(insecure), speed, port
+        self.idle_poll, self.warm, self.task_poll = idle_poll, bool(warm), task_poll
+        self.throttle_period = throttle_period
+        self.extra_env = dict(env or {})
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> DeviceNode:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _started(self) -> list[subprocess.Popen[bytes]]:
+        return [] if self._proc is None else [self._proc]
+
+    def command(self, port: int) -> list[str]:
+        """The SuperNode's command line."""
+        return supernode_command(self.superlink, self.partition_id, self.num_partitions,
+                                 port=port, root_certificates=self.root_certificates,
+                                 insecure=self.insecure, auth_key=self.auth_key,
+                                 patched=not (self.idle_poll is None and not self.warm))
+
+    def start(self) -> None:
+        """Start the SuperNode (its output goes to this process's stdout and stderr)."""
+        if self.home is not None:
+            raise RuntimeError("this node is already running")
+        self.home = Path(tempfile.mkdtemp(prefix="melopt-node-"))
+        self._halt.clear()
+        try:
+            port = self.port if self.port is not None else free_ports(1)[0]
+            self.env = flower_env(self.home, node_env(self.idle_poll, self.warm, self.task_poll,
+                                                      self.extra_env))
+            self._proc = subprocess.Popen(self.command(port), env=self.env, cwd=self.home,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            self._track(self._proc.pid)
+            self._start_monitor()
+            if self.speed is not None and self.speed < 1:
+                self._throttle = Throttle({self._proc.pid: float(self.speed)},
+                                          self.throttle_period)
+                self._throttle.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def wait(self, stop: threading.Event | None = None) -> int | None:
+        """Wait until the SuperNode exits (its exit code) or ``stop`` is set (``None``)."""
+        if self._proc is None:
+            raise RuntimeError("this node is not running")
+        while self._proc.poll() is None:
+            if stop is not None and stop.wait(0.2):
+                return None
+            if stop is None:
+                time.sleep(0.2)
+        return self._proc.returncode
+
+
+def _existing(path: str | os.PathLike[str], what: str) -> str:
+    p = Path(path).expanduser().resolve()
+    if not p.is_file():
+        raise UsageError(f"{what} {p} not found")
+    return str(p)
+
+
+def check_private_key(path: str | os.PathLike[str]) -> None:
+    """UsageError unless ``path`` holds an EC private key in OpenSSH format without a
+    passphrase (what ``flower-supernode --auth-supernode-private-key`` reads)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_ssh_private_key
+
+    try:
+        key = load_ssh_private_key(Path(path).read_bytes(), None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise UsageError(f"{path} is not an OpenSSH private key without a passphrase "
+                         f"({exc}); make one with: melopt node keygen DIR") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise UsageError(f"{path} is not an ECDSA key (Flower's SuperNode authentication "
+                         "needs one on a NIST curve); make one with: melopt node keygen DIR")

@@ -10,6 +10,9 @@ variables that would start Flower's legacy gRPC servers on 0.0.0.0
 ``$FLWR_HOME/config.toml``; :func:`run_flwr_app` runs an app directory
 (:mod:`mel_opt.live.appdir`) with ``flwr run <app> <federation> --stream``, each output line to
 a callback, and judges the run by its status (:func:`run_status`), not by ``flwr``'s exit code.
+:func:`register_supernodes` registers SuperNodes' public keys with a SuperLink that runs
+``--enable-supernode-auth`` (``flwr supernode register``, through its Control API) and
+:func:`supernode_ids` lists the nodes it knows (``flwr supernode ls``).
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ from mel_opt.io import atomic_write
 from mel_opt.live.appdir import toml_key, toml_string
 from mel_opt.processes import end_process_group
 
-__all__ = ["FederationError", "Stream", "executable", "flower_env", "run_flwr_app", "run_status",
+__all__ = ["FederationError", "Stream", "executable", "flower_env", "register_command",
+           "register_supernodes", "run_flwr_app", "run_status", "supernode_ids",
            "write_flower_config"]
 
 _LEGACY_GRPC_ENV = ("FLWR_INTERNAL_GRPC_CONTROL_API", "FLWR_INTERNAL_GRPC_FLEET_API")
@@ -91,6 +95,78 @@ def flower_env(home: str | os.PathLike[str], extra: Mapping[str, str] | None = N
                                               env.get("PATH", "")) if p)
     env.update(extra or {})
     return env
+
+
+# -- SuperNode authentication ------------------------------------------------------------------
+def register_command(public_key: str | os.PathLike[str], federation: str | None = None,
+                     ) -> list[str]:
+    """``flwr supernode register PUBLIC_KEY [FEDERATION] --format json`` (no executable path:
+    what a server's operator types)."""
+    return ["flwr", "supernode", "register", str(public_key),
+            *([federation] if federation else []), "--format", "json"]
+
+
+def register_supernodes(env: Mapping[str, str], federation: str,
+                        public_keys: Sequence[str | os.PathLike[str]], *,
+                        timeout: float = 60.0, prefix: Sequence[str] = (),
+                        track: Callable[[int], None] | None = None) -> list[int]:
+    """Register each public key (OpenSSH line in a file) with the SuperLink; their node ids.
+
+    One ``flwr supernode register`` per key, all at once (each is a Python start-up of about a
+    second). ``prefix`` runs ``flwr`` under another command (``ip netns exec NS``).
+
+    Raises
+    ------
+    FederationError
+        A registration failed or did not end within ``timeout`` seconds (the message is
+        ``flwr``'s last lines).
+    """
+    procs = []
+    try:
+        for key in public_keys:
+            cmd = register_command(Path(key).resolve(), federation)
+            proc = subprocess.Popen([*prefix, executable("flwr"), *cmd[1:]], env=dict(env),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=True)
+            procs.append(proc)
+            if track is not None:
+                track(proc.pid)
+        deadline = time.monotonic() + timeout
+        ids = []
+        for key, proc in zip(public_keys, procs, strict=True):
+            try:
+                out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise FederationError(f"flwr supernode register {key} did not end within "
+                                      f"{timeout:g} s") from None
+            node_id = None
+            try:
+                doc = json.loads(out[out.index("{"):out.rindex("}") + 1])
+                node_id = int(doc["node-id"]) if doc.get("success") else None
+            except (ValueError, KeyError, TypeError):
+                pass
+            if proc.returncode != 0 or node_id is None:
+                tail = "\n".join(_ANSI.sub("", out).strip().splitlines()[-5:])
+                raise FederationError(f"flwr supernode register {key} failed "
+                                      f"({proc.returncode}):\n{tail}")
+            ids.append(node_id)
+        return ids
+    finally:
+        for proc in procs:
+            end_process_group(proc)
+
+
+def supernode_ids(env: Mapping[str, str], federation: str, *, online: bool = False,
+                  prefix: Sequence[str] = ()) -> list[int] | None:
+    """The node ids the SuperLink knows (``flwr supernode ls``), only those ``online`` if
+    asked; ``None`` when ``flwr`` fails."""
+    doc = _flwr_json(env, ["supernode", "ls", federation], prefix=prefix)
+    nodes = doc.get("nodes") if doc else None
+    if not isinstance(nodes, list):
+        return None
+    return sorted(int(n["node-id"]) for n in nodes
+                  if isinstance(n, dict) and (not online or n.get("status") == "online"))
 
 
 # -- flwr run ----------------------------------------------------------------------------------

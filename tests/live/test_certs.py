@@ -16,7 +16,7 @@ from mel_opt.errors import UsageError
 pytest.importorskip("cryptography", reason="certificates are made with the cryptography package "
                                            "(installed with the flower extra)")
 
-from mel_opt.live.certs import make_run_certificates  # noqa: E402
+from mel_opt.live.certs import make_node_key, make_run_certificates  # noqa: E402
 
 
 def _handshake(certs_dir: Path, server_name: str) -> str:
@@ -96,3 +96,33 @@ def test_the_key_is_the_owners_alone_and_bad_hosts_are_refused(tmp_path: Path) -
         make_run_certificates(tmp_path, [])
     with pytest.raises(UsageError, match="not an address or host name"):
         make_run_certificates(tmp_path, ["bad host"])
+
+
+def test_a_node_key_pair_is_what_flower_reads_and_owner_only(tmp_path: Path) -> None:
+    """The private key in OpenSSH format (``flower-supernode --auth-supernode-private-key``
+    loads it with ``load_ssh_private_key``), the public key one OpenSSH line (``flwr supernode
+    register`` loads it with ``load_ssh_public_key``), both of one ECDSA P-384 pair."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        PublicFormat,
+        load_ssh_private_key,
+        load_ssh_public_key,
+    )
+
+    key = make_node_key(tmp_path, "node-3", comment="melopt-node-3")
+    assert (key.private.name, key.public.name) == ("node-3.key", "node-3.pub")
+    assert stat.S_IMODE(key.private.stat().st_mode) == 0o600
+    private = load_ssh_private_key(key.private.read_bytes(), None)
+    public = load_ssh_public_key(key.public.read_bytes())
+    assert isinstance(private, ec.EllipticCurvePrivateKey) and private.curve.name == "secp384r1"
+    assert isinstance(public, ec.EllipticCurvePublicKey)
+    same = Encoding.OpenSSH, PublicFormat.OpenSSH
+    assert private.public_key().public_bytes(*same) == public.public_bytes(*same)
+    assert key.public.read_text().endswith(" melopt-node-3\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["node-3.key", "node-3.pub"]
+    before = key.private.read_bytes()
+    assert make_node_key(tmp_path, "node-3").private.read_bytes() != before  # a fresh pair
+    for bad in ("", "../x", ".hidden"):
+        with pytest.raises(UsageError, match="not a key name"):
+            make_node_key(tmp_path, bad)
