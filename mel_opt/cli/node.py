@@ -2,7 +2,7 @@
 
 ``melopt node --superlink HOST:PORT --root-certificates CA --partition-id K --num-partitions N``
 starts the SuperNode that ``melopt live --engine local`` starts for each of its nodes
-(:class:`mel_opt.live.federation.DeviceNode`: Flower's SuperNode with mel_opt's shorter polls
+(:class:`mel_opt.live.device.DeviceNode`: Flower's SuperNode with mel_opt's shorter polls
 and its warm SuperExec), in the foreground, and ends it with its whole process tree on Ctrl-C
 or SIGTERM. ``melopt node keygen DIR`` makes the key pair of a SuperLink that runs
 ``--enable-supernode-auth`` and prints the command that registers it on the server's side.
@@ -83,7 +83,8 @@ def node_cmd(ctx: click.Context, superlink: str | None, root_certificates: str |
     assert superlink is not None and partition_id is not None and num_partitions is not None
     with guarded():
         _need_flower()
-        from mel_opt.live.federation import DeviceNode, FederationError
+        from mel_opt.live.device import DeviceNode
+        from mel_opt.live.flwr_cli import FederationError
 
         node = DeviceNode(superlink, partition_id, num_partitions,
                           root_certificates=root_certificates, insecure=insecure,

@@ -1,0 +1,169 @@
+"""One SuperNode on a device joining an existing SuperLink (``melopt node``).
+
+:class:`DeviceNode` starts the SuperNode a local federation starts for each of its nodes
+(:func:`~mel_opt.live.federation.supernode_command` in
+:func:`~mel_opt.live.federation.node_env`: Flower's SuperNode with mel_opt's shorter polls
+and its warm SuperExec), with the same process tracking and clean-up as
+:class:`~mel_opt.live.federation.LocalFederation`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+from mel_opt.errors import UsageError
+from mel_opt.live.federation import (
+    _ProcessTrees,
+    check_address,
+    free_ports,
+    node_env,
+    supernode_command,
+)
+from mel_opt.live.flwr_cli import flower_env
+from mel_opt.live.supernode import DEFAULT_POLL
+from mel_opt.live.throttle import Throttle
+
+__all__ = ["DeviceNode", "check_private_key"]
+
+
+class DeviceNode(_ProcessTrees):
+    """One SuperNode joining an existing SuperLink (``melopt node``), as the local federation
+    starts its nodes: :func:`supernode_command` in :func:`node_env`, its output to this
+    process's, its whole tree ended by :meth:`close`.
+
+    Parameters
+    ----------
+    superlink
+        ``HOST:PORT`` of the SuperLink's Fleet API.
+    partition_id, num_partitions
+        The node config: this node's partition of the data set, and how many there are.
+    root_certificates
+        The CA (PEM) that signed the SuperLink's certificate; ``None`` trusts the system's.
+    insecure
+        Plain HTTP (only for a SuperLink started ``--insecure``).
+    auth_key
+        The node's private key (OpenSSH, :func:`~mel_opt.live.certs.make_node_key`) for a
+        SuperLink with SuperNode authentication; its public key must be registered there.
+    speed
+        Fraction of a core in (0, 1] (:class:`~mel_opt.live.throttle.Throttle`); ``None``: all.
+    port
+        Port of the node's ClientApp API on 127.0.0.1 (``None``: a free one).
+    idle_poll, warm, task_poll, throttle_period, grace
+        As for :class:`~mel_opt.live.federation.LocalFederation`.
+
+    Raises
+    ------
+    UsageError
+        A bad address, partition, speed or file, or a key that is not an OpenSSH EC private key.
+    """
+
+    def __init__(self, superlink: str, partition_id: int, num_partitions: int, *,
+                 root_certificates: str | os.PathLike[str] | None = None,
+                 insecure: bool = False, auth_key: str | os.PathLike[str] | None = None,
+                 speed: float | None = None, port: int | None = None,
+                 idle_poll: float | None = DEFAULT_POLL, warm: bool = True,
+                 task_poll: float = 0.25, throttle_period: float = 0.1, grace: float = 5.0,
+                 env: Mapping[str, str] | None = None) -> None:
+        super().__init__(grace)
+        self.superlink = check_address(superlink)
+        if num_partitions < 1 or not 0 <= partition_id < num_partitions:
+            raise UsageError(f"the partition id must be in [0, {num_partitions - 1}] for "
+                             f"{num_partitions} partitions, got {partition_id}")
+        if speed is not None and not 0 < float(speed) <= 1:
+            raise UsageError(f"the speed is a fraction of a core in (0, 1], got {speed}")
+        if insecure and (root_certificates is not None or auth_key is not None):
+            raise UsageError("--insecure is plain HTTP: no root certificate and no "
+                             "authentication key with it (Flower refuses both)")
+        self.partition_id, self.num_partitions = int(partition_id), int(num_partitions)
+        self.root_certificates = None if root_certificates is None else _existing(
+            root_certificates, "root certificate")
+        self.auth_key = None if auth_key is None else _existing(auth_key, "private key")
+        if self.auth_key is not None:
+            check_private_key(self.auth_key)
+        self.insecure, self.speed, self.port = bool(insecure), speed, port
+        self.idle_poll, self.warm, self.task_poll = idle_poll, bool(warm), task_poll
+        self.throttle_period = throttle_period
+        self.extra_env = dict(env or {})
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> DeviceNode:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _started(self) -> list[subprocess.Popen[bytes]]:
+        return [] if self._proc is None else [self._proc]
+
+    def command(self, port: int) -> list[str]:
+        """The SuperNode's command line."""
+        return supernode_command(self.superlink, self.partition_id, self.num_partitions,
+                                 port=port, root_certificates=self.root_certificates,
+                                 insecure=self.insecure, auth_key=self.auth_key,
+                                 patched=not (self.idle_poll is None and not self.warm))
+
+    def start(self) -> None:
+        """Start the SuperNode (its output goes to this process's stdout and stderr)."""
+        if self.home is not None:
+            raise RuntimeError("this node is already running")
+        self.home = Path(tempfile.mkdtemp(prefix="melopt-node-"))
+        self._halt.clear()
+        try:
+            port = self.port if self.port is not None else free_ports(1)[0]
+            self.env = flower_env(self.home, node_env(self.idle_poll, self.warm, self.task_poll,
+                                                      self.extra_env))
+            self._proc = subprocess.Popen(self.command(port), env=self.env, cwd=self.home,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            self._track(self._proc.pid)
+            self._start_monitor()
+            if self.speed is not None and self.speed < 1:
+                self._throttle = Throttle({self._proc.pid: float(self.speed)},
+                                          self.throttle_period)
+                self._throttle.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def wait(self, stop: threading.Event | None = None) -> int | None:
+        """Wait until the SuperNode exits (its exit code) or ``stop`` is set (``None``)."""
+        if self._proc is None:
+            raise RuntimeError("this node is not running")
+        while self._proc.poll() is None:
+            if stop is not None and stop.wait(0.2):
+                return None
+            if stop is None:
+                time.sleep(0.2)
+        return self._proc.returncode
+
+
+def _existing(path: str | os.PathLike[str], what: str) -> str:
+    p = Path(path).expanduser().resolve()
+    if not p.is_file():
+        raise UsageError(f"{what} {p} not found")
+    return str(p)
+
+
+def check_private_key(path: str | os.PathLike[str]) -> None:
+    """UsageError unless ``path`` holds an EC private key in OpenSSH format without a
+    passphrase (what ``flower-supernode --auth-supernode-private-key`` reads)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_ssh_private_key
+
+    try:
+        key = load_ssh_private_key(Path(path).read_bytes(), None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise UsageError(f"{path} is not an OpenSSH private key without a passphrase "
+                         f"({exc}); make one with: melopt node keygen DIR") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise UsageError(f"{path} is not an ECDSA key (Flower's SuperNode authentication "
+                         "needs one on a NIST curve); make one with: melopt node keygen DIR")
