@@ -184,11 +184,16 @@ def run_processes(settings: TrainSettings, runs: int) -> int:
     """Worker processes that train the ``runs`` (scheme, seed) runs at once: the
     ``processes`` setting, else one per CPU this process may use, at most one per run; one
     (this process) where a process may not start children of its own (a pool's daemonic
-    worker) or cannot fork."""
+    worker) or cannot fork safely (:func:`mel_opt.solvers.forked.can_fork`: a process that
+    has loaded Ray, whose gRPC threads a forked child inherits with their locks held, or runs
+    threads that are not daemons). The rows are the same either way."""
+    from mel_opt.solvers import forked
+
     want = settings.processes if settings.processes is not None else available_cpus()
     n = max(1, min(int(want), runs))
     if n > 1 and (multiprocessing.current_process().daemon
-                  or "fork" not in multiprocessing.get_all_start_methods()):
+                  or "fork" not in multiprocessing.get_all_start_methods()
+                  or not forked.can_fork()):
         return 1
     return n
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from mel_opt import api
+from mel_opt.solvers import forked
 from mel_opt.training import TrainSettings, load_dataset, train
 from mel_opt.training.run import run_processes
 
@@ -33,10 +34,42 @@ def test_worker_processes_give_the_same_rows(digits: Any) -> None:
     assert seen == [(i, 8) for i in range(1, 9)]  # every cycle of every run, counted once
 
 
-def test_how_many_processes() -> None:
+def test_how_many_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
     s = TrainSettings(schemes=("a",), processes=4)
     assert run_processes(s, 3) == 3 and run_processes(s, 1) == 1
     assert run_processes(TrainSettings(schemes=("a",), processes=1), 9) == 1
+    # where a fork is not safe (Ray loaded: its gRPC threads' locks), one process trains all
+    monkeypatch.setattr(forked, "can_fork", lambda: False)
+    assert run_processes(s, 3) == 1
+
+
+FRESH = """
+from pathlib import Path
+from mel_opt import api
+from mel_opt.training import TrainSettings, load_dataset, train
+from mel_opt.solvers import forked
+from mel_opt.training.run import run_processes
+digits = load_dataset("digits", max_train=300, max_test=100)
+inst = api.load_instance(Path({root!r}) / "instances/mel-async/k10_T15.json")
+base = dict(schemes=("exact", "eta"), cycles=2, seeds=2, model="softmax", lr=0.5)
+assert run_processes(TrainSettings(**base, processes=2), 4) == 2, "no workers"
+one = train(inst, TrainSettings(**base, processes=1), data=digits)
+two = train(inst, TrainSettings(**base, processes=2), data=digits)
+assert two.rows == one.rows and len(one.rows) == 12
+print("same rows")
+"""
+
+
+def test_forked_workers_give_the_same_rows_in_a_fresh_interpreter() -> None:
+    # the suite's own process may have loaded Ray (then it trains in one process): the
+    # workers are checked where nothing forbids a fork
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FRESH.format(root=str(ROOT))],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "same rows" in done.stdout, done.stderr[-2000:]
 
 
 def _in_a_daemon(queue: Any) -> None:
