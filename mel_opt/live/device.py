@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
 from mel_opt.errors import UsageError
 from mel_opt.live.federation import (
@@ -92,14 +91,6 @@ class DeviceNode(_ProcessTrees):
         self.throttle_period = throttle_period
         self.extra_env = dict(env or {})
         self._proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> DeviceNode:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     def _started(self) -> list[subprocess.Popen[bytes]]:
         return [] if self._proc is None else [self._proc]

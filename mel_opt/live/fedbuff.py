@@ -39,7 +39,8 @@ from numpy.typing import NDArray
 from mel_opt.arena.clock import CLOCKS, work_clock
 from mel_opt.arena.fedbuff import FedBuffBuffer
 from mel_opt.errors import UsageError
-from mel_opt.problems.messages import Records, ReplyError, TrainOrder, TrainReport, shapes_of
+from mel_opt.live.rounds import beyond_compute
+from mel_opt.problems.messages import Records, TrainOrder
 
 if TYPE_CHECKING:
     from mel_opt.live.rounds import LiveRun
@@ -367,16 +368,9 @@ class AsyncServer:
             return None
         if isinstance(records, str):
             return records
-        try:
-            report = TrainReport.decode(records, shapes_of(run.model))
-        except ReplyError as exc:
-            return str(exc)
-        if report.learner != k:
-            return f"it reports partition id {report.learner}, its node holds learner {k}"
-        if (elapsed_s is not None and math.isfinite(elapsed_s) and
-                report.compute_s > elapsed_s * 1.01 + 0.05):
-            return (f"it reports compute_s = {report.compute_s:.3g} s, longer than the "
-                    f"{elapsed_s:.3g} s its reply took")
+        report = run.read_report(k, 0, records, elapsed_s)
+        if isinstance(report, str):
+            return report
         why = run.measure(k, report.compute_s, report.work, int(info["version"]) + 1)
         if why:
             return f"its measurement is not believed: {why}"
@@ -384,8 +378,7 @@ class AsyncServer:
         run.fold_pooled()
         info.update(compute_measured_s=report.compute_s,
                     measured_s=report.compute_s + float(info["comm_emulated_s"]),
-                    comm_measured_s=None if elapsed_s is None else
-                    max(0.0, float(elapsed_s) - report.compute_s))
+                    comm_measured_s=beyond_compute(elapsed_s, report.compute_s))
         return report.model
 
     def given_up(self, node: int) -> None:

@@ -52,6 +52,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from mel_opt.errors import UsageError
 from mel_opt.live.certs import NodeKey, RunCertificates, make_node_key, make_run_certificates
@@ -229,6 +230,18 @@ class _ProcessTrees:
     """Processes started in their own sessions, every descendant recorded while the trees
     are intact, all of them ended (SIGTERM, then SIGKILL after ``grace``) by :meth:`close`,
     and the directory ``home`` (their logs) removed."""
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the processes (each subclass its own)."""
+        raise NotImplementedError
 
     def __init__(self, grace: float) -> None:
         self.grace = grace
@@ -435,14 +448,6 @@ class LocalFederation(_ProcessTrees):
         self._node_ids: dict[int, int] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def __enter__(self) -> LocalFederation:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
     def start(self) -> None:
         """Start the SuperLink, wait until it listens, then start the SuperNodes."""
         if self.home is not None:

@@ -69,7 +69,7 @@ from mel_opt.training.data import Dataset
 from mel_opt.training.local import evaluate
 from mel_opt.training.mlp import Params, init_params, layers_for
 
-__all__ = ["Answer", "LiveRun", "LiveSettings", "RoundPlan"]
+__all__ = ["Answer", "LiveRun", "LiveSettings", "RoundPlan", "beyond_compute"]
 
 #: A reply's compute time may exceed its measured round trip by this fraction plus
 #: :data:`ELAPSED_SLACK_S` (timer resolution) before it is refused.
@@ -401,24 +401,29 @@ class LiveRun:
         self.warn(why)
 
     def read(self, plan: RoundPlan, answer: Answer) -> TrainReport | str:
-        """The report in ``answer``, or why it is ignored: the one place a reply is refused
-        (a message of the wrong shape, a model of other shapes than its task's global model,
-        non-finite numbers or arrays, a report for another learner, a compute time longer than
-        the reply's measured round trip ``elapsed_s``)."""
+        """The report in ``answer`` (:meth:`read_report` against its task's global model),
+        or why it is ignored."""
         task = plan.orders[answer.learner].task if answer.learner in plan.orders else 0
+        return self.read_report(answer.learner, task, answer.records, answer.elapsed_s)
+
+    def read_report(self, learner: int, task: int, records: Records,
+                    elapsed_s: float | None) -> TrainReport | str:
+        """The train report of ``learner`` in ``records``, or why it is ignored: the one place
+        a reply is refused (a message of the wrong shape, a model of other shapes than
+        ``task``'s global model, non-finite numbers or arrays, a report for another learner,
+        a compute time longer than the reply's measured round trip ``elapsed_s``)."""
         try:
-            report = TrainReport.decode(answer.records, shapes_of(self.models[task]))
+            report = TrainReport.decode(records, shapes_of(self.models[task]))
         except ReplyError as exc:
             return str(exc)
-        if report.learner != answer.learner:
+        if report.learner != learner:
             return (f"it reports partition id {report.learner}, its node holds learner "
-                    f"{answer.learner}")
+                    f"{learner}")
         # the learner trained between the order's sending and its reply's arrival: a longer
         # compute time is not a measurement (the slack covers the timers' resolution)
-        elapsed = answer.elapsed_s
-        if _longer_than_trip(report.compute_s, elapsed):
+        if _longer_than_trip(report.compute_s, elapsed_s):
             return (f"it reports compute_s = {report.compute_s:.3g} s, longer than the "
-                    f"{elapsed:.3g} s its reply took")
+                    f"{elapsed_s:.3g} s its reply took")
         return report
 
     def close(self, plan: RoundPlan, answers: Sequence[Answer], wall_s: float) -> None:
@@ -453,7 +458,7 @@ class LiveRun:
             row["comm_predicted_s"] = float(expected[k]) if math.isfinite(expected[k]) \
                 else None
             if k in got:
-                row["comm_measured_s"] = _beyond_compute(elapsed[k], got[k].compute_s)
+                row["comm_measured_s"] = beyond_compute(elapsed[k], got[k].compute_s)
             rows.append(row)
             p = plans.get(k)
             if row["status"] in ("ok", "late") and p is not None and p.weight > 0:
@@ -593,7 +598,7 @@ def _longer_than_trip(compute_s: float | None, elapsed_s: float | None) -> bool:
         compute_s > elapsed_s * (1 + ELAPSED_SLACK) + ELAPSED_SLACK_S
 
 
-def _beyond_compute(elapsed_s: float | None, compute_s: float) -> float | None:
+def beyond_compute(elapsed_s: float | None, compute_s: float) -> float | None:
     """The part of a reply's measured round trip its learner did not spend computing [s]:
     the order's and the reply's transfers, and the deployment's own messaging (polls, the
     learner process). None without a round trip (the in-process engine)."""
