@@ -29,6 +29,11 @@ Three sections:
   predicted transfer time (down and up at the rate) against ``comm_measured_s`` per round,
   and that minus the loopback's (what the link itself added). Runs alone:
   ``python benchmarks/bench_live.py links``.
+- ``shards`` (root; not run by default): dab with 2 learners on Fashion-MNIST, links shaped to
+  each of ``--shard-rates`` (4, 8, 16 Mbit/s, the file's b_k): each learner claims its a_k
+  shards, the server ships them with the model (the thesis's shard: 500 images, 1.568 MB);
+  the file's predicted transfer against the measured one, beside the loopback deployment's.
+  ``python benchmarks/bench_live.py shards``.
 
     python benchmarks/bench_live.py [rounds] [speeds] [overhead] [--sizes 4 10 50 200 1000]
         [--rounds 5] [--clock 1.0] [--min-clock 0.1]
@@ -336,10 +341,84 @@ def section_links(args: argparse.Namespace, tmp: Path) -> None:
     console.print(table)
 
 
+def dab_file(rate_mbit: float, model_bytes: int, deadline: float, total_shards: int,
+             path: Path) -> Path:
+    """Two dab learners on links of ``rate_mbit`` (b_k = rate / 8), the run's real model
+    bytes, the thesis's shard (500 images of 28 x 28 float32), mu = 2 passes."""
+    learners = [{"name": f"n{k}", "train_rate": 5.0, "bandwidth_Bps": rate_mbit * 1e6 / 8}
+                for k in range(2)]
+    doc = {"problem": "dab", "schema_version": 1, "name": f"shards-{rate_mbit:g}",
+           "deadline_s": deadline, "iterations": 2, "model_bytes": model_bytes,
+           "shard_bytes": 1_568_000, "total_shards": total_shards, "learners": learners}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def section_shards(args: argparse.Namespace, tmp: Path) -> None:
+    """dab's shards across shaped links (``--engine netns``, root): each learner claims a_k
+    shards from its own speed and its link's rate (Eq. (3.5)), the server ships them with the
+    model; per link rate, the shards and bytes shipped, the transfer the file predicts
+    ((2 model + a_k shards) / b_k, ``comm_emulated_s``), the measured ``comm_measured_s``
+    (round trip - compute), and that minus the loopback's messaging, median over learners
+    and rounds."""
+    import numpy as np
+
+    from mel_opt.live.report import rows_from_csv
+    from mel_opt.training.mlp import init_params, layers_for
+
+    data = load_dataset("fashion-mnist", max_train=args.shards_max_train)
+    model_bytes = sum(a.nbytes for a in init_params(layers_for("twonn", data.features,
+                                                                data.classes), 0, np.float32))
+    total = int(data.y_train.size) // 500
+    table = Table(title=f"dab shards across shaped links (--engine netns), 2 learners, "
+                        f"Fashion-MNIST (a shard: 500 images, 1.568 MB), TwoNN "
+                        f"({model_bytes / 1e3:.0f} kB), D = {args.shards_deadline:g} s, "
+                        f"{args.rounds} rounds; medians over learners and rounds [s]")
+    for col in ("link", "a_k", "shipped MB", "predicted comm", "measured comm",
+                "measured - loopback", "measured / predicted", "round wall s"):
+        table.add_column(col, justify="right")
+    base = None
+    for rate in (None, *args.shard_rates):
+        link = rate if rate is not None else args.shard_rates[0]
+        path = dab_file(link, model_bytes, args.shards_deadline, total,
+                        tmp / f"shards-{rate}.json")
+        settings = load_settings(path, rounds=args.rounds, grace_s=30.0,
+                                 dataset="fashion-mnist", max_train=args.shards_max_train)
+        out = tmp / f"shards-{rate}"
+        engine = "local" if rate is None else "netns"
+        name = "loopback" if rate is None else f"{rate:g} Mbit/s"
+        try:
+            summary = live(settings, LiveOptions(engine=engine, nodes=2), out, log=PROGRESS)
+        except Exception as exc:  # a failed case is reported, the table goes on
+            table.add_row(name, f"failed: {str(exc)[:60]}")
+            continue
+        rows = [r for r in rows_from_csv(out / "rounds.csv")
+                if r.get("comm_measured_s") is not None and r.get("shipped_bytes")]
+        if not rows:
+            table.add_row(name, "no learner shipped")
+            continue
+        shards = sorted({int(r["shards"]) for r in rows})
+        measured = statistics.median(r["comm_measured_s"] for r in rows)
+        predicted = statistics.median(r["comm_emulated_s"] for r in rows)
+        walls = [r["round_wall_s"] for r in summary["rounds"][1:] if "round_wall_s" in r]
+        mb = statistics.median(r["shipped_bytes"] for r in rows) / 1e6
+        if rate is None:  # the deployment's own messaging, the shards crossing loopback
+            base = measured
+            table.add_row(name, ",".join(map(str, shards)), f"{mb:.2f}", "",
+                          f"{measured:.2f}", "", "", f"{statistics.median(walls):.2f}")
+            continue
+        beyond = measured - (base or 0.0)
+        table.add_row(name, ",".join(map(str, shards)), f"{mb:.2f}", f"{predicted:.2f}",
+                      f"{measured:.2f}", f"{beyond:.2f}", f"{beyond / predicted:.2f}",
+                      f"{statistics.median(walls):.2f}")
+        console.print(f"done: shards {name}")
+    console.print(table)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sections", nargs="*",
-                    choices=["", "rounds", "speeds", "overhead", "links"],
+                    choices=["", "rounds", "speeds", "overhead", "links", "shards"],
                     default=[])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 50, 200, 1000])
     ap.add_argument("--rounds", type=int, default=5)
@@ -358,6 +437,12 @@ def main() -> None:
                          "burst)")
     ap.add_argument("--links-max-train", type=int, default=3000,
                     help="training samples of the links section")
+    ap.add_argument("--shard-rates", type=float, nargs="+", default=[4.0, 8.0, 16.0],
+                    help="link rates of the shards section [Mbit/s]")
+    ap.add_argument("--shards-deadline", type=float, default=8.0,
+                    help="dab deadline D of the shards section [s]")
+    ap.add_argument("--shards-max-train", type=int, default=6000,
+                    help="training samples of the shards section (12 shards of 500)")
     ap.add_argument("--verbose", action="store_true", help="print each run's progress")
     ap.add_argument("--no-tls", action="store_true",
                     help="loopback deployments without TLS (to measure what TLS costs; "
@@ -386,6 +471,8 @@ def main() -> None:
             section_overhead(args, Path(tmp))
         if "links" in chosen:
             section_links(args, Path(tmp))
+        if "shards" in chosen:
+            section_shards(args, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ from mel_opt.training.partition import (
 
 __all__ = ["SPEED", "LocalData", "Memory", "Recording", "Trained", "answer_at_speed",
            "answer_probe", "answer_train", "dataset", "local_data", "probe_report", "probe",
-           "round_seed", "train_cycle"]
+           "round_seed", "ship", "shipped_data", "train_cycle"]
 
 R = TypeVar("R")
 
@@ -159,6 +159,26 @@ def local_data(spec: DataSpec, partition_id: int) -> LocalData:
     if not 0 <= partition_id < n:
         raise ValueError(f"partition id {partition_id} is outside 0..{n - 1}")
     return LocalData(ds, _parts(spec)[partition_id])
+
+
+def shipped_data(local: LocalData, shipped: Params) -> LocalData:
+    """The samples an order shipped (features, labels) as the learner's data for the round:
+    all of them, in the order they came (the validation part stays the learner's own)."""
+    x, y = shipped
+    ds = local.data
+    data = Dataset(ds.name, np.asarray(x, dtype=ds.x_train.dtype),
+                   np.asarray(y, dtype=np.int64), ds.x_test, ds.y_test, ds.classes)
+    return LocalData(data, np.arange(int(y.size)))
+
+
+def ship(local: LocalData, samples: int, seed: int, classes: int) -> Params:
+    """What the server ships a learner that claimed ``samples`` of its part ``local``: the
+    rows it would draw itself with ``seed`` (:func:`train_cycle`'s draw), as float32 features
+    (a thesis shard's bytes) and labels in the smallest whole type that holds them."""
+    rows = draw(local.rows, int(samples), np.random.default_rng(seed))
+    labels = np.uint8 if classes <= 256 else np.int32
+    return [np.ascontiguousarray(local.data.x_train[rows], dtype=np.float32),
+            local.data.y_train[rows].astype(labels)]
 
 
 @lru_cache(maxsize=4)
@@ -298,6 +318,14 @@ def answer_train(order: TrainOrder, learner: int, local: LocalData, memory: Memo
     in-process learners'); None: the measured wall time. The learner's own speed estimate and
     its report follow the same time."""
     side = learner_side(order.problem)
+    if order.claim:  # only its plan: the server ships the data it claims (dab)
+        if not (side.plans_own_work and order.brief):
+            raise ValueError("a claim is asked of a learner that plans its own work, "
+                             "with a brief")
+        plan = side.own_plan(order, memory.number(SPEED), learner)
+        return TrainReport(learner, 0.0, 0.0, 0, 0, [], plan)
+    if order.shipped:  # the samples came with the order: train on those
+        local = shipped_data(local, order.shipped)
     model = [np.asarray(a, dtype=np.float32) for a in order.model]
     # a learner that plans its own work does so from a brief; an order without one (FedBuff's
     # fixed work) is followed as given

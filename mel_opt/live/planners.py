@@ -190,7 +190,9 @@ class LearnersPlan(Planner):
 
     def learner_plans(self, run: LiveRun, plan: RoundPlan,
                       got: Mapping[int, TrainReport]) -> dict[int, LearnerPlan]:
-        return {k: report.plan for k, report in got.items() if report.plan is not None}
+        # the plans claimed before the round (data shipped), else those reported with it
+        return {**plan.claims,
+                **{k: report.plan for k, report in got.items() if report.plan is not None}}
 
     def measured(self, run: LiveRun, report: TrainReport, r: int) -> str:
         # called for a learner that trained (one that halted reports no time): no training

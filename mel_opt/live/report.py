@@ -9,8 +9,10 @@
   the round (learned as the speeds are: an exponentially weighted average of the learner's
   measurements), whether it met the round's deadline, its status (``ok``, ``late``,
   ``missing``, ``ignored``) and the allocation's own columns (``d``, ``tau``, ``shards``,
-  ``batch``, ``samples``, ``passes``; under FedBuff, a round is a server step and
-  ``staleness`` the server steps since the model the learner started from);
+  ``batch``, ``samples``, ``passes``; ``shipped_bytes``: the bytes of samples the server sent
+  with the model, dab's claimed shards, :mod:`mel_opt.live.claims`; under FedBuff, a round is
+  a server step and ``staleness`` the server steps since the model the learner started
+  from);
 - ``summary.json``: global accuracy and loss per round, wall and clock times, the method, the
   final speed estimates, the median prediction error, the warnings;
 - ``live.png`` (with matplotlib, at the end): predicted against measured compute time per
@@ -39,7 +41,7 @@ RECORD_PREFIX = "melopt-live "
 
 COLUMNS = ("round", "learner", "name", "node", "status", "predicted_s", "measured_s",
            "deadline_met", "compute_predicted_s", "compute_measured_s", "comm_emulated_s",
-           "comm_predicted_s", "comm_measured_s",
+           "comm_predicted_s", "comm_measured_s", "shipped_bytes",
            "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s",
            "staleness", "reason", "adapted")
 #: Statuses the figure marks (the learner did not answer usably, or answered late).

@@ -128,6 +128,13 @@ class RoundPlan:
     adapted : Adaptation or None
         What the problem changed in the file's job for this round's learners (None:
         nothing).
+    claims : dict of int to LearnerPlan
+        Where the learners claimed their work first (:mod:`mel_opt.live.claims`): each
+        plan claimed, a halt included (a learner that claimed nothing gets no order).
+    claim_refused : dict of int to str
+        Learners whose claim was refused, and why.
+    claimed_by : tuple of int
+        The learners asked to claim (empty: no claims this round).
     """
 
     round: int
@@ -138,6 +145,14 @@ class RoundPlan:
     solve_s: float = 0.0
     last: bool = False
     adapted: Adaptation | None = None
+    claims: dict[int, LearnerPlan] = field(default_factory=dict)
+    claim_refused: dict[int, str] = field(default_factory=dict)
+    claimed_by: tuple[int, ...] = ()
+
+    @property
+    def asked(self) -> list[int]:
+        """Every learner this round asked for something (an order or a claim)."""
+        return sorted(set(self.orders) | set(self.claimed_by))
 
     def plan_of(self, learner: int) -> LearnerPlan | None:
         """The server's plan of ``learner`` (None where the learner plans its own)."""
@@ -445,6 +460,8 @@ class LiveRun:
             else:
                 got[k] = read
                 elapsed[k] = answer.elapsed_s
+        for k, why in plan.claim_refused.items():  # refused before it got an order
+            refused.setdefault(k, why)
         answered = set(got) | set(refused)
         self.missing = {k for k in plan.orders if k not in answered} | (
             self.missing - answered)
@@ -453,7 +470,7 @@ class LiveRun:
             self.note_overhead(k, report.compute_s, elapsed[k])
         self.fold_pooled()
         rows, usable = [], []
-        for k in sorted(plan.orders):
+        for k in plan.asked:
             row = self._row(plan, k, plans.get(k), got.get(k), refused.get(k))
             row["comm_predicted_s"] = float(expected[k]) if math.isfinite(expected[k]) \
                 else None
@@ -474,7 +491,7 @@ class LiveRun:
         reports = [LiveReport(k, float(row["compute_measured_s"]), p.weight,
                               dict(got[k].extras), dict(got[k].arrays))
                    for row in rows for k in [row["learner"]]
-                   if row["status"] == "ok" and (p := plans.get(k)) is not None]
+                   if row["status"] == "ok" and k in got and (p := plans.get(k)) is not None]
         fb = self.cycle.live_feedback(self.inst, cycle, reports, wall_s)
         self.inst = fb.instance
         self.finished = fb.stop or plan.last
@@ -531,14 +548,18 @@ class LiveRun:
         if p is not None:
             row.update(p.columns)
             row.update(samples=p.samples, passes=p.passes)
+        order = plan.orders.get(k)
+        if order is not None and order.shipped:  # the samples sent with the model
+            row["shipped_bytes"] = int(sum(a.nbytes for a in order.shipped))
         why = refused
+        if p is not None and p.samples == 0 and (report is not None or k in plan.claims):
+            # it halted (dab): in its reply, or in its claim (then it got no order)
+            row.update(status="ok", measured_s=p.comm_s, compute_measured_s=0.0,
+                       deadline_met=True)
+            return row
         if report is None and why is None:
             row.update(status="missing", measured_s=None, compute_measured_s=None,
                        deadline_met=False)
-            return row
-        if report is not None and p is not None and p.samples == 0:  # it halted (dab)
-            row.update(status="ok", measured_s=p.comm_s, compute_measured_s=0.0,
-                       deadline_met=True)
             return row
         if report is not None and why is None:
             why = self.planner.measured(self, report, plan.round) or (

@@ -27,6 +27,8 @@ __all__ = ["DEFAULT_LINK_MBIT", "ENGINES", "INSTANCE_SPEEDS", "LIVE_OPTIONS", "L
 ENGINES = ("simulation", "local", "netns", "remote")
 #: What the server of a live run runs: the method's allocation, or FedBuff.
 SCHEMES = ("allocation", "fedbuff")
+#: Where a dab learner's shards come from: the server, across the link, or its own part.
+SHARDS = ("shipped", "held")
 #: Seconds a round waits beyond the predictions when ``grace_s`` is not set: Flower's
 #: simulation answers at once; a deployment's messages take their own round trips.
 GRACE_S = {"simulation": 2.0, "local": 5.0, "netns": 5.0, "remote": 5.0}
@@ -73,6 +75,10 @@ LIVE_SETTINGS = (
             "was lost): the work they can do on the problem's clock (data), the file's work on "
             "the least clock that fits (clock), where the problem has the rule; none: the run "
             "stops.", choices=(*ADAPT_POLICIES, "none")),
+    Setting("shards", str, "shipped", "dab: the server sends each learner the shards it "
+            "claimed, with the model and across its link (shipped, the thesis's Algorithm "
+            "10), or each learner draws them from the part of the data set it holds (held).",
+            choices=SHARDS),
 )
 
 #: ``--speeds instance``: each learner at its relative speed in the instance's time model.
@@ -171,6 +177,9 @@ class LiveSettings(Declared):
         What the learners left do when the file's job no longer fits them
         (:meth:`~mel_opt.problems.learning.LearningCycle.live_adapt`): ``data``, ``clock``, or
         ``none`` (the run stops).
+    shards : str
+        dab: ``shipped`` (each learner claims its shards and the server sends them with the
+        model, :mod:`mel_opt.live.claims`) or ``held`` (each draws them from its own part).
     pool : int or None
         Not a user setting: set by the simulation engine to the learners it trains at once
         (its pool of Ray actors, one per core), so that the server waits for a queue of
@@ -209,6 +218,7 @@ class LiveSettings(Declared):
     probe_s: float = 0.5
     learners: int | None = None
     adapt: str = "data"
+    shards: str = "shipped"
     pool: int | None = None
 
     def check_together(self) -> None:

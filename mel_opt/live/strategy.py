@@ -32,6 +32,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from mel_opt.errors import MelOptError
+from mel_opt.live import claims
 from mel_opt.live.fedbuff import AsyncServer, Step, default_buffer, equal_work
 from mel_opt.live.fedbuff import run as fedbuff_loop
 from mel_opt.live.rounds import Answer, LiveRun, RoundPlan
@@ -92,29 +93,46 @@ class AllocationStrategy(Strategy):
         model; ``arrays`` and ``config`` of Flower's loop are not used)."""
         plan = self.run.plan(server_round)
         self._plan = plan
+        return self._orders(plan)
+
+    def _orders(self, plan: RoundPlan) -> list[Message]:
         return [Message(content_of(order.encode()), dst_node_id=self.run.node_of(k),
-                        message_type=MessageType.TRAIN, group_id=str(server_round))
+                        message_type=MessageType.TRAIN, group_id=str(plan.round))
                 for k, order in plan.orders.items()]
+
+    def _claim(self, grid: Grid, plan: RoundPlan) -> RoundPlan:
+        """The round's claims first (:mod:`mel_opt.live.claims`): each learner's plan, then
+        the round with the claimed samples in its orders."""
+        messages = [Message(content_of(order.encode()), dst_node_id=self.run.node_of(k),
+                            message_type=MessageType.TRAIN, group_id=f"claim-{plan.round}")
+                    for k, order in claims.claim_orders(plan).items()]
+        answers = []
+        for msg in self._exchange(grid, messages, claims.claim_wait_s(self.run, plan)):
+            answer = self._answer(plan.round, msg)
+            if answer is not None:
+                answers.append(answer)
+        return claims.take_claims(self.run, plan, answers)
+
+    def _answer(self, r: int, msg: Message) -> Answer | None:
+        """A learner's reply as an :class:`Answer` (None, with a warning, where it failed or
+        has no readable content; None, silently, from a node of no learner)."""
+        learner = self.run.nodes.get(msg.metadata.src_node_id)
+        if learner is None:
+            return None
+        if msg.has_error():
+            self.run.warn(f"round {r}: learner {learner} failed: {msg.error.reason}")
+            return None
+        records = _read(msg)
+        if isinstance(records, str):
+            self.run.warn(f"round {r}: learner {learner}'s reply ignored: {records}")
+            return None
+        return Answer(learner, records, self._elapsed.get(msg.metadata.reply_to_message_id))
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         assert self._plan is not None and self._plan.round == server_round
-        answers = []
-        for msg in list(replies):
-            learner = self.run.nodes.get(msg.metadata.src_node_id)
-            if learner is None:
-                continue
-            if msg.has_error():
-                self.run.warn(f"round {server_round}: learner {learner} failed: "
-                              f"{msg.error.reason}")
-                continue
-            records = _read(msg)
-            if isinstance(records, str):
-                self.run.warn(f"round {server_round}: learner {learner}'s reply ignored: "
-                              f"{records}")
-                continue
-            answers.append(Answer(learner, records,
-                                  self._elapsed.get(msg.metadata.reply_to_message_id)))
+        answers = [a for msg in list(replies)
+                   if (a := self._answer(server_round, msg)) is not None]
         self.run.close(self._plan, answers, time.perf_counter() - self._round_start)
         last = self.run.rounds[-1]
         return (ArrayRecord(self.run.model),
@@ -156,6 +174,11 @@ class AllocationStrategy(Strategy):
                     self.on_round(self.run)
                 break
             assert self._plan is not None
+            if claims.wanted(self.run, self._plan):
+                self._plan = self._claim(grid, self._plan)
+                messages = self._orders(self._plan)
+                self.log(f"round {r}: {len(self._plan.claims)} claims, "
+                         f"{len(messages)} learners sent their shards")
             if self._plan.adapted is not None:
                 self.log(f"round {r}: adapted: {self._plan.adapted.text}")
             wait = self.run.wait_s(self._plan)

@@ -345,6 +345,10 @@ class LearnerSide:
     #: True: the learner decides its own work (:meth:`own_plan`) and keeps its speed to itself;
     #: the server then sends briefs (:meth:`LearningCycle.briefs`) instead of plans.
     plans_own_work: bool = False
+    #: True (with :attr:`plans_own_work`): where the run ships data, the learner first claims
+    #: its work (its plan, from the brief) and the server then sends the samples it claimed
+    #: with the model, across its link (dab's shards, thesis Algorithm 10).
+    claims_data: bool = False
 
     def own_plan(self, order: Any, seconds: float, learner: int) -> LearnerPlan:
         """The learner's plan from ``order.brief`` and its own seconds per sample-pass."""

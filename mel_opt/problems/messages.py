@@ -34,14 +34,16 @@ import numpy as np
 
 from mel_opt.problems.learning import LearnerPlan
 
-__all__ = ["DataSpec", "ProbeOrder", "ProbeReport", "Records", "ReplyError", "Scalar",
-           "TrainOrder", "TrainReport"]
+__all__ = ["SHIPPED", "DataSpec", "ProbeOrder", "ProbeReport", "Records", "ReplyError",
+           "Scalar", "TrainOrder", "TrainReport"]
 
 Scalar = int | float | str | bool
 Params = list[np.ndarray]
 
 #: The record of a message's scalars, and of a report's trained model.
 CONFIG, MODEL = "config", "model"
+#: The record of the training samples an order ships (features, then labels).
+SHIPPED = "shipped"
 
 
 class ReplyError(ValueError):
@@ -286,6 +288,13 @@ class TrainOrder:
     brief : Mapping
         What a learner that plans its own work is told (the problem's numbers); empty when
         the server planned.
+    claim : bool
+        The learner is asked only for the plan it makes from ``brief`` (no model is sent, it
+        trains nothing): the server then ships it the data it claimed (dab's shards,
+        Algorithm 10).
+    shipped : list of ndarray
+        The samples to train on, sent with the order: features (samples x features) and
+        labels; empty: the learner draws them from the part of the data set it holds.
     """
 
     problem: str
@@ -302,6 +311,8 @@ class TrainOrder:
     predicted_s: float = 0.0
     comm_s: float = 0.0
     brief: Mapping[str, Scalar] = field(default_factory=dict)
+    claim: bool = False
+    shipped: Params = field(default_factory=list)
 
     def encode(self) -> Records:
         config: dict[str, Scalar] = {
@@ -310,18 +321,38 @@ class TrainOrder:
             "samples": self.samples, "passes": self.passes,
             "predicted_s": self.predicted_s, "comm_s": self.comm_s,
             **self.data.encode(), **_scalars("brief.", self.brief)}
-        return Records(config, {MODEL: list(self.model)})
+        arrays: dict[str, Params] = {}
+        if self.claim:
+            config["claim"] = True
+        else:
+            arrays[MODEL] = list(self.model)
+        if self.shipped:
+            arrays[SHIPPED] = list(self.shipped)
+        return Records(config, arrays)
 
     @classmethod
     def decode(cls, records: Records) -> TrainOrder:
         r = _Reader(records.config)
-        if MODEL not in records.arrays:
+        claim = records.config.get("claim", False) is True
+        if MODEL not in records.arrays and not claim:
             raise ReplyError("the order carries no model")
+        shipped = _samples(records.arrays[SHIPPED]) if SHIPPED in records.arrays else []
         return cls(r.text("problem"), r.integer("round", 1), r.integer("seed", 0),
                    r.number("alpha"), r.number("lr"), r.integer("batch", 0),
-                   DataSpec.read(r), _arrays(MODEL, records.arrays[MODEL]),
+                   DataSpec.read(r), _arrays(MODEL, records.arrays.get(MODEL, [])),
                    r.integer("task", 0), r.integer("samples", 0), r.integer("passes", 0),
-                   r.number("predicted_s"), r.number("comm_s"), r.prefixed("brief."))
+                   r.number("predicted_s"), r.number("comm_s"), r.prefixed("brief."),
+                   claim, shipped)
+
+
+def _samples(arrays: Any) -> Params:
+    """Shipped samples: a 2-D array of features and a 1-D array of as many whole labels."""
+    out = _arrays(SHIPPED, arrays)
+    if len(out) != 2 or out[0].ndim != 2 or out[1].ndim != 1 or \
+            out[0].shape[0] != out[1].shape[0] or out[1].dtype.kind not in "iu":
+        raise ReplyError(f"{SHIPPED} must be features (samples x features) and as many "
+                         f"whole labels, got shapes {[a.shape for a in out]}")
+    return out
 
 
 @dataclass(frozen=True)

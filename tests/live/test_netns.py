@@ -168,14 +168,33 @@ def test_netns_without_root_is_one_line_and_exit_2(tmp_path: Path,
     assert _ours() == []
 
 
+def _dab_file(tmp_path: Path) -> Path:
+    """Two dab learners on links of 0.5 and 2 MB/s (4 and 16 Mbit/s), a shard of 500 digits
+    (500 x 64 float32 = 128,000 bytes; the 1,437 training digits over 2 shards hold more),
+    the softmax model's 650 float32 (2,600 bytes), mu = 1, D = 1 s: learner 0 can take about
+    three shards, learner 1 about fifteen."""
+    import json
+
+    learners = [{"name": f"n{k}", "train_rate": 100.0, "bandwidth_Bps": b}
+                for k, b in enumerate((500_000.0, 2_000_000.0))]
+    doc = {"problem": "dab", "schema_version": 1, "name": "links", "deadline_s": 1.0,
+           "iterations": 1, "model_bytes": 2600, "shard_bytes": 128_000, "total_shards": 2,
+           "learners": learners}
+    path = tmp_path / "links.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
 @needs_links
 @pytest.mark.slow
 @pytest.mark.federation
 def test_melopt_live_across_shaped_links(tmp_path: Path) -> None:
-    """``melopt live --engine netns``: the SuperLink in the hub namespace with TLS for the hub
-    addresses, two learners behind 4 and 16 Mbit/s links (a node whose hub address were missing
-    from the certificate would never connect); afterwards no namespace is left, and with them
-    every process of the run (each ran inside one, and a namespace goes only once empty)."""
+    """``melopt live --engine netns`` on dab: the SuperLink in the hub namespace with TLS for
+    the hub addresses, two learners behind links shaped to their files' rates (8 b_k: 4 and 16
+    Mbit/s; a node whose hub address were missing from the certificate would never connect);
+    each claims its a_k shards and they cross its link with the model: no faster than the
+    link's rate lets them. Afterwards no namespace is left, and with them every process of the
+    run (each ran inside one, and a namespace goes only once empty)."""
     pytest.importorskip("flwr")
     from click.testing import CliRunner
 
@@ -183,12 +202,18 @@ def test_melopt_live_across_shaped_links(tmp_path: Path) -> None:
     from mel_opt.live.report import rows_from_csv
 
     out = tmp_path / "out"
-    res = CliRunner().invoke(cli, ["live", str(_generate(tmp_path)), "--engine", "netns",
-                                   "--nodes", "2", "--link-rate", "4,16", "--rounds", "1",
-                                   "--model", "softmax", "--max-train", "2000", "-o", str(out)])
+    res = CliRunner().invoke(cli, ["live", str(_dab_file(tmp_path)), "--engine", "netns",
+                                   "--nodes", "2", "--rounds", "1", "--model", "softmax",
+                                   "--max-train", "2000", "-o", str(out)])
     assert res.exit_code == 0, res.output
+    assert "links: node 0 4 Mbit/s, node 1 16 Mbit/s" in res.output
     rows = rows_from_csv(out / "rounds.csv")
-    # both answered and were aggregated (on a loaded machine a reply may come after T: late)
+    # both answered and were aggregated (on a loaded machine a reply may come after D: late)
     assert [r["learner"] for r in rows] == [0, 1], rows
     assert all(r["status"] in ("ok", "late") and r["compute_measured_s"] > 0 for r in rows), rows
+    for r, rate in zip(rows, (4e6, 16e6), strict=True):
+        # a_k shards of 500 samples: 64 float32 features and a one-byte label each
+        assert r["shards"] >= 1 and r["shipped_bytes"] == r["shards"] * 500 * (64 * 4 + 1)
+        # the shards came down the link: beyond its bucket, at its rate at most
+        assert r["comm_measured_s"] >= (r["shipped_bytes"] - burst_bytes(rate)) * 8 / rate, r
     assert _ours() == []

@@ -61,6 +61,9 @@ def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
     rows = rows_from_csv(out / "rounds.csv")
     assert [r["learner"] for r in rows] == [0, 1, 2]  # --nodes 3: the first three learners
     assert all(r["status"] == "ok" and r["shards"] >= 1 for r in rows)
+    # each learner claimed its shards, and they came with the model: a_k shards of 1437 // 60
+    # 8 x 8 digits in float32 and their one-byte labels
+    assert all(r["shipped_bytes"] == r["shards"] * (1437 // 60) * (64 * 4 + 1) for r in rows)
     # the server never learned a speed: every estimate stays unknown
     assert summary["estimates_s_per_sample"] == [None] * 5
     assert summary["rounds"][1]["method"] == "decentralised"

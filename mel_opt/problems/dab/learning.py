@@ -62,6 +62,7 @@ class DabLearner(LearnerSide):
     """A DAB learner decides its own a_k (thesis Algorithm 10) from its own benchmark."""
 
     plans_own_work = True
+    claims_data = True  # its a_k shards come from the orchestrator (Algorithm 10)
 
     def own_plan(self, order: TrainOrder, seconds: float, learner: int) -> LearnerPlan:
         """Learner k's own a_k by Eq. (3.5) from its own benchmark: c_k = 1 / (sigma_k x
