@@ -34,6 +34,10 @@ Three sections:
   shards, the server ships them with the model (the thesis's shard: 500 images, 1.568 MB);
   the file's predicted transfer against the measured one, beside the loopback deployment's.
   ``python benchmarks/bench_live.py shards``.
+- ``transfers`` (root; not run by default): ``--transfers file`` against ``measured`` where
+  the file's link model is wrong (links shaped to ``--wrong-rate``, 4 Mbit/s, while the dab
+  file says 16 Mbit/s and the mel-async file a 20 ms model transfer): each round's wall time
+  against the clock, and each learner's work.
 
     python benchmarks/bench_live.py [rounds] [speeds] [overhead] [--sizes 4 10 50 200 1000]
         [--rounds 5] [--clock 1.0] [--min-clock 0.1]
@@ -415,10 +419,62 @@ def section_shards(args: argparse.Namespace, tmp: Path) -> None:
     console.print(table)
 
 
+def section_transfers(args: argparse.Namespace, tmp: Path) -> None:
+    """Planning with the file's transfers against the measured ones (``--transfers``), when
+    the file's link model is wrong (root): every link shaped to ``--wrong-rate`` Mbit/s while
+    the files say otherwise (dab: b_k of 16 Mbit/s; mel-async: C0_k = 0.02 s, a model crossing
+    in 20 ms); per round, the round's wall time against the problem's clock and what each
+    learner was given."""
+    import numpy as np
+
+    from mel_opt.live.report import rows_from_csv
+    from mel_opt.training.mlp import init_params, layers_for
+
+    data = load_dataset("fashion-mnist", max_train=args.shards_max_train)
+    model_bytes = sum(a.nbytes for a in init_params(layers_for("twonn", data.features,
+                                                                data.classes), 0, np.float32))
+    rate = args.wrong_rate
+    mel = tmp / "transfers-ma.json"
+    doc = json.loads(instance(2, args.transfers_clock, mel).read_text())
+    doc["total_samples"] = doc["max_samples"] = 1000
+    mel.write_text(json.dumps(doc))
+    files = {"dab": (dab_file(16.0, model_bytes, args.shards_deadline,
+                              int(data.y_train.size) // 500, tmp / "transfers-dab.json"),
+                     args.shards_deadline, "shards"),
+             "mel-async": (mel, args.transfers_clock, "d")}
+    rounds = args.rounds
+    table = Table(title=f"--transfers file vs measured, links shaped to {rate:g} Mbit/s while "
+                        f"the files say 16 Mbit/s (dab) or C0 = 0.02 s (mel-async); Fashion-"
+                        f"MNIST, TwoNN ({model_bytes / 1e3:.0f} kB), 2 learners; per round: "
+                        "wall s (learners' work: dab a_k, mel-async d_k)")
+    for col in ("problem", "clock s", "transfers", *(f"round {r}" for r in range(1, rounds + 1))):
+        table.add_column(col, justify="right")
+    for problem, (path, clock, work) in files.items():
+        for transfers in ("file", "measured"):
+            settings = load_settings(path, rounds=rounds, grace_s=30.0, transfers=transfers,
+                                     dataset="fashion-mnist", max_train=args.shards_max_train)
+            out = tmp / f"transfers-{problem}-{transfers}"
+            try:
+                summary = live(settings, LiveOptions(engine="netns", nodes=2,
+                                                     link_rate=(rate,)), out, log=PROGRESS)
+            except Exception as exc:  # a failed case is reported, the table goes on
+                table.add_row(problem, f"{clock:g}", transfers, f"failed: {str(exc)[:60]}")
+                continue
+            rows = rows_from_csv(out / "rounds.csv")
+            cells = []
+            for rec in summary["rounds"][1:]:
+                given = [str(r.get(work)) for r in rows if r["round"] == rec["round"]]
+                cells.append(f"{rec['round_wall_s']:.1f} ({','.join(given)})")
+            table.add_row(problem, f"{clock:g}", transfers, *cells)
+            console.print(f"done: transfers {problem} {transfers}")
+    console.print(table)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sections", nargs="*",
-                    choices=["", "rounds", "speeds", "overhead", "links", "shards"],
+                    choices=["", "rounds", "speeds", "overhead", "links", "shards",
+                             "transfers"],
                     default=[])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 50, 200, 1000])
     ap.add_argument("--rounds", type=int, default=5)
@@ -443,6 +499,10 @@ def main() -> None:
                     help="dab deadline D of the shards section [s]")
     ap.add_argument("--shards-max-train", type=int, default=6000,
                     help="training samples of the shards section (12 shards of 500)")
+    ap.add_argument("--wrong-rate", type=float, default=4.0,
+                    help="link rate of the transfers section [Mbit/s]")
+    ap.add_argument("--transfers-clock", type=float, default=6.0,
+                    help="mel-async's T in the transfers section [s]")
     ap.add_argument("--verbose", action="store_true", help="print each run's progress")
     ap.add_argument("--no-tls", action="store_true",
                     help="loopback deployments without TLS (to measure what TLS costs; "
@@ -473,6 +533,8 @@ def main() -> None:
             section_links(args, Path(tmp))
         if "shards" in chosen:
             section_shards(args, Path(tmp))
+        if "transfers" in chosen:
+            section_transfers(args, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import numpy as np
 
 from mel_opt.live.settings import LiveSettings
 
-__all__ = ["Estimates", "Measurement", "read_measurement"]
+__all__ = ["Estimates", "Measurement", "Transfers", "read_measurement"]
 
 #: Weight of the newest measurement in the average (the run's ``alpha`` setting's default).
 ALPHA: float = LiveSettings.setting("alpha").default
@@ -133,3 +133,47 @@ class Estimates:
         self.seconds[m.learner] = x if not math.isfinite(now) else (
             (1.0 - self.alpha) * now + self.alpha * x)
         return ""
+
+
+@dataclass
+class Transfers:
+    """What each of K learners' transfers were measured to take, learned from the rounds'
+    replies (NaN: none measured yet).
+
+    Attributes
+    ----------
+    seconds : ndarray, shape (K,)
+        Each learner's messaging per round [s]: its replies' round trip beyond its compute
+        time (``comm_measured_s``: the model down and up, shipped samples, the deployment's
+        own messaging), exponentially weighted.
+    rate_Bps : ndarray, shape (K,)
+        Its effective link rate [bytes/s]: the bytes of a round that shipped samples (the
+        samples and the model down, the model up) over that round's messaging, exponentially
+        weighted. Only rounds that ship samples measure it: in the others a few hundred kB of
+        model cannot be told apart from the deployment's own messaging.
+    alpha : float
+        Weight of a new measurement.
+    """
+
+    seconds: np.ndarray
+    rate_Bps: np.ndarray
+    alpha: float = ALPHA
+
+    @classmethod
+    def unknown(cls, K: int, alpha: float = ALPHA) -> Transfers:
+        return cls(np.full(K, np.nan), np.full(K, np.nan), alpha)
+
+    def _fold(self, values: np.ndarray, k: int, x: float) -> None:
+        now = float(values[k])
+        values[k] = x if not math.isfinite(now) else (1.0 - self.alpha) * now + self.alpha * x
+
+    def update(self, k: int, comm_s: float | None, shipped_bytes: int | None,
+               model_bytes: int) -> None:
+        """Fold learner ``k``'s round in: its messaging ``comm_s`` (None or not positive:
+        nothing measured) and, where the round shipped ``shipped_bytes`` of samples, its
+        rate."""
+        if comm_s is None or not math.isfinite(comm_s) or comm_s <= 0:
+            return
+        self._fold(self.seconds, k, float(comm_s))
+        if shipped_bytes:
+            self._fold(self.rate_Bps, k, (shipped_bytes + 2 * model_bytes) / float(comm_s))

@@ -149,7 +149,7 @@ class ServerPlans(Planner):
             No verified allocation, and none after the problem's adaptation (or it has none).
         """
         s = run.settings
-        inst = run.cycle.live_instance(run.inst, active, run.estimates.seconds, run.N)
+        inst = run.cycle.live_instance(run.planned, active, run.estimates.seconds, run.N)
         res = api.solve(inst, run.method, time_limit=s.time_limit, seed=s.seed)
         if res.ok:
             return inst, res, None
@@ -184,7 +184,7 @@ class LearnersPlan(Planner):
         return ""  # its speed stays its own
 
     def plan(self, run: LiveRun, r: int, active: np.ndarray) -> Draft:
-        rules, briefs = run.cycle.briefs(run.inst, active, run.N,
+        rules, briefs = run.cycle.briefs(run.planned, active, run.N,
                                          sample_bytes(run.data.features))
         return Draft(rules, [int(k) for k in active], dict(briefs), method="decentralised")
 

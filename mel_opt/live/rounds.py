@@ -44,7 +44,7 @@ import numpy as np
 
 from mel_opt import api
 from mel_opt.errors import UsageError
-from mel_opt.live.estimates import Estimates, Measurement
+from mel_opt.live.estimates import Estimates, Measurement, Transfers
 from mel_opt.live.planners import Planner, planner_for
 from mel_opt.live.settings import LiveSettings
 from mel_opt.problems import get_problem
@@ -212,6 +212,11 @@ class LiveRun:
         # the run ended before its rounds: {"round": the round not run, "reason": one line}
         self.stopped: dict[str, Any] | None = None
         self.estimates = Estimates.unknown(self.K, settings.alpha)
+        self.transfers = Transfers.unknown(self.K, settings.alpha)
+        if settings.transfers == "measured" and cycle.live_transfers(
+                self.inst, self.transfers.seconds, self.transfers.rate_Bps) is None:
+            raise UsageError(f"--transfers measured is not defined for {self.spec.name}: its "
+                             "plans take the transfers from the file")
         # wall seconds of a message's round trip beyond the learner's computation (process
         # start, data loading, decoding): measured per learner, averaged like the speeds
         self.overhead = np.full(self.K, np.nan)
@@ -228,6 +233,15 @@ class LiveRun:
         self.started = time.perf_counter()
         self.rounds.append({"round": 0, **self.evaluation(), "wall_s": 0.0,
                             "clock_s": 0.0, "learners": 0})
+
+    @property
+    def planned(self) -> Any:
+        """The instance the rounds are planned from: the file's (as the feedback left it),
+        with its transfers as measured under ``transfers = measured``."""
+        if self.settings.transfers != "measured":
+            return self.inst
+        return self.cycle.live_transfers(self.inst, self.transfers.seconds,
+                                         self.transfers.rate_Bps)
 
     @property
     def model(self) -> Params:
@@ -476,6 +490,9 @@ class LiveRun:
                 else None
             if k in got:
                 row["comm_measured_s"] = beyond_compute(elapsed[k], got[k].compute_s)
+                model = self.models[plan.orders[k].task]
+                self.transfers.update(k, row["comm_measured_s"], row.get("shipped_bytes"),
+                                      sum(int(a.nbytes) for a in model))
             rows.append(row)
             p = plans.get(k)
             if row["status"] in ("ok", "late") and p is not None and p.weight > 0:
@@ -603,6 +620,8 @@ class LiveRun:
                                        for v in self.estimates.seconds],
             "estimates_comm_s": [None if not math.isfinite(v) else float(v)
                                  for v in self.overhead],
+            "estimates_rate_Bps": [None if not math.isfinite(v) else float(v)
+                                   for v in self.transfers.rate_Bps],
             "prediction_error": _median_errors(measured),
             "adapted": [{"round": r["round"], **r["adapted"]} for r in self.rounds
                         if "adapted" in r],

@@ -29,6 +29,8 @@ ENGINES = ("simulation", "local", "netns", "remote")
 SCHEMES = ("allocation", "fedbuff")
 #: Where a dab learner's shards come from: the server, across the link, or its own part.
 SHARDS = ("shipped", "held")
+#: What a live round's plans take the transfers' times from.
+TRANSFERS = ("file", "measured")
 #: Seconds a round waits beyond the predictions when ``grace_s`` is not set: Flower's
 #: simulation answers at once; a deployment's messages take their own round trips.
 GRACE_S = {"simulation": 2.0, "local": 5.0, "netns": 5.0, "remote": 5.0}
@@ -79,6 +81,10 @@ LIVE_SETTINGS = (
             "claimed, with the model and across its link (shipped, the thesis's Algorithm "
             "10), or each learner draws them from the part of the data set it holds (held).",
             choices=SHARDS),
+    Setting("transfers", str, "file", "What the plans take the transfers' times from: the "
+            "file's model (file), or what each learner's replies measured, learned as its "
+            "speed is (measured: mel-async's C0_k from its messaging per round, dab's b_k from "
+            "the rate its shipped shards crossed at).", choices=TRANSFERS),
 )
 
 #: ``--speeds instance``: each learner at its relative speed in the instance's time model.
@@ -180,6 +186,10 @@ class LiveSettings(Declared):
     shards : str
         dab: ``shipped`` (each learner claims its shards and the server sends them with the
         model, :mod:`mel_opt.live.claims`) or ``held`` (each draws them from its own part).
+    transfers : str
+        ``file`` (the plans take the transfers' times from the file) or ``measured`` (from
+        :class:`~mel_opt.live.estimates.Transfers`, through the problem's
+        ``LearningCycle.live_transfers``).
     pool : int or None
         Not a user setting: set by the simulation engine to the learners it trains at once
         (its pool of Ray actors, one per core), so that the server waits for a queue of
@@ -219,6 +229,7 @@ class LiveSettings(Declared):
     learners: int | None = None
     adapt: str = "data"
     shards: str = "shipped"
+    transfers: str = "file"
     pool: int | None = None
 
     def check_together(self) -> None:

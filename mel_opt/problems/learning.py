@@ -528,6 +528,21 @@ class LearningCycle(abc.ABC):
         """
         return None
 
+    def live_transfers(self, inst: Any, seconds: np.ndarray, rate_Bps: np.ndarray
+                       ) -> Any | None:
+        """``inst`` (the file's instance, all its learners) with its transfer model taken from
+        what was measured live (``--transfers measured``): ``seconds``, each learner's
+        messaging per round (its replies' round trip beyond its computation) and
+        ``rate_Bps``, its effective link rate where samples were shipped; NaN where nothing
+        was measured yet, where the file's value stays.
+
+        Returns
+        -------
+        instance or None
+            None (the default): the problem has no rule for it, and such a run is refused.
+        """
+        return None
+
     def briefs(self, inst: Any, learners: np.ndarray, dataset_size: int,
                sample_bytes: float = 0.0) -> tuple[CyclePlan, dict[int, Mapping[str, Any]]]:
         """A round whose learners plan their own work (:attr:`LearnerSide.plans_own_work`):

@@ -18,12 +18,14 @@ on Fashion-MNIST or MNIST (60,000 of 3,136 bytes) the first, the thesis's own sh
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.io.validate import readonly_array
 from mel_opt.problems.dab.instance import DabInstance
 from mel_opt.problems.dab.latency import eta, shard_bound
 from mel_opt.problems.learning import (
@@ -117,6 +119,14 @@ class DabCycle(LearningCycle):
     def link_rates(self, inst: DabInstance, model_bytes: float) -> np.ndarray:
         """8 b_k bit/s: the file's link bandwidth b_k (Eq. (3.1), (3.3)), whatever the model."""
         return 8.0 * np.asarray(inst.bandwidth, dtype=float)
+
+    def live_transfers(self, inst: DabInstance, seconds: np.ndarray,
+                       rate_Bps: np.ndarray) -> DabInstance:
+        """b_k (Eq. (3.1), (3.3)) from each learner's measured rate where its shards were
+        shipped and measured: what it is then told in its brief and plans its a_k with."""
+        measured = np.asarray(rate_Bps, dtype=float)
+        b = np.where(np.isfinite(measured) & (measured > 0), measured, inst.bandwidth)
+        return dataclasses.replace(inst, bandwidth=readonly_array(b))
 
     def learner_config(self, inst: DabInstance, learner: int, dataset_size: int,
                        sample_bytes: float = 0.0) -> dict[str, Any]:

@@ -97,6 +97,14 @@ class MelAsyncCycle(LearningCycle):
             learner_names=tuple(inst.learner_names[k] for k in idx),
             name=f"{inst.name}-live")
 
+    def live_transfers(self, inst: MelAsyncInstance, seconds: np.ndarray,
+                       rate_Bps: np.ndarray) -> MelAsyncInstance:
+        """C0_k, the model's transfer down and up (Eq. (3)-(4)), from each learner's measured
+        messaging per round, where measured; C1_k (the data's, emulated live) from the file."""
+        measured = np.asarray(seconds, dtype=float)
+        c0 = np.where(np.isfinite(measured) & (measured > 0), measured, inst.c0)
+        return dataclasses.replace(inst, c0=readonly_array(c0))
+
     def live_adapt(self, inst: MelAsyncInstance, policy: str) -> Adaptation | None:
         """The paper's model for the learners of a live round that cannot take the file's
         d = ``total_samples`` in T with one update each: ``data``, d lowered to what they can
