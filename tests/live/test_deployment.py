@@ -68,9 +68,10 @@ def test_two_nodes_two_rounds(tmp_path: Path, flower: Any,
 
 def test_a_node_killed_mid_round_is_missing_then_left_out(tmp_path: Path, flower: Any,
                                                           mel_async_file: Any) -> None:
-    # the grace bounds the waits for the dead node (round 2, and its probe before round 3)
+    # the grace bounds the waits for the dead node (round 2, and its probe before round 3):
+    # a deployment's default
     settings = load_settings(mel_async_file(3, 0.5), rounds=3, model="softmax",
-                             grace_s=10.0)
+                             grace_s=5.0)
     out = tmp_path / "out"
     out.mkdir()
     app = tmp_path / "app"
