@@ -129,7 +129,8 @@ def tree_rss(root: int) -> int:
 
 
 def emulator_round(K: int, clock: float, rounds: int, tmp: Path,
-                   seconds: list[float | None]) -> tuple[float, int, float]:
+                   seconds: list[float | None], dataset: str = "digits"
+                   ) -> tuple[float, int, float]:
     """The emulator on the same work as a live run: the instance calibrated with the live
     run's final speed estimates (``seconds`` per sample-pass), so each learner has the
     allocation the live learners had. Returns seconds per round, peak bytes and the
@@ -139,7 +140,7 @@ def emulator_round(K: int, clock: float, rounds: int, tmp: Path,
     from mel_opt.training.partition import proportional_sizes
 
     inst = api.load_instance(instance(K, clock, tmp / f"e{K}.json"))
-    data = load_dataset("digits")
+    data = load_dataset(dataset)
     cycle = get_problem("mel-async").learning
     assert cycle is not None
     known = [s for s in seconds if s is not None]
@@ -154,17 +155,17 @@ def emulator_round(K: int, clock: float, rounds: int, tmp: Path,
     work = float(sum(p.samples * p.passes for p in plan.learners))
     with PeakMemory() as mem:
         start = time.perf_counter()
-        train(live_inst, TrainSettings(schemes=("exact",), cycles=rounds, seeds=1),
-              data=data)
+        train(live_inst, TrainSettings(schemes=("exact",), cycles=rounds, seeds=1,
+                                       dataset=dataset), data=data)
         wall = time.perf_counter() - start
     return wall / rounds, mem.peak, work
 
 
 def live_round(K: int, clock: float, rounds: int, engine: str, nodes: int | None,
-               tmp: Path, speeds: tuple[float, ...] | None = None
+               tmp: Path, speeds: tuple[float, ...] | None = None, dataset: str = "digits"
                ) -> tuple[float, int, dict[str, Any]]:
     settings = load_settings(instance(K, clock, tmp / f"l{K}.json"), rounds=rounds,
-                             grace_s=3.0 if engine == "simulation" else 5.0)
+                             grace_s=3.0 if engine == "simulation" else 5.0, dataset=dataset)
     out = tmp / f"out-{engine}-{K}-{nodes}-{len(speeds or ())}"
     with PeakMemory() as mem:
         summary = live(settings, LiveOptions(engine=engine, nodes=nodes, speeds=speeds), out,
@@ -181,7 +182,8 @@ def clock_for(K: int, args: argparse.Namespace) -> float:
 
 
 def section_rounds(args: argparse.Namespace, tmp: Path) -> None:
-    table = Table(title=f"seconds per round (median, start-up excluded), mel-async, "
+    table = Table(title=f"seconds per round (median, start-up excluded), mel-async on "
+                        f"{args.dataset}, "
                         f"{args.rounds} rounds; the emulator trains the allocation the "
                         "simulated learners had (same work); peak MB of all processes; "
                         f"simulation: a pool of {os.cpu_count()} actors (one per core)")
@@ -191,13 +193,14 @@ def section_rounds(args: argparse.Namespace, tmp: Path) -> None:
     for K in args.sizes:
         clock = clock_for(K, args)
         try:
-            sim, sim_mem, summary = live_round(K, clock, args.rounds, "simulation", None, tmp)
+            sim, sim_mem, summary = live_round(K, clock, args.rounds, "simulation", None, tmp,
+                                               dataset=args.dataset)
         except Exception as exc:  # a failed case is reported, the table goes on
             table.add_row(str(K), f"{clock:g}", "simulation", str(K), "", "failed",
                           str(exc)[:40], "", "", "")
             continue
         base, mem, work = emulator_round(K, clock, args.rounds, tmp,
-                                         summary["estimates_s_per_sample"])
+                                         summary["estimates_s_per_sample"], args.dataset)
         solve = statistics.median(r.get("solve_s", 0.0) for r in summary["rounds"][1:])
         from mel_opt.live.report import rows_from_csv
 
@@ -213,7 +216,8 @@ def section_rounds(args: argparse.Namespace, tmp: Path) -> None:
                       f"{answered} / {K * args.rounds}", f"{sim_mem / 2**20:,.0f}")
         for nodes in (n for n in (2, 4) if n <= K and K <= args.local_max):
             try:
-                sec, mem, _ = live_round(K, clock, args.rounds, "local", nodes, tmp)
+                sec, mem, _ = live_round(K, clock, args.rounds, "local", nodes, tmp,
+                                         dataset=args.dataset)
             except Exception as exc:
                 table.add_row(str(K), f"{clock:g}", "local", str(nodes), "", "failed",
                               str(exc)[:40], "", "", "")
@@ -503,6 +507,9 @@ def main() -> None:
                     help="link rate of the transfers section [Mbit/s]")
     ap.add_argument("--transfers-clock", type=float, default=6.0,
                     help="mel-async's T in the transfers section [s]")
+    ap.add_argument("--dataset", default="digits",
+                    help="data set of the rounds section (digits: at K = 1,000 a learner "
+                         "holds 1 or 2 samples; fashion-mnist: 60)")
     ap.add_argument("--verbose", action="store_true", help="print each run's progress")
     ap.add_argument("--no-tls", action="store_true",
                     help="loopback deployments without TLS (to measure what TLS costs; "
