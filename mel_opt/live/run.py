@@ -105,6 +105,12 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
                            f"the emulator does not train {spec.name} (it runs live only)",
                            ": ")
     node_speeds(settings, opts, nodes)
+    if settings.transfers == "measured":
+        unknown = np.full(K, np.nan)
+        if spec.learning.live_transfers(inst, unknown, unknown) is None:
+            raise SettingError("transfers", LiveSettings.setting("transfers").flag,
+                               f"measured is not defined for {spec.name}: its plans take the "
+                               "transfers from the file", " ")
     if settings.scheme == "fedbuff":
         _check_fedbuff(settings, opts, inst, nodes)
     if opts.engine == "netns":

@@ -102,6 +102,22 @@ def test_fedbuff_is_refused_for_a_problem_without_a_work_clock(tmp_path: Path) -
     assert "--scheme: fedbuff runs the problems mel-async, dab" in res.output
 
 
+@pytest.mark.parametrize("args, words", [
+    (["--transfers", "measured"], "--transfers measured is not defined for med: its plans "
+     "take the transfers from the file"),
+    (["--transfers", "learned"], "'--transfers': 'learned' is not one of 'file', 'measured'"),
+    (["--shards", "lent"], "'--shards': 'lent' is not one of 'shipped', 'held'"),
+])
+def test_transfers_and_shards_refuse_what_they_cannot_do(tmp_path: Path, args: list[str],
+                                                         words: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    res = CliRunner().invoke(cli, ["live", str(root / "instances/med/mays2023_n4_m2.json"),
+                                   "-o", str(tmp_path / "o"), *args])
+    assert res.exit_code == 2, res.output
+    assert words in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1, res.output
+
+
 def test_fedbuff_in_the_simulation(tmp_path: Path, ray: Any, mel_async_file: Any) -> None:
     settings = load_settings(mel_async_file(3, 0.6), rounds=3, model="softmax", lr=0.3,
                              grace_s=60.0, scheme="fedbuff", concurrency=2)
