@@ -75,8 +75,6 @@ EARLY_COMPANION_CELLS = 200  # tasks x learners from which the companion starts 
 # root bound (from the greedy start; the root's starting points are handed over later): the
 # root takes seconds there (5.9 s at 100 x 10) and the second core would idle; smaller
 # instances, often proven at the root, start it after the root only if they need it
-COMPANION_SLICE = 0.5  # s, the companion's first local search looks for the root's hand-over
-# this often
 
 HeapEntry = tuple[float, int, int, Node, np.ndarray]  # bound, -depth, order, node, cover
 
@@ -270,8 +268,8 @@ class _Search:
 
     def companion_work(self, box: Mailboxes, start_assign: np.ndarray, floor: float) -> None:
         """In the companion process (a copy of this search, forked before the root bound or
-        right after it): the local search from the greedy start, in slices between which the
-        root's starting points are polished as soon as the parent hands them over
+        right after it): the local search from the greedy start, which between learners
+        polishes the root's starting points as soon as the parent hands them over
         (:meth:`hand_root`; the descent from the greedy start ends once they did better),
         then rounds of iterated local search, each from the best
         allocation either process knows, until the deadline or the bound (``floor``, the
@@ -288,17 +286,17 @@ class _Search:
             return got is not None
 
         rooted = take_root()
-        assign, cap = start_assign, min(self.deadline, time.perf_counter() + FIRST_SEARCH_CAP)
-        while time.perf_counter() < cap:  # slices: the descent goes on where it stopped
-            before = assign.copy()
-            assign, value = local_search(self.ev, assign,
-                                         min(cap, time.perf_counter() + COMPANION_SLICE))
-            self.best.offer(value, assign)
+
+        def poll(value: float) -> bool:  # between learners of the descent from greedy
+            nonlocal rooted
             rooted = take_root() or rooted
-            if np.array_equal(before, assign):
-                break  # a local optimum
-            if rooted and better(self.best.value, value):
-                break  # the root's points did better: the iterated search goes on from them
+            # the root's points did better: the iterated search goes on from them
+            return rooted and better(self.best.value, value)
+
+        assign, value = local_search(
+            self.ev, start_assign, min(self.deadline, time.perf_counter() + FIRST_SEARCH_CAP),
+            poll=poll)
+        self.best.offer(value, assign)
 
         def between(best: np.ndarray, value: float) -> tuple[np.ndarray, float] | None:
             self.best.offer(value, best)  # published at once, not at the round's end

@@ -93,6 +93,23 @@ def best_levels(frontiers: list[tuple[np.ndarray, np.ndarray]], budget: float,
     return float(sum_h[0]), chosen
 
 
+def relaxed_bound(frontiers: list[tuple[np.ndarray, np.ndarray]], budget: float, mu: float
+                  ) -> float:
+    """The budget's Lagrangian bound at multiplier ``mu`` >= 0: sum_i min_H (H + mu C_i(H))
+    - mu B', B' the budget with ``best_levels``'s round-off slack; no choice of steps within
+    the budget has a smaller sum of levels (any mu; the critical one is the tightest)."""
+    limit = budget * (1 + REL_TOL) + REL_TOL
+    return sum(float(np.min(lv + mu * c)) for lv, c in frontiers) - mu * limit
+
+
+def critical_multiplier(frontiers: list[tuple[np.ndarray, np.ndarray]], budget: float
+                        ) -> float | None:
+    """The budget's critical Lagrange multiplier for these frontiers (0 when the tasks' least
+    levels fit; None when even the cheapest steps do not)."""
+    relaxed = _relaxation(frontiers, budget * (1 + REL_TOL) + REL_TOL)
+    return None if relaxed is None else relaxed[0]
+
+
 @dataclass
 class _Pruning:
     """The Lagrangian pruning of the module docstring, off until :meth:`start` (the programme

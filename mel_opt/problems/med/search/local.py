@@ -23,6 +23,8 @@ from mel_opt.problems.med.search.types import TOL, better, parts_of
 
 # iterated_local_search's hook: (best, value) -> a better (allocation, value) or None
 Between = Callable[[np.ndarray, float], "tuple[np.ndarray, float] | None"]
+# local_search's hook: (current value) -> whether to stop here
+Poll = Callable[[float], bool]
 
 
 def greedy(ev: Evaluator) -> np.ndarray:
@@ -59,12 +61,17 @@ def greedy(ev: Evaluator) -> np.ndarray:
 
 
 def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
-                 focus: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+                 focus: np.ndarray | None = None, poll: Poll | None = None
+                 ) -> tuple[np.ndarray, float]:
     """Moves (also to and from "unused" when D_l = 0) and swaps while the (excess, value) pair
     falls lexicographically.
 
     ``focus`` (boolean per learner) limits the swaps to pairs with a focused learner (the
     learners an iterated local search just kicked); learners that move join the focus.
+    ``poll(value)``, called before each learner's moves and swaps with the current value (inf
+    while infeasible), may end the search there by returning True (the companion hears of
+    the root's hand-over so, without cutting the descent into slices that each start the
+    moves again from the first learner).
     """
     m, n = ev.inst.n_tasks, ev.inst.n_learners
     assign = assign.copy()
@@ -77,13 +84,18 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
     def accept(cand: tuple[float, float]) -> bool:  # lexicographic, with that margin
         return cand < cur and (cand[0] < cur[0] or cand[1] < cutoff())
 
+    def stop() -> bool:  # the deadline, or the caller's poll
+        if time.perf_counter() > deadline:
+            return True
+        return poll is not None and poll(cur[1] if cur[0] == 0 else math.inf)
+
     improved = True
     while improved and time.perf_counter() < deadline:
         improved = False
         targets = range(-1, m) if ev.inst.min_shards == 0 else range(m)
         for j in range(n):
-            if time.perf_counter() > deadline:  # keep what the moves so far reached
-                break
+            if stop():  # keep what the moves so far reached
+                return assign, (cur[1] if cur[0] == 0 else math.inf)
             a = int(assign[j])
             for b in targets:
                 if b == a or (b >= 0 and not ev.coef.allowed[b, j]):
@@ -96,6 +108,8 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
                 else:
                     assign[j] = a
         for j in range(n):
+            if poll is not None and stop():
+                return assign, (cur[1] if cur[0] == 0 else math.inf)
             for k in range(j + 1, n):
                 a, b = int(assign[j]), int(assign[k])
                 if a == b or min(a, b) < 0 or not (focus[j] or focus[k]):

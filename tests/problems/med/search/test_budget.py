@@ -95,3 +95,33 @@ def test_relaxation_answer_is_feasible_and_bounds_the_optimum():
     assert sum(f[1][i] for f, i in zip(fronts, pick, strict=True)) <= B
     lower = sum(float(np.min(lv + mu * c)) for lv, c in fronts) - mu * B
     assert lower <= pareto_dp(fronts, B) + 1e-9 <= upper + 2e-9
+
+
+def test_relaxed_bound_and_critical_multiplier_by_hand():
+    # task a: level 1 at cost 10 or level 2 at cost 4; task b: level 1 at cost 8 or 3 at 2;
+    # budget 12. Choices (levels, cost): (1,1) 18 > 12, (1,3) 4 at 12, (2,1) 3 at 12,
+    # (2,3) 5 at 6: the optimum is 3. Below mu = 1/6 task a's minimiser of H + mu C is level
+    # 1 (18 > 12 with b's level 1); from 1/6 to 1/3 it is (2, 1), cost 12: mu* = 1/6, where
+    # the bound min(1 + 10/6, 2 + 4/6) + min(1 + 8/6, 3 + 2/6) - 12/6 = 8/3 + 7/3 - 2 = 3
+    fronts = [(np.array([1.0, 2.0]), np.array([10.0, 4.0])),
+              (np.array([1.0, 3.0]), np.array([8.0, 2.0]))]
+    assert budget.best_levels(fronts, 12.0) == (3.0, [1, 0])
+    mu = budget.critical_multiplier(fronts, 12.0)
+    assert mu == pytest.approx(1 / 6, rel=1e-6)
+    assert budget.relaxed_bound(fronts, 12.0, 1 / 6) == pytest.approx(3.0, abs=1e-7)
+    assert budget.relaxed_bound(fronts, 12.0, 0.0) == pytest.approx(2.0)  # least levels
+    assert budget.relaxed_bound(fronts, 12.0, 1.0) == pytest.approx(6 + 5 - 12, abs=1e-7)
+    assert budget.critical_multiplier(fronts, 100.0) == 0.0  # the least levels fit
+    assert budget.critical_multiplier(fronts, 5.0) is None  # even the cheapest do not
+
+
+def test_relaxed_bound_never_above_the_knapsack_optimum():
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        fronts = random_fronts(rng, int(rng.integers(1, 5)), int(rng.integers(2, 8)))
+        cheap = sum(float(c.min()) for _, c in fronts)
+        dear = sum(float(c.max()) for _, c in fronts)
+        B = float(rng.uniform(cheap, dear + 1.0))
+        best = pareto_dp(fronts, B)
+        for mu in (0.0, 0.01, 0.1, 1.0, 10.0, budget.critical_multiplier(fronts, B)):
+            assert budget.relaxed_bound(fronts, B, mu) <= best + 1e-9

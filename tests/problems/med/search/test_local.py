@@ -76,3 +76,61 @@ def test_iterated_local_search_goes_on_from_what_between_hands_it():
     assert seen[0] == start_value and kicks == len(seen)
     assert all(v <= good_value for v in seen[1:])
     assert value <= good_value and ev.value(parts_of(got, 4))[1] == pytest.approx(value)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_the_evaluators_lagrangian_pruning_changes_no_answer(seed):
+    # the local search with the budget's Lagrangian pruning takes the same path as without
+    # it (same allocation, same number of candidates valued); what it drops, valued in full,
+    # does not beat the cutoff it was dropped at
+    inst = parse_instance(generate("hetero", learners=30, tasks=5, seed=seed))
+    coef = coefficients(inst)
+    plain = Evaluator(inst, coef, True)
+    plain._relaxed_cut = lambda *_: False
+    pruned = Evaluator(inst, coef, True)
+    dropped: list[tuple[list[tuple[int, ...]], float]] = []
+    cut = pruned._relaxed_cut
+
+    def recorded(parts, fronts, cutoff):
+        got = cut(parts, fronts, cutoff)
+        if got:
+            dropped.append((parts, cutoff))
+        return got
+
+    pruned._relaxed_cut = recorded
+    calls = {id(plain): 0, id(pruned): 0}
+    for ev in (plain, pruned):
+        value = ev.value
+
+        def counted(*args, _value=value, _ev=ev, **kwargs):
+            calls[id(_ev)] += 1
+            return _value(*args, **kwargs)
+
+        ev.value = counted
+    a, va = local_search(plain, greedy(plain), math.inf)
+    b, vb = local_search(pruned, greedy(pruned), math.inf)
+    assert np.array_equal(a, b) and va == vb and calls[id(plain)] == calls[id(pruned)]
+    assert dropped and pruned.relaxed_cuts == len(dropped) and plain.relaxed_cuts == 0
+    fresh = Evaluator(inst, coef, True)
+    for parts, cutoff in dropped[:50]:
+        excess, value, _ = fresh.value(parts)
+        assert excess == 0 and value >= cutoff
+
+
+def test_local_search_stops_where_its_poll_says():
+    # the poll sees the current value before each learner; True ends the search there with
+    # an allocation of that value
+    inst = parse_instance(generate("hetero", learners=20, tasks=4, seed=3))
+    ev = Evaluator(inst, coefficients(inst), True)
+    start = greedy(ev)
+    seen: list[float] = []
+
+    def poll(value):
+        seen.append(value)
+        return len(seen) == 25
+
+    got, value = local_search(ev, start, math.inf, poll=poll)
+    assert len(seen) == 25 and value == seen[-1]
+    assert ev.value(parts_of(got, 4))[:2] == (0.0, pytest.approx(value, rel=1e-12))
+    full, full_value = local_search(ev, start, math.inf)
+    assert full_value <= value
