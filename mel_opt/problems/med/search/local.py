@@ -60,6 +60,19 @@ def greedy(ev: Evaluator) -> np.ndarray:
     return assign
 
 
+def _moved(parts: list[tuple[int, ...]], changes: dict[int, tuple[tuple[int, ...],
+                                                                    tuple[int, ...]]]
+           ) -> list[tuple[int, ...]]:
+    """``parts`` (the learners of each task, ascending) with, per changed task, learners
+    leaving and joining (task -1, "unused", holds no part): what ``parts_of`` gives for the
+    changed assignment, built from the two tasks that change rather than from all of it."""
+    out = list(parts)
+    for i, (leave, join) in changes.items():
+        if i >= 0:
+            out[i] = tuple(sorted({*parts[i], *join} - set(leave)))
+    return out
+
+
 def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
                  focus: np.ndarray | None = None, poll: Poll | None = None
                  ) -> tuple[np.ndarray, float]:
@@ -76,7 +89,8 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
     m, n = ev.inst.n_tasks, ev.inst.n_learners
     assign = assign.copy()
     focus = np.ones(n, dtype=bool) if focus is None else focus.copy()
-    cur = ev.value(parts_of(assign, m))[:2]
+    parts = parts_of(assign, m)  # kept in step with assign: a candidate changes two tasks
+    cur = ev.value(parts)[:2]
 
     def cutoff() -> float:  # a candidate must beat the current value by more than TOL
         return cur[1] - TOL * abs(cur[1]) if cur[0] == 0 else math.inf
@@ -101,9 +115,10 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
                 if b == a or (b >= 0 and not ev.coef.allowed[b, j]):
                     continue
                 assign[j] = b
-                cand = ev.value(parts_of(assign, m), cutoff())[:2]
+                trial = _moved(parts, {a: ((j,), ()), b: ((), (j,))})
+                cand = ev.value(trial, cutoff())[:2]
                 if accept(cand):
-                    cur, a, improved = cand, b, True
+                    cur, a, improved, parts = cand, b, True, trial
                     focus[j] = True
                 else:
                     assign[j] = a
@@ -119,9 +134,10 @@ def local_search(ev: Evaluator, assign: np.ndarray, deadline: float,
                 if time.perf_counter() > deadline:  # one evaluation can take milliseconds
                     break
                 assign[j], assign[k] = b, a
-                cand = ev.value(parts_of(assign, m), cutoff())[:2]
+                trial = _moved(parts, {a: ((j,), (k,)), b: ((k,), (j,))})
+                cand = ev.value(trial, cutoff())[:2]
                 if accept(cand):
-                    cur, improved = cand, True
+                    cur, improved, parts = cand, True, trial
                     focus[j] = focus[k] = True
                 else:
                     assign[j], assign[k] = a, b

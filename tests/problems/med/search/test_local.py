@@ -134,3 +134,17 @@ def test_local_search_stops_where_its_poll_says():
     assert ev.value(parts_of(got, 4))[:2] == (0.0, pytest.approx(value, rel=1e-12))
     full, full_value = local_search(ev, start, math.inf)
     assert full_value <= value
+
+
+def test_moved_parts_are_those_of_the_changed_assignment():
+    from mel_opt.problems.med.search.local import _moved
+
+    assign = np.array([0, 1, -1, 0, 2, 1])
+    parts = parts_of(assign, 3)
+    assert parts == [(0, 3), (1, 5), (4,)]
+    # learner 3 moves from task 0 to task 2; learner 2 from unused to task 1
+    assert _moved(parts, {0: ((3,), ()), 2: ((), (3,))}) == [(0,), (1, 5), (3, 4)]
+    assert _moved(parts, {-1: ((2,), ()), 1: ((), (2,))}) == [(0, 3), (1, 2, 5), (4,)]
+    # learners 0 (task 0) and 5 (task 1) swap
+    assert _moved(parts, {0: ((0,), (5,)), 1: ((5,), (0,))}) == [(3, 5), (0, 1), (4,)]
+    assert parts == [(0, 3), (1, 5), (4,)]  # unchanged
