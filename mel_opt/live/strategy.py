@@ -44,6 +44,16 @@ __all__ = ["AllocationStrategy", "FedBuffStrategy"]
 
 #: Seconds between two pulls of replies.
 POLL_S = 0.1
+#: ... and per reply still awaited beyond the first hundred: a pull looks up every awaited
+#: message, so with a thousand learners in a pool (the simulation) polling every 0.1 s costs
+#: the server's process a second of a core per round, taken from the learners; replies come
+#: as the pool works through the queue, and the last ones are pulled every 0.1 s again.
+POLL_PER_REPLY_S = 0.001
+
+
+def poll_s(awaited: int) -> float:
+    """Seconds until the next pull when ``awaited`` replies are still out."""
+    return max(POLL_S, POLL_PER_REPLY_S * awaited)
 
 
 def _read(msg: Message) -> Records | str:
@@ -273,7 +283,7 @@ class AllocationStrategy(Strategy):
                 self._pending.pop(mid, None)
             if not waiting or time.perf_counter() >= until:
                 break
-            time.sleep(POLL_S)
+            time.sleep(min(poll_s(len(waiting)), max(0.0, until - time.perf_counter())))
         return got
 
 

@@ -129,3 +129,10 @@ def test_forty_learners_share_a_pool_of_one_actor_per_core(tmp_path: Path, ray: 
     # the old engine made one actor per learner (40); the pool has one per core
     assert 1 <= actors.peak <= (os.cpu_count() or 1)
     assert ray.gone(20.0), ray.alive()
+
+
+def test_a_thousand_awaited_replies_are_pulled_every_second_the_last_hundred_every_tenth() -> None:
+    pytest.importorskip("flwr")
+    from mel_opt.live.strategy import poll_s
+
+    assert [poll_s(n) for n in (1, 100, 250, 1000)] == pytest.approx([0.1, 0.1, 0.25, 1.0])
