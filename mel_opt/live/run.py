@@ -106,6 +106,11 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
                            ": ")
     node_speeds(settings, opts, nodes)
     if settings.transfers == "measured":
+        if opts.engine == "simulation":  # a pooled learner's round trip holds its queueing
+            raise SettingError("transfers", LiveSettings.setting("transfers").flag,
+                               "measured needs a deployment (--engine local, netns or "
+                               "remote): in the simulation the replies queue through a pool "
+                               "and cross no link", " ")
         unknown = np.full(K, np.nan)
         if spec.learning.live_transfers(inst, unknown, unknown) is None:
             raise SettingError("transfers", LiveSettings.setting("transfers").flag,

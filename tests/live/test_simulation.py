@@ -84,6 +84,7 @@ def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
      "--buffer must be at most the concurrency (2), got 3"),
     (["--scheme", "fedbuff", "--emulate"], "FedBuff's emulated twin is `melopt arena`"),
     (["--probe", "0"], "'--probe': 0.0 is not in the range x>0.0"),
+    (["--transfers", "measured"], "--transfers measured needs a deployment"),
 ])
 def test_bad_requests_exit_2_before_anything_starts(tmp_path: Path, args: list[str],
                                                     words: str, mel_async_file: Any) -> None:
@@ -103,8 +104,8 @@ def test_fedbuff_is_refused_for_a_problem_without_a_work_clock(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--transfers", "measured"], "--transfers measured is not defined for med: its plans "
-     "take the transfers from the file"),
+    (["--transfers", "measured", "--engine", "local"], "--transfers measured is not "
+     "defined for med: its plans take the transfers from the file"),
     (["--transfers", "learned"], "'--transfers': 'learned' is not one of 'file', 'measured'"),
     (["--shards", "lent"], "'--shards': 'lent' is not one of 'shipped', 'held'"),
 ])
