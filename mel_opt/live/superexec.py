@@ -53,10 +53,18 @@ def warm_up(env: dict[str, str] | os._Environ[str] | None = None) -> None:
     import flwr.supernode.runtime.run_clientapp  # noqa: F401  (the ClientApp's runtime)
 
     import mel_opt.live.client  # noqa: F401  (the app, its learner and the model)
+    from mel_opt.blas import blas_threads
     from mel_opt.live import learner
     from mel_opt.live.supernode import patch_from_env
+    from mel_opt.problems import all_problems
 
     patch_from_env(env)  # the ClientApps' pulls of their messages' arrays
+    # what a learner's first message did in every forked child before its training: finding
+    # the problems (their modules and the plug-ins' entry points, 0.2 s) and threadpoolctl's
+    # first look at the loaded libraries (0.1 s); done here once, the children inherit both
+    all_problems()
+    with blas_threads(1):
+        pass
 
     value = (env if env is not None else os.environ).get(WARM_DATA_ENV, "")
     parts = value.split(",")
