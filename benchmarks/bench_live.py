@@ -18,7 +18,7 @@ Three sections:
   SIGSTOP/SIGCONT duty cycle), 6 rounds: predicted against measured compute time per learner,
   and the median relative error per round (target: below 20 % from round 3 on).
 - ``overhead``: the loopback deployment (``--engine local``, with TLS unless ``--no-tls``)
-  with 4 nodes, ``--rounds`` rounds: per round, its wall time minus its slowest learner's
+  with 4 nodes (``--overhead-nodes 2 4``: each count in turn), ``--rounds`` rounds: per round, its wall time minus its slowest learner's
   measured compute time (what the deployment adds: messages, learner processes, polls), and
   the median. Runs alone:
   ``python benchmarks/bench_live.py overhead``.
@@ -261,31 +261,33 @@ def section_speeds(args: argparse.Namespace, tmp: Path) -> None:
 
 def section_overhead(args: argparse.Namespace, tmp: Path) -> None:
     """What the loopback deployment adds to a round: its wall time minus its slowest
-    learner's measured compute time, per round (from ``summary.json`` and ``rounds.csv``)."""
+    learner's measured compute time, per round (from ``summary.json`` and ``rounds.csv``),
+    for each node count of ``--overhead-nodes``."""
     from mel_opt.live.report import rows_from_csv
 
-    nodes = 4
-    _, _, summary = live_round(nodes, args.clock, args.rounds, "local", nodes, tmp)
-    rows = rows_from_csv(tmp / f"out-local-{nodes}-{nodes}-0" / "rounds.csv")
-    table = Table(title=f"loopback deployment (--engine local), {nodes} nodes, mel-async, "
-                        f"clock {args.clock:g} s: round wall - slowest learner's compute [s]")
-    for col in ("round", "round wall", "slowest compute", "answered", "overhead"):
-        table.add_column(col, justify="right")
-    overheads = []
-    for r in summary["rounds"][1:]:
-        computes = [x["compute_measured_s"] for x in rows if x["round"] == r["round"]
-                    and x.get("compute_measured_s") is not None]
-        if "round_wall_s" not in r or not computes:
-            table.add_row(str(r["round"]), "-", "-", "0", "-")
-            continue
-        slowest = max(computes)
-        overheads.append(r["round_wall_s"] - slowest)
-        table.add_row(str(r["round"]), f"{r['round_wall_s']:.3f}", f"{slowest:.3f}",
-                      f"{len(computes)} / {nodes}", f"{overheads[-1]:.3f}")
-    console.print(table)
-    console.print("median overhead per round: "
-                  f"{statistics.median(overheads):.3f} s" if overheads else
-                  "median overhead per round: - (no round had a measured learner)")
+    for nodes in args.overhead_nodes:
+        _, _, summary = live_round(nodes, args.clock, args.rounds, "local", nodes, tmp)
+        rows = rows_from_csv(tmp / f"out-local-{nodes}-{nodes}-0" / "rounds.csv")
+        table = Table(title=f"loopback deployment (--engine local), {nodes} nodes, mel-async, "
+                            f"clock {args.clock:g} s: round wall - slowest learner's compute [s]")
+        for col in ("round", "round wall", "slowest compute", "answered", "overhead"):
+            table.add_column(col, justify="right")
+        overheads = []
+        for r in summary["rounds"][1:]:
+            computes = [x["compute_measured_s"] for x in rows if x["round"] == r["round"]
+                        and x.get("compute_measured_s") is not None]
+            if "round_wall_s" not in r or not computes:
+                table.add_row(str(r["round"]), "-", "-", "0", "-")
+                continue
+            slowest = max(computes)
+            overheads.append(r["round_wall_s"] - slowest)
+            table.add_row(str(r["round"]), f"{r['round_wall_s']:.3f}", f"{slowest:.3f}",
+                          f"{len(computes)} / {nodes}", f"{overheads[-1]:.3f}")
+        console.print(table)
+        console.print(f"median overhead per round, {nodes} nodes: "
+                      f"{statistics.median(overheads):.3f} s" if overheads else
+                      f"median overhead per round, {nodes} nodes: - (no round had a measured "
+                      "learner)")
 
 
 def section_links(args: argparse.Namespace, tmp: Path) -> None:
@@ -482,6 +484,8 @@ def main() -> None:
                     default=[])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 50, 200, 1000])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--overhead-nodes", type=int, nargs="+", default=[4],
+                    help="node counts of the overhead section (each a loopback deployment)")
     ap.add_argument("--clock", type=float, default=1.0, help="cycle clock T [s]")
     ap.add_argument("--min-clock", type=float, default=0.1,
                     help="shortest cycle clock of the large K of the rounds section [s]")
