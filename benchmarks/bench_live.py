@@ -18,9 +18,9 @@ Three sections:
   SIGSTOP/SIGCONT duty cycle), 6 rounds: predicted against measured compute time per learner,
   and the median relative error per round (target: below 20 % from round 3 on).
 - ``overhead``: the loopback deployment (``--engine local``, with TLS unless ``--no-tls``)
-  with 4 nodes (``--overhead-nodes 2 4``: each count in turn), ``--rounds`` rounds: per round, its wall time minus its slowest learner's
-  measured compute time (what the deployment adds: messages, learner processes, polls), and
-  the median. Runs alone:
+  with 4 nodes (``--overhead-nodes 2 4``: each count in turn), ``--rounds`` rounds: per
+  round, its wall time minus its slowest learner's measured compute time (what the
+  deployment adds: messages, learner processes, polls), and the median. Runs alone:
   ``python benchmarks/bench_live.py overhead``.
 - ``links`` (root; not run by default): 2 nodes of mel-async (the ``rounds`` section's
   instance) and of dab (``instances/dab/mnist_ffn_testbed.json``), TwoNN on
