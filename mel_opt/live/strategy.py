@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ from mel_opt.live.fedbuff import run as fedbuff_loop
 from mel_opt.live.rounds import Answer, LiveRun, RoundPlan
 from mel_opt.live.wire import content_of, records_of
 from mel_opt.problems.learning import sample_bytes
-from mel_opt.problems.messages import Records, ReplyError
+from mel_opt.problems.messages import Records, ReplyError, TrainOrder
 
 __all__ = ["AllocationStrategy", "FedBuffStrategy"]
 
@@ -103,19 +103,18 @@ class AllocationStrategy(Strategy):
         model; ``arrays`` and ``config`` of Flower's loop are not used)."""
         plan = self.run.plan(server_round)
         self._plan = plan
-        return self._orders(plan)
+        return self._messages(plan.orders, str(plan.round))
 
-    def _orders(self, plan: RoundPlan) -> list[Message]:
+    def _messages(self, orders: Mapping[int, TrainOrder], group: str) -> list[Message]:
+        """One train message per learner of ``orders``, in the message group ``group``."""
         return [Message(content_of(order.encode()), dst_node_id=self.run.node_of(k),
-                        message_type=MessageType.TRAIN, group_id=str(plan.round))
-                for k, order in plan.orders.items()]
+                        message_type=MessageType.TRAIN, group_id=group)
+                for k, order in orders.items()]
 
     def _claim(self, grid: Grid, plan: RoundPlan) -> RoundPlan:
         """The round's claims first (:mod:`mel_opt.live.claims`): each learner's plan, then
         the round with the claimed samples in its orders."""
-        messages = [Message(content_of(order.encode()), dst_node_id=self.run.node_of(k),
-                            message_type=MessageType.TRAIN, group_id=f"claim-{plan.round}")
-                    for k, order in claims.claim_orders(plan).items()]
+        messages = self._messages(claims.claim_orders(plan), f"claim-{plan.round}")
         answers = []
         for msg in self._exchange(grid, messages, claims.claim_wait_s(self.run, plan)):
             answer = self._answer(plan.round, msg)
@@ -175,18 +174,19 @@ class AllocationStrategy(Strategy):
             self._rejoin(grid)
             self._round_start = time.perf_counter()
             try:
-                messages = list(self.configure_train(r, ArrayRecord(self.run.model),
-                                                     train_config or ConfigRecord(), grid))
+                self._plan = self.run.plan(r)
             except MelOptError as exc:  # no learner left, or no allocation for them
                 self.run.stop(r, str(exc))
                 self.log(f"round {r}: stopped: {exc}")
                 if self.on_round is not None:  # the outputs say why the run ended
                     self.on_round(self.run)
                 break
-            assert self._plan is not None
+            # where the learners claim first, the orders (and their models) are encoded once,
+            # after the claims
             if claims.wanted(self.run, self._plan):
                 self._plan = self._claim(grid, self._plan)
-                messages = self._orders(self._plan)
+            messages = self._messages(self._plan.orders, str(r))
+            if self._plan.claimed_by:
                 self.log(f"round {r}: {len(self._plan.claims)} claims, "
                          f"{len(messages)} learners sent their shards")
             if self._plan.adapted is not None:
