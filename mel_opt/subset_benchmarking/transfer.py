@@ -9,7 +9,7 @@ The generic part of a download, shared by the timed download of subset benchmark
   sending a few bytes at a time never hits it; here a timer shuts every tracked socket at the
   deadline, which ends a blocked read however slowly the server sends.
 - :func:`get`: one GET (optional extra headers, such as ``Range``) under a deadline; its
-  :class:`Reply` gives the status and headers, then the body in small blocks.
+  :class:`HttpReply` gives the status and headers, then the body in small blocks.
 - Redirects are followed only to another ``http://`` or ``https://`` URL; only the http and
   https handlers are installed (no ftp, file or data URLs); loopback hosts bypass any proxy.
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from mel_opt.errors import MelOptError, UsageError
 
-__all__ = ["Deadline", "DeadlineExpired", "DownloadError", "Reply", "get"]
+__all__ = ["Deadline", "DeadlineExpired", "DownloadError", "HttpReply", "get"]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _SCHEMES = ("http", "https")
@@ -173,7 +173,7 @@ def _failure(url: str, exc: BaseException, deadline: Deadline) -> DownloadError:
 _NETWORK_ERRORS = (urllib.error.URLError, OSError, http.client.HTTPException)
 
 
-class Reply:
+class HttpReply:
     """The answer to :func:`get`: status and headers, then the body by :meth:`blocks`.
 
     Attributes
@@ -219,14 +219,14 @@ class Reply:
         with contextlib.suppress(OSError):
             self._response.close()
 
-    def __enter__(self) -> Reply:
+    def __enter__(self) -> HttpReply:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def get(url: str, deadline: Deadline, *, headers: Mapping[str, str] | None = None) -> Reply:
+def get(url: str, deadline: Deadline, *, headers: Mapping[str, str] | None = None) -> HttpReply:
     """Send one GET for ``url`` under ``deadline``; the reply once its headers are read.
 
     Parameters
@@ -251,4 +251,4 @@ def get(url: str, deadline: Deadline, *, headers: Mapping[str, str] | None = Non
         response = _opener(url, deadline).open(request, timeout=deadline.remaining())
     except _NETWORK_ERRORS as exc:
         raise _failure(url, exc, deadline) from None
-    return Reply(url, response, deadline)
+    return HttpReply(url, response, deadline)
