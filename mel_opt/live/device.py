@@ -3,36 +3,29 @@
 :class:`DeviceNode` starts the SuperNode a local federation starts for each of its nodes
 (:func:`~mel_opt.live.federation.supernode_command` in
 :func:`~mel_opt.live.federation.node_env`: Flower's SuperNode with mel_opt's shorter polls
-and its warm SuperExec), with the same process tracking and clean-up as
-:class:`~mel_opt.live.federation.LocalFederation`.
+and its warm SuperExec), with the same process tracking and clean-up
+(:class:`~mel_opt.live.process_trees.ProcessTrees`).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from mel_opt.errors import UsageError
-from mel_opt.live.federation import (
-    _ProcessTrees,
-    check_address,
-    free_ports,
-    node_env,
-    supernode_command,
-)
+from mel_opt.live.federation import check_address, free_ports, node_env, supernode_command
 from mel_opt.live.flwr_cli import flower_env
+from mel_opt.live.process_trees import ProcessTrees
 from mel_opt.live.supernode import DEFAULT_POLL
-from mel_opt.live.throttle import Throttle
 
 __all__ = ["DeviceNode", "check_private_key"]
 
 
-class DeviceNode(_ProcessTrees):
+class DeviceNode(ProcessTrees):
     """One SuperNode joining an existing SuperLink (``melopt node``), as the local federation
     starts its nodes: :func:`supernode_command` in :func:`node_env`, its output to this
     process's, its whole tree ended by :meth:`close`.
@@ -92,7 +85,7 @@ class DeviceNode(_ProcessTrees):
         self.extra_env = dict(env or {})
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def _started(self) -> list[subprocess.Popen[bytes]]:
+    def _roots(self) -> list[subprocess.Popen[bytes]]:
         return [] if self._proc is None else [self._proc]
 
     def command(self, port: int) -> list[str]:
@@ -104,22 +97,15 @@ class DeviceNode(_ProcessTrees):
 
     def start(self) -> None:
         """Start the SuperNode (its output goes to this process's stdout and stderr)."""
-        if self.home is not None:
-            raise RuntimeError("this node is already running")
-        self.home = Path(tempfile.mkdtemp(prefix="melopt-node-"))
-        self._halt.clear()
+        home = self.open_home("melopt-node-")
         try:
             port = self.port if self.port is not None else free_ports(1)[0]
-            self.env = flower_env(self.home, node_env(self.idle_poll, self.warm, self.task_poll,
-                                                      self.extra_env))
-            self._proc = subprocess.Popen(self.command(port), env=self.env, cwd=self.home,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
-            self._track(self._proc.pid)
-            self._start_monitor()
+            self.env = flower_env(home, node_env(self.idle_poll, self.warm, self.task_poll,
+                                                 self.extra_env))
+            self._proc = self.spawn(self.command(port))  # its output: this process's
+            self.start_monitor()
             if self.speed is not None and self.speed < 1:
-                self._throttle = Throttle({self._proc.pid: float(self.speed)},
-                                          self.throttle_period)
-                self._throttle.start()
+                self.throttle({self._proc.pid: float(self.speed)}, self.throttle_period)
         except BaseException:
             self.close()
             raise

@@ -17,11 +17,10 @@ its own ``--host``/``--port`` (default 127.0.0.1:9094). Nothing else listens (no
 ``--health-server-address``). Ports are chosen free (:func:`free_ports`).
 
 Ends: the SuperLink starts a SuperExec in a new session, which starts a ``flwr-serverapp`` per
-run; each SuperNode starts a SuperExec, which starts a ``flwr-clientapp`` per message. An
-orphan is no longer found from its killed parent, so a monitor thread records every
-descendant (pid and start time, :mod:`mel_opt.processes`) while the trees are intact; on exit
-each one still alive gets SIGTERM, then SIGKILL after a grace period, and the directory is
-removed.
+run; each SuperNode starts a SuperExec, which starts a ClientApp process per message. The
+federation is a :class:`~mel_opt.live.process_trees.ProcessTrees`: every descendant is recorded
+while the trees are intact, and on exit (also on error and Ctrl-C) each one still alive gets
+SIGTERM, then SIGKILL after a grace period, and the directory is removed.
 
 Authentication: with TLS (the default) the SuperLink runs ``--enable-supernode-auth``, so it
 admits only SuperNodes whose public key was registered through its Control API. Each node gets
@@ -47,12 +46,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from mel_opt.errors import UsageError
 from mel_opt.live.certs import NodeKey, RunCertificates, make_node_key, make_run_certificates
@@ -66,17 +62,9 @@ from mel_opt.live.flwr_cli import (
     write_flower_config,
 )
 from mel_opt.live.netns import ShapedLinks
+from mel_opt.live.process_trees import ProcessTrees
 from mel_opt.live.supernode import DEFAULT_POLL, POLL_ENV, PULL_BACKOFF_ENV, WARM_ENV
-from mel_opt.live.throttle import Throttle
-from mel_opt.processes import (
-    descendants,
-    end_process_group,
-    is_alive,
-    listening_sockets,
-    process_table,
-    send,
-    start_time,
-)
+from mel_opt.processes import send
 
 __all__ = ["LOCAL_FEDERATION", "LOOPBACK", "REMOTE_FEDERATION", "FederationError",
            "LocalFederation", "RemoteFederation", "check_address", "free_ports", "node_env",
@@ -226,147 +214,8 @@ class RemoteFederation:
             shutil.rmtree(home, ignore_errors=True)
 
 
-class _ProcessTrees:
-    """Processes started in their own sessions, every descendant recorded while the trees
-    are intact, all of them ended (SIGTERM, then SIGKILL after ``grace``) by :meth:`close`,
-    and the directory ``home`` (their logs) removed."""
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def start(self) -> None:
-        """Start the processes (each subclass its own)."""
-        raise NotImplementedError
-
-    def __init__(self, grace: float) -> None:
-        self.grace = grace
-        self.home: Path | None = None
-        self.env = dict[str, str]()
-        self._seen: dict[int, tuple[float | None, int]] = {}  # pid -> (start time, its root)
-        self._lock = threading.Lock()
-        self._halt = threading.Event()
-        self._monitor: threading.Thread | None = None
-        self._throttle: Throttle | None = None
-
-    def _started(self) -> list[subprocess.Popen[bytes]]:
-        """The processes started directly (each the root of its tree)."""
-        return []
-
-    def _forget(self) -> None:
-        """Reset what lived in ``home`` once it is removed."""
-
-    def _start_monitor(self) -> None:
-        self._monitor = threading.Thread(target=self._watch, name="melopt-federation",
-                                         daemon=True)
-        self._monitor.start()
-
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        assert self.home is not None
-        with open(self.home / f"{name}.log", "wb") as log:
-            proc = subprocess.Popen(argv, env=self.env, cwd=self.home, stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        self._track(proc.pid)
-        return proc
-
-    def _track(self, pid: int) -> None:
-        with self._lock:
-            self._seen[pid] = (start_time(pid), pid)  # a process we started: its own root
-
-    def close(self) -> None:
-        """End every process started (and its descendants) and remove the directory.
-
-        Idempotent. A Ctrl-C during the clean-up does not cut it short: it is finished, then
-        the interrupt is raised again.
-        """
-        try:
-            self._close()
-        except KeyboardInterrupt:
-            self._close()
-            raise
-
-    def _close(self) -> None:
-        if self._throttle is not None:  # first: a stopped process would not see SIGTERM
-            self._throttle.stop()
-            self._throttle = None
-        self._halt.set()
-        if self._monitor is not None:
-            self._monitor.join()
-            self._monitor = None
-        try:
-            self._terminate(self._scan(), self.grace)
-        finally:  # whatever failed above, the processes we started ourselves end
-            for proc in self._started():
-                if proc.poll() is None:
-                    end_process_group(proc, grace=1.0)
-            if self.home is not None:
-                shutil.rmtree(self.home, ignore_errors=True)
-                self.home = None
-                self._forget()
-
-    # -- processes -----------------------------------------------------------------------------
-    def _watch(self) -> None:
-        """Record every descendant while the trees are intact (detached ones included)."""
-        while not self._halt.wait(0.25):
-            self._scan()
-
-    def _scan(self) -> dict[int, float | None]:
-        """Record the current descendants; return every recorded process still alive."""
-        with self._lock:
-            recorded = list(self._seen)
-        table = process_table(recorded)  # the trees under every recorded process
-        with self._lock:
-            alive = {pid: (start, root) for pid, (start, root) in self._seen.items()
-                     if pid in table and not table[pid].ended
-                     and (start is None or table[pid].start == start)}
-            for pid, (_, root) in list(alive.items()):
-                for child in descendants([pid], table):
-                    if child not in self._seen:
-                        self._seen[child] = (table[child].start, root)
-                        alive[child] = self._seen[child]
-        return {pid: start for pid, (start, _) in alive.items()}
-
-    def _terminate(self, victims: dict[int, float | None], grace: float,
-                   signals: Sequence[int] = (signal.SIGTERM, signal.SIGKILL)) -> None:
-        """Send each signal to every victim still alive, waiting up to ``grace`` after each."""
-        for sig in signals:
-            for pid, start in victims.items():
-                if is_alive(pid, start):
-                    send(pid, sig)
-                    send(pid, signal.SIGCONT)  # a stopped process acts on SIGTERM only then
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline:
-                for proc in self._started():
-                    proc.poll()  # reap our children, so they do not linger as zombies
-                # children born during the shutdown are recorded and signalled too
-                victims = {**victims, **{p: s for p, s in self._scan().items()
-                                         if p not in victims}}
-                victims = {p: s for p, s in victims.items() if is_alive(p, s)}
-                if not victims:
-                    return
-                time.sleep(0.05)
-
-    def processes(self) -> dict[int, float | None]:
-        """Every process started or seen as a descendant: pid -> start time."""
-        with self._lock:
-            return {pid: start for pid, (start, _) in self._seen.items()}
-
-    def pids(self) -> list[int]:
-        """The pids of :meth:`processes`."""
-        return sorted(self.processes())
-
-    def listening(self) -> list[tuple[int, str, str, int]]:
-        """Listening sockets of the live processes (see :func:`listening_sockets`)."""
-        return listening_sockets(self._scan())
-
-
 # -- the local deployment ----------------------------------------------------------------------
-class LocalFederation(_ProcessTrees):
+class LocalFederation(ProcessTrees):
     """A SuperLink and ``nodes`` SuperNodes on 127.0.0.1, ended with the context.
 
     Parameters
@@ -450,39 +299,34 @@ class LocalFederation(_ProcessTrees):
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
         """Start the SuperLink, wait until it listens, then start the SuperNodes."""
-        if self.home is not None:
-            raise RuntimeError("this federation is already running")
-        self.home = Path(tempfile.mkdtemp(prefix="melopt-flower-"))
-        self._halt.clear()
+        home = self.open_home("melopt-flower-")
         try:
             ports = free_ports(1 + self.nodes)
             self.port = ports[0]
-            self.env = flower_env(self.home, node_env(self.idle_poll, self.warm,
-                                                      self.task_poll, self.extra_env))
-            self._link = self._spawn("superlink", [
+            self.env = flower_env(home, node_env(self.idle_poll, self.warm, self.task_poll,
+                                                 self.extra_env))
+            self._link = self.spawn([
                 *self._hub_prefix(), executable("flower-superlink"), *self._link_security(),
                 *self._link_auth(),
                 "--disable-runtime-dependency-installation",
                 "--host", LOOPBACK if self.links is None else "0.0.0.0",  # only the run's links
-                "--port", str(self.port)])
-            self._start_monitor()
+                "--port", str(self.port)], log="superlink")
+            self.start_monitor()
             # nodes started before the link listens back off for seconds between retries
             self._wait(self._link_listens, self.start_timeout,
                        "the SuperLink did not accept connections")
             if self.auth:
                 self._register_nodes()
             for i, port in enumerate(ports[1:]):
-                self._nodes.append(self._spawn(f"supernode-{i}", self._node_command(i, port)))
+                self._nodes.append(self.spawn(self._node_command(i, port), log=f"supernode-{i}"))
             if self.speeds is not None and any(s < 1 for s in self.speeds):
-                self._throttle = Throttle(
-                    {p.pid: s for p, s in zip(self._nodes, self.speeds, strict=True)},
-                    self.throttle_period)
-                self._throttle.start()
+                self.throttle({p.pid: s for p, s in zip(self._nodes, self.speeds, strict=True)},
+                              self.throttle_period)
         except BaseException:
             self.close()
             raise
 
-    def _started(self) -> list[subprocess.Popen[bytes]]:
+    def _roots(self) -> list[subprocess.Popen[bytes]]:
         return [p for p in (self._link, *self._nodes) if p is not None]
 
     def _forget(self) -> None:
@@ -515,9 +359,8 @@ class LocalFederation(_ProcessTrees):
         self.write_config()
         ids = register_supernodes(self.env, LOCAL_FEDERATION, [k.public for k in self.keys],
                                   timeout=self.start_timeout, prefix=self._hub_prefix(),
-                                  track=self._track)
+                                  track=self.track)
         self.registered = dict(enumerate(ids))
-
 
     def _node_command(self, i: int, port: int) -> list[str]:
         prefix: list[str] = []
@@ -537,11 +380,9 @@ class LocalFederation(_ProcessTrees):
     def kill_node(self, i: int) -> None:
         """SIGKILL node ``i``'s whole process tree (to test a node dying mid-round)."""
         root = self._nodes[i].pid
-        alive = self._scan()
-        with self._lock:
-            victims = {p: s for p, s in alive.items() if self._seen[p][1] == root}
+        victims = self.tree(root)
         send(root, signal.SIGKILL)  # first, so that it starts nothing new
-        self._terminate(victims, 5.0, signals=(signal.SIGKILL,))
+        self.terminate(victims, 5.0, signals=(signal.SIGKILL,))
         self._nodes[i].wait(timeout=5)
         self._killed.add(i)
 
@@ -624,7 +465,7 @@ class LocalFederation(_ProcessTrees):
         """Run the app on this federation (see :func:`run_flwr_app`); the exit code."""
         self.write_config()
         return run_flwr_app(self.env, LOCAL_FEDERATION, app_dir, stream, timeout,
-                            track=self._track, prefix=self._hub_prefix())
+                            track=self.track, prefix=self._hub_prefix())
 
     def _hub_prefix(self) -> list[str]:
         return [] if self.links is None else self.links.prefix(self.links.hub)
