@@ -2,9 +2,9 @@
 
 :class:`DeviceNode` starts the SuperNode a local federation starts for each of its nodes
 (:func:`~mel_opt.live.federation.supernode_command` in
-:func:`~mel_opt.live.federation.node_env`: Flower's SuperNode with mel_opt's shorter polls
-and its warm SuperExec), with the same process tracking and clean-up
-(:class:`~mel_opt.live.process_trees.ProcessTrees`).
+:func:`~mel_opt.live.federation.node_env`: Flower's SuperNode with the same
+:class:`~mel_opt.live.tuning.NodeTuning`, its shorter polls and its warm SuperExec), with the
+same process tracking and clean-up (:class:`~mel_opt.live.process_trees.ProcessTrees`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mel_opt.errors import UsageError
 from mel_opt.live.federation import check_address, free_ports, node_env, supernode_command
 from mel_opt.live.flwr_cli import flower_env
 from mel_opt.live.process_trees import ProcessTrees
-from mel_opt.live.supernode import DEFAULT_POLL
+from mel_opt.live.tuning import DEFAULT_TUNING, NodeTuning
 
 __all__ = ["DeviceNode", "check_private_key"]
 
@@ -47,8 +47,12 @@ class DeviceNode(ProcessTrees):
         Fraction of a core in (0, 1] (:class:`~mel_opt.live.throttle.Throttle`); ``None``: all.
     port
         Port of the node's ClientApp API on 127.0.0.1 (``None``: a free one).
-    idle_poll, warm, task_poll, throttle_period, grace
-        As for :class:`~mel_opt.live.federation.LocalFederation`.
+    tuning
+        The node's polls, pull back-off, warm SuperExec, throttle period and grace
+        (:class:`~mel_opt.live.tuning.NodeTuning`; its defaults are ``melopt node``'s, the
+        local federation's nodes').
+    env
+        Extra environment of the node's processes.
 
     Raises
     ------
@@ -60,10 +64,9 @@ class DeviceNode(ProcessTrees):
                  root_certificates: str | os.PathLike[str] | None = None,
                  insecure: bool = False, auth_key: str | os.PathLike[str] | None = None,
                  speed: float | None = None, port: int | None = None,
-                 idle_poll: float | None = DEFAULT_POLL, warm: bool = True,
-                 task_poll: float = 0.25, throttle_period: float = 0.1, grace: float = 5.0,
+                 tuning: NodeTuning = DEFAULT_TUNING,
                  env: Mapping[str, str] | None = None) -> None:
-        super().__init__(grace)
+        super().__init__(tuning.grace)
         self.superlink = check_address(superlink)
         if num_partitions < 1 or not 0 <= partition_id < num_partitions:
             raise UsageError(f"the partition id must be in [0, {num_partitions - 1}] for "
@@ -80,8 +83,7 @@ class DeviceNode(ProcessTrees):
         if self.auth_key is not None:
             check_private_key(self.auth_key)
         self.insecure, self.speed, self.port = bool(insecure), speed, port
-        self.idle_poll, self.warm, self.task_poll = idle_poll, bool(warm), task_poll
-        self.throttle_period = throttle_period
+        self.tuning = tuning
         self.extra_env = dict(env or {})
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -93,19 +95,18 @@ class DeviceNode(ProcessTrees):
         return supernode_command(self.superlink, self.partition_id, self.num_partitions,
                                  port=port, root_certificates=self.root_certificates,
                                  insecure=self.insecure, auth_key=self.auth_key,
-                                 patched=not (self.idle_poll is None and not self.warm))
+                                 patched=self.tuning.patched)
 
     def start(self) -> None:
         """Start the SuperNode (its output goes to this process's stdout and stderr)."""
         home = self.open_home("melopt-node-")
         try:
             port = self.port if self.port is not None else free_ports(1)[0]
-            self.env = flower_env(home, node_env(self.idle_poll, self.warm, self.task_poll,
-                                                 self.extra_env))
+            self.env = flower_env(home, node_env(self.tuning, self.extra_env))
             self._proc = self.spawn(self.command(port))  # its output: this process's
             self.start_monitor()
             if self.speed is not None and self.speed < 1:
-                self.throttle({self._proc.pid: float(self.speed)}, self.throttle_period)
+                self.throttle({self._proc.pid: float(self.speed)}, self.tuning.throttle_period)
         except BaseException:
             self.close()
             raise

@@ -30,10 +30,10 @@ run's owner-only directory; once the SuperLink listens the public keys are regis
 then do the nodes start, each with ``--auth-supernode-private-key``. A node whose key was not
 registered is refused at activation and exits ("Failed to activate SuperNode").
 
-Waits: the SuperExecs poll for work every ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` seconds (1 by
-default, 0.25 here); an idle SuperNode sleeps 3 s between pulls, with no setting
-(:mod:`mel_opt.live.supernode` shortens it); ``Grid.send_and_receive`` sleeps 3 s between its
-pulls on the server side, which only the ServerApp can avoid (by its own loop over
+Waits: the SuperNodes' polls, their SuperExecs' polls for work and the object pulls' back-off
+are the :class:`~mel_opt.live.tuning.NodeTuning`'s (Flower's own timings, and where mel_opt
+changes them: :mod:`mel_opt.live.flower_patches`); ``Grid.send_and_receive`` sleeps 3 s between
+its pulls on the server side, which only the ServerApp can avoid (by its own loop over
 ``push_messages`` and ``pull_messages``).
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ from mel_opt.live.flwr_cli import (
 )
 from mel_opt.live.netns import ShapedLinks
 from mel_opt.live.process_trees import ProcessTrees
-from mel_opt.live.supernode import DEFAULT_POLL, POLL_ENV, PULL_BACKOFF_ENV, WARM_ENV
+from mel_opt.live.tuning import DEFAULT_TUNING, NodeTuning
 from mel_opt.processes import send
 
 __all__ = ["LOCAL_FEDERATION", "LOOPBACK", "REMOTE_FEDERATION", "FederationError",
@@ -73,11 +73,6 @@ __all__ = ["LOCAL_FEDERATION", "LOOPBACK", "REMOTE_FEDERATION", "FederationError
 LOCAL_FEDERATION = "melopt-local"
 REMOTE_FEDERATION = "melopt-remote"
 LOOPBACK = "127.0.0.1"
-#: the SuperExec's poll for new work (Flower's default 1 s)
-TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
-#: The back-off of object pulls on loopback: first and longest wait [s]
-#: (:func:`mel_opt.live.supernode.patch_object_pulls`; Flower's is 1,10)
-PULL_BACKOFF = "0.02,0.2"
 _NODE_ID = re.compile(r"SuperNode ID: (\d+)")
 
 
@@ -112,17 +107,11 @@ def check_address(superlink: str) -> str:
     return superlink
 
 
-def node_env(idle_poll: float | None = DEFAULT_POLL, warm: bool = True, task_poll: float = 0.25,
-             extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def node_env(tuning: NodeTuning, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment settings of a SuperNode as mel_opt starts it (on top of
-    :func:`~mel_opt.live.flwr_cli.flower_env`): the SuperExec's task poll, the node's idle poll
-    (``None``: Flower's 3 s), the warm SuperExec, the short pull back-off
-    (:mod:`mel_opt.live.supernode`), and no proxy for loopback."""
-    env = {TASK_POLL_ENV: f"{task_poll:g}", **(extra or {})}
-    env[POLL_ENV] = f"{idle_poll:g}" if idle_poll is not None else "0"
-    if warm:
-        env[WARM_ENV] = "1"
-    env[PULL_BACKOFF_ENV] = PULL_BACKOFF
+    :func:`~mel_opt.live.flwr_cli.flower_env`): ``extra``, the ``tuning`` over it
+    (:meth:`~mel_opt.live.tuning.NodeTuning.env`), and no proxy for loopback."""
+    env = {**(extra or {}), **tuning.env()}
     no_proxy = os.environ.get("NO_PROXY", os.environ.get("no_proxy", ""))
     env["NO_PROXY"] = env["no_proxy"] = ",".join(
         p for p in (no_proxy, "127.0.0.1,localhost") if p)
@@ -229,21 +218,10 @@ class LocalFederation(ProcessTrees):
     env
         Extra environment of every process (``PYTHONPATH`` for apps outside the installed
         packages: the SuperLink's ServerApp and the nodes' ClientApps import them).
-    idle_poll
-        Seconds an idle SuperNode waits between pulls (:mod:`mel_opt.live.supernode`; at
-        0.2 s about 0.04 of a core per node at rest, for a round trip ~2.5 s shorter);
-        ``None`` starts Flower's own ``flower-supernode`` with its fixed 3 s.
-    warm
-        Run each node's ClientApps in processes forked from a warm SuperExec
-        (:mod:`mel_opt.live.superexec`: imports and the data set loaded once per node) rather
-        than a fresh ``flwr-clientapp`` interpreter per message.
-    task_poll
-        Seconds between the SuperExecs' polls for work (Flower's default is 1; each of the
-        ``nodes + 1`` SuperExecs costs about 0.01 of a core at 0.25 s, 0.04 at 0.1 s).
-    throttle_period
-        Seconds of one duty cycle of the throttle.
-    grace
-        Seconds between SIGTERM and SIGKILL when the federation ends.
+    tuning
+        The SuperNodes' polls, pull back-off, warm SuperExec and what it preloads, the
+        throttle's period and the grace between SIGTERM and SIGKILL when the federation ends
+        (:class:`~mel_opt.live.tuning.NodeTuning`; its defaults are ``melopt live``'s).
     start_timeout
         Seconds the SuperLink may take to accept connections before the nodes start.
     tls
@@ -264,9 +242,8 @@ class LocalFederation(ProcessTrees):
     """
 
     def __init__(self, nodes: int = 2, speeds: Sequence[float] | None = None, *,
-                 env: Mapping[str, str] | None = None, idle_poll: float | None = DEFAULT_POLL,
-                 warm: bool = True, task_poll: float = 0.25, throttle_period: float = 0.1,
-                 grace: float = 5.0, start_timeout: float = 60.0, tls: bool = True,
+                 env: Mapping[str, str] | None = None, tuning: NodeTuning = DEFAULT_TUNING,
+                 start_timeout: float = 60.0, tls: bool = True,
                  links: ShapedLinks | None = None, auth: bool | None = None) -> None:
         if nodes < 1:
             raise UsageError(f"a local federation needs at least one node, got {nodes}")
@@ -275,9 +252,8 @@ class LocalFederation(ProcessTrees):
         if speeds is not None and not all(0 < float(s) <= 1 for s in speeds):
             raise UsageError(f"speeds are fractions of a core in (0, 1], got {list(speeds)}")
         self.nodes, self.speeds = nodes, None if speeds is None else [float(s) for s in speeds]
-        self.idle_poll, self.task_poll, self.warm = idle_poll, task_poll, bool(warm)
-        super().__init__(grace)
-        self.throttle_period, self.start_timeout = throttle_period, start_timeout
+        super().__init__(tuning.grace)
+        self.tuning, self.start_timeout = tuning, start_timeout
         self.extra_env = dict(env or {})
         self.tls = bool(tls)
         if auth and not self.tls:
@@ -303,8 +279,7 @@ class LocalFederation(ProcessTrees):
         try:
             ports = free_ports(1 + self.nodes)
             self.port = ports[0]
-            self.env = flower_env(home, node_env(self.idle_poll, self.warm, self.task_poll,
-                                                 self.extra_env))
+            self.env = flower_env(home, node_env(self.tuning, self.extra_env))
             self._link = self.spawn([
                 *self._hub_prefix(), executable("flower-superlink"), *self._link_security(),
                 *self._link_auth(),
@@ -321,7 +296,7 @@ class LocalFederation(ProcessTrees):
                 self._nodes.append(self.spawn(self._node_command(i, port), log=f"supernode-{i}"))
             if self.speeds is not None and any(s < 1 for s in self.speeds):
                 self.throttle({p.pid: s for p, s in zip(self._nodes, self.speeds, strict=True)},
-                              self.throttle_period)
+                              self.tuning.throttle_period)
         except BaseException:
             self.close()
             raise
@@ -375,7 +350,7 @@ class LocalFederation(ProcessTrees):
             root_certificates=None if self.certificates is None else self.certificates.ca,
             insecure=self.certificates is None,
             auth_key=self.keys[i].private if self.keys else None,
-            patched=not (self.idle_poll is None and not self.warm))]
+            patched=self.tuning.patched)]
 
     def kill_node(self, i: int) -> None:
         """SIGKILL node ``i``'s whole process tree (to test a node dying mid-round)."""

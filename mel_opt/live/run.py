@@ -34,7 +34,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +286,7 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[st
     from flwr.simulation import run_simulation
 
     from mel_opt.live.client import make_client_app
+    from mel_opt.live.flower_patches import one_scan_per_sweep
     from mel_opt.live.report import write_outputs
     from mel_opt.live.server import make_server_app
     from mel_opt.ray_local import init_local_ray
@@ -305,7 +306,7 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[st
         server = make_server_app(settings, on_round=written, expected_nodes=nodes, log=say)
         # a hair under cpus / pool, so that Flower's int(cpus / share) is never pool - 1
         share = cpus / pool * (1 - 1e-9)
-        with _one_scan_per_sweep():
+        with one_scan_per_sweep():  # Flower's K x K sweep of its messages, made one scan
             run_simulation(server_app=server, client_app=make_client_app(speeds),
                            num_supernodes=nodes,
                            backend_config={"client_resources": {"num_cpus": share,
@@ -313,51 +314,6 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[st
     finally:
         ray.shutdown()
     _final_figure(out)
-
-
-@contextlib.contextmanager
-def _one_scan_per_sweep() -> Iterator[None]:
-    """Flower's simulation hands the nodes' messages to its workers by asking its state,
-    every 0.1 s, for each node's next message (``vce_api.add_messages_to_queue``); the
-    in-memory state answers each question by checking every stored message, so one sweep
-    costs K x K checks (a million at K = 1,000: seconds of the server's core in every sweep,
-    taken from the learners). While the simulation runs, this puts in its place one scan per
-    sweep that hands out the same messages (valid, not delivered yet, at most one per node per
-    sweep, marked delivered as Flower marks them), under the state's lock. A state without
-    those parts keeps Flower's own sweep."""
-    from flwr.server.superlink.fleet.vce import vce_api
-    from flwr.supercore.date import now
-
-    original = vce_api.add_messages_to_queue
-
-    def sweep(state: Any, queue: Any, nodes_mapping: dict[int, int], f_stop: Any) -> None:
-        store = getattr(state, "message_ins_store", None)
-        lock = getattr(state, "lock", None)
-        check = getattr(state, "_check_stored_messages", None)
-        if not isinstance(store, dict) or lock is None or check is None:
-            original(state, queue, nodes_mapping, f_stop)
-            return
-        nodes = set(nodes_mapping)
-        while not f_stop.is_set():
-            found: dict[int, Any] = {}
-            with lock:
-                check(set(store))  # drops the expired messages, as Flower's sweep does
-                for msg in list(store.values()):
-                    dst = msg.metadata.dst_node_id
-                    if dst in nodes and dst not in found and msg.metadata.delivered_at == "":
-                        found[dst] = msg
-                stamp = now().isoformat()
-                for msg in found.values():
-                    msg.metadata.delivered_at = stamp
-            for msg in found.values():
-                queue.put(msg)
-            f_stop.wait(0.1)
-
-    vce_api.add_messages_to_queue = sweep
-    try:
-        yield
-    finally:
-        vce_api.add_messages_to_queue = original
 
 
 def _final_figure(out: Path) -> None:
@@ -376,7 +332,7 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
     from mel_opt.live.federation import LocalFederation, RemoteFederation
     from mel_opt.live.report import RecordCollector
     from mel_opt.live.server import NODES_KEY, OUT_KEY, SETTINGS_KEY, settings_json
-    from mel_opt.live.superexec import WARM_DATA_ENV, warm_data_value
+    from mel_opt.live.tuning import DEFAULT_TUNING, WarmData
 
     collector = RecordCollector(out)
 
@@ -390,8 +346,8 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
             config[OUT_KEY] = str(out)  # the SuperLink runs here: it writes the files itself
             write_app_dir(app_dir, config)
             # the nodes' warm SuperExecs load the data set once, not every message
-            warm = {WARM_DATA_ENV: warm_data_value(settings.dataset, settings.max_train,
-                                                   settings.max_test)}
+            tuning = dataclasses.replace(DEFAULT_TUNING, warm_data=WarmData(
+                settings.dataset, settings.max_train, settings.max_test))
             with contextlib.ExitStack() as stack:
                 links = None
                 if opts.engine == "netns":
@@ -403,7 +359,7 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
                     links = stack.enter_context(ShapedLinks([(r, r) for r in rates],
                                                             tag="live"))
                 fed = stack.enter_context(LocalFederation(
-                    nodes=nodes, speeds=node_speeds(settings, opts, nodes), env=warm,
+                    nodes=nodes, speeds=node_speeds(settings, opts, nodes), tuning=tuning,
                     links=links))
                 fed.wait_ready()
                 code = fed.run_app(app_dir, stream)

@@ -8,9 +8,10 @@ two cores it was most of a round's overhead beyond the slowest learner.
 
 This module runs Flower's own SuperExec (``flwr.supercore.cli.flower_superexec``, the same
 arguments, the same task loop over the Runtime API) with one difference: its executor is a
-:class:`ForkExecutor`. The process imports the ClientApp's runtime and mel_opt's learner once at
-start (and loads the data set named in ``MELOPT_WARM_DATA``, if any); each task then runs in
-a child *forked* from that warm process, which calls Flower's own ``run_clientapp`` with the
+:class:`ForkExecutor` (:func:`mel_opt.live.flower_patches.fork_executor`). The process imports
+the ClientApp's runtime and mel_opt's learner once at start (and loads the data set of the
+tuning's ``warm_data``, if any: :class:`~mel_opt.live.tuning.NodeTuning`); each task then runs
+in a child *forked* from that warm process, which calls Flower's own ``run_clientapp`` with the
 task's token (exactly what ``flwr-clientapp`` does after parsing its arguments) and exits with
 its code. So every message still gets a process of its own, as Flower's isolation wants (a
 crash, a leak or a global of one message cannot reach the next), but that process starts in
@@ -23,7 +24,7 @@ it as they reached ``flwr-clientapp``. Task types other than the ClientApp's (a 
 none) go to Flower's own ``SubprocessExecutor``.
 
 :mod:`mel_opt.live.supernode` starts this module in place of ``flower-superexec`` when the
-SuperNode is started with ``MELOPT_WARM_SUPEREXEC=1`` (the local federation's default).
+node's tuning has ``warm`` (the default).
 """
 
 from __future__ import annotations
@@ -34,31 +35,21 @@ import sys
 import traceback
 from typing import Any
 
-__all__ = ["WARM_DATA_ENV", "ForkExecutor", "main", "warm_data_value", "warm_up"]
+from mel_opt.live.tuning import WarmData
 
-#: ``name,max_train,max_test`` of the data set the warm process loads before any task
-#: (``max_*`` empty for all), so that forked learners find it loaded.
-WARM_DATA_ENV = "MELOPT_WARM_DATA"
+__all__ = ["ForkExecutor", "main", "warm_up"]
 
 
-def warm_data_value(name: str, max_train: int | None, max_test: int | None) -> str:
-    """The value of :data:`WARM_DATA_ENV` for a data set."""
-    return ",".join([name, "" if max_train is None else str(int(max_train)),
-                     "" if max_test is None else str(int(max_test))])
-
-
-def warm_up(env: dict[str, str] | os._Environ[str] | None = None) -> None:
-    """Import what a learner's ClientApp needs, and load the data set of
-    :data:`WARM_DATA_ENV` (a bad value is ignored: the learner then loads it itself)."""
+def warm_up(data: WarmData | None = None) -> None:
+    """Import what a learner's ClientApp needs, and load ``data`` (a data set that cannot be
+    loaded is reported and skipped: the learner then loads it itself)."""
     import flwr.supernode.runtime.run_clientapp  # noqa: F401  (the ClientApp's runtime)
 
     import mel_opt.live.client  # noqa: F401  (the app, its learner and the model)
     from mel_opt.blas import blas_threads
     from mel_opt.live import learner
-    from mel_opt.live.supernode import patch_from_env
     from mel_opt.problems import all_problems
 
-    patch_from_env(env)  # the ClientApps' pulls of their messages' arrays
     # what a learner's first message did in every forked child before its training: finding
     # the problems (their modules and the plug-ins' entry points, 0.2 s) and threadpoolctl's
     # first look at the loaded libraries (0.1 s); done here once, the children inherit both
@@ -66,15 +57,13 @@ def warm_up(env: dict[str, str] | os._Environ[str] | None = None) -> None:
     with blas_threads(1):
         pass
 
-    value = (env if env is not None else os.environ).get(WARM_DATA_ENV, "")
-    parts = value.split(",")
-    if len(parts) != 3 or not parts[0]:
+    if data is None:
         return
     try:
-        limits = [int(p) if p else None for p in parts[1:]]
-        learner.dataset(parts[0], limits[0], limits[1])
+        learner.dataset(data.name, data.max_train, data.max_test)
     except Exception as exc:  # noqa: BLE001 - a cache, never a reason to fail the node
-        print(f"mel_opt superexec: data set {value!r} not preloaded: {exc}", file=sys.stderr)
+        print(f"mel_opt superexec: data set {data.name!r} not preloaded: {exc}",
+              file=sys.stderr)
 
 
 def _run_task(spec: Any) -> int:
@@ -188,32 +177,16 @@ class ForkExecutor:
         self.fallback.close()
 
 
-def _install() -> bool:
-    """Make Flower's SuperExec loop use a :class:`ForkExecutor` for its default executor.
-
-    Returns whether the installed Flower has the function this relies on (otherwise the
-    SuperExec runs unchanged, a process per message)."""
-    from flwr.supercore.superexec import run_superexec as loop
-
-    real = getattr(loop, "get_executor", None)
-    if real is None or not hasattr(os, "fork"):
-        return False
-    from flwr.supercore.constant import ExecutorType
-
-    def get_executor(executor_type: Any, *args: Any, **kwargs: Any) -> Any:
-        executor = real(executor_type, *args, **kwargs)
-        if executor_type == ExecutorType.SUBPROCESS:
-            return ForkExecutor(executor)
-        return executor
-
-    loop.get_executor = get_executor  # type: ignore[assignment]
-    return True
-
-
 def main() -> None:
-    """Warm up, then run Flower's SuperExec with this process's arguments."""
-    warm_up()
-    _install()
+    """Apply the tuning's patches (:func:`~mel_opt.live.flower_patches.for_superexec`: the
+    forking executor, the pulls of the ClientApps' messages), warm up, then run Flower's
+    SuperExec with this process's arguments."""
+    from mel_opt.live.flower_patches import for_superexec
+    from mel_opt.live.tuning import NodeTuning
+
+    tuning = NodeTuning.from_env()
+    for_superexec(tuning, ForkExecutor)
+    warm_up(None if tuning is None else tuning.warm_data)
     from flwr.supercore.cli import flower_superexec
 
     sys.argv[0] = "flower-superexec"

@@ -1,6 +1,6 @@
-"""The warm SuperExec (mel_opt.live.superexec) and the SuperNode's patches that use it: each
-ClientApp task runs in a process forked from a warm one, other task types go to Flower's own
-executor, and the object pulls' back-off is set from the environment only.
+"""The warm SuperExec (mel_opt.live.superexec): each ClientApp task runs in a process forked
+from a warm one, other task types go to Flower's own executor, and the warm process loads what
+its tuning names. The patches that install it are tested in test_flower_patches.py.
 
 The loopback federation test (test_federation.py) checks end to end that a deployment's
 ClientApps run forked from the warm SuperExec.
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mel_opt.live import superexec as SX
-from mel_opt.live import supernode as SN
+from mel_opt.live.tuning import TUNING_ENV, NodeTuning, WarmData
 
 pytest.importorskip("flwr")
 from flwr.supercore.constant import TaskType  # noqa: E402
@@ -112,72 +112,38 @@ def test_other_task_types_go_to_flowers_executor():
     assert fallback.closed
 
 
-def test_the_supernode_starts_the_warm_superexec_with_flowers_arguments():
-    started: list[Any] = []
+def test_main_applies_the_tuning_of_its_environment_then_warms_up(monkeypatch):
+    import sys
+    import types
 
-    class Real:
-        def Popen(self, args: Any, *rest: Any, **kw: Any) -> str:  # noqa: N802
-            started.append(args)
-            return "proc"
+    from mel_opt.live import flower_patches
 
-        PIPE = -1
-
-    proxy = SN._WarmPopen(Real())  # type: ignore[arg-type]
-    args = ["flower-superexec", "--insecure", "--runtime-api-address", "127.0.0.1:9",
-            "--parent-pid", "42"]
-    assert proxy.Popen(args) == "proc"
-    assert proxy.Popen(["something-else", "-x"]) == "proc"
-    assert started[0][:3] == [os.sys.executable, "-m", "mel_opt.live.superexec"]
-    assert started[0][3:] == args[1:]
-    assert started[1] == ["something-else", "-x"]
-    assert proxy.PIPE == -1  # the rest of the module passes through
-
-
-def test_patch_superexec_replaces_only_the_loops_subprocess(monkeypatch):
-    import subprocess
-
-    loop = pytest.importorskip("flwr.supernode.start_client_internal")
-    monkeypatch.setattr(loop, "subprocess", loop.subprocess)  # put back after the test
-    assert SN.patch_superexec()
-    assert isinstance(loop.subprocess, SN._WarmPopen)
-    assert subprocess.Popen is not loop.subprocess.Popen  # the process's own is untouched
-    assert not SN.patch_superexec()  # a second call finds it patched and changes nothing
-
-
-def test_the_object_pull_back_off_follows_the_environment_only():
-    from flwr.supercore.inflatable import inflatable_utils as utils
-
-    functions = [utils.pull_objects, utils.pull_and_inflate_object_from_tree]
-    saved = [dict(f.__kwdefaults__) for f in functions]
-    try:
-        assert [f.__kwdefaults__["initial_backoff"] for f in functions] == [1, 1]  # Flower's
-        SN.patch_from_env({})  # unset: unchanged
-        SN.patch_from_env({SN.PULL_BACKOFF_ENV: "fast"})  # not numbers: unchanged
-        SN.patch_from_env({SN.PULL_BACKOFF_ENV: "0.5,0.1"})  # initial above the cap: unchanged
-        assert [f.__kwdefaults__["backoff_cap"] for f in functions] == [10, 10]
-        SN.patch_from_env({SN.PULL_BACKOFF_ENV: "0.02,0.2"})
-        for f in functions:
-            assert f.__kwdefaults__["initial_backoff"] == 0.02
-            assert f.__kwdefaults__["backoff_cap"] == 0.2
-        with pytest.raises(ValueError, match="initial <= cap"):
-            SN.patch_object_pulls(0.0, 1.0)
-    finally:
-        for f, d in zip(functions, saved, strict=True):
-            f.__kwdefaults__.clear()
-            f.__kwdefaults__.update(d)
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(flower_patches, "for_superexec",
+                        lambda tuning, wrap: seen.update(tuning=tuning, wrap=wrap) or [])
+    monkeypatch.setattr(SX, "warm_up", lambda data: seen.update(data=data))
+    cli = types.ModuleType("flwr.supercore.cli")
+    cli.flower_superexec = lambda: seen.update(argv0=sys.argv[0])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "flwr.supercore.cli", cli)
+    monkeypatch.setattr(sys, "argv", ["x"])
+    tuning = NodeTuning(warm_data=WarmData("digits", 200, None))
+    monkeypatch.setenv(TUNING_ENV, tuning.env()[TUNING_ENV])
+    SX.main()
+    assert seen == {"tuning": tuning, "wrap": SX.ForkExecutor, "data": tuning.warm_data,
+                    "argv0": "flower-superexec"}
 
 
 def test_warm_up_loads_the_named_data_set_once_and_ignores_a_bad_value(capsys):
     from mel_opt.live import learner
 
     learner.dataset.cache_clear()
-    SX.warm_up({SX.WARM_DATA_ENV: SX.warm_data_value("digits", 200, 100)})
+    SX.warm_up(WarmData("digits", 200, 100))
     assert learner.dataset.cache_info().currsize == 1
     ds = learner.dataset("digits", 200, 100)
     assert learner.dataset.cache_info().hits >= 1 and ds.y_train.size == 200
-    SX.warm_up({SX.WARM_DATA_ENV: "no-such-data,,"})
+    SX.warm_up(WarmData("no-such-data"))
     assert "not preloaded" in capsys.readouterr().err
-    SX.warm_up({SX.WARM_DATA_ENV: "digits,x"})  # not name,max_train,max_test: nothing
+    SX.warm_up(None)  # nothing named: nothing loaded
 
 
 def test_warm_up_finds_the_problems_before_any_child_is_forked():
@@ -186,7 +152,7 @@ def test_warm_up_finds_the_problems_before_any_child_is_forked():
     from mel_opt.problems import all_problems
 
     all_problems.cache_clear()
-    SX.warm_up({})
+    SX.warm_up()
     assert all_problems.cache_info().currsize == 1
     before = all_problems.cache_info().hits
     assert "mel-async" in all_problems()

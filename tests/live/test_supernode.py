@@ -1,38 +1,55 @@
-"""The SuperNode wrapper: Flower's idle wait shortened, nothing else touched."""
+"""The SuperNode wrapper (``python -m mel_opt.live.supernode``): the patches its tuning asks
+for, then Flower's own SuperNode. The patches themselves are tested against Flower in
+test_flower_patches.py."""
 
 from __future__ import annotations
 
-import time
+import sys
+import types
+from typing import Any
 
 import pytest
 
-from mel_opt.live.supernode import patch_idle_poll
+from mel_opt.live import flower_patches, supernode
+from mel_opt.live.tuning import BY_HAND, TUNING_ENV, NodeTuning
 
 
-def test_the_supernode_wrapper_shortens_only_the_loops_sleeps(monkeypatch):
-    loop = pytest.importorskip("flwr.supernode.start_client_internal")
-    monkeypatch.setattr(loop, "time", loop.time)  # put back after the test
-    assert patch_idle_poll(0.01)
-    began = time.monotonic()
-    loop.time.sleep(3)  # Flower's idle wait
-    assert time.monotonic() - began < 2.5
-    assert loop.time.monotonic is time.monotonic  # everything else passes through
-    assert time.sleep is not loop.time.sleep  # the process's own time module is untouched
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What main() patched and started, Flower's SuperNode replaced by a stub."""
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(flower_patches, "for_supernode",
+                        lambda tuning: seen.setdefault("tuning", tuning) and [])
+    cli = types.ModuleType("flwr.supernode.cli")
+    cli.flower_supernode = lambda: seen.setdefault("argv0", sys.argv[0])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "flwr.supernode.cli", cli)
+    monkeypatch.setattr(sys, "argv", ["x", "--insecure"])
+    return seen
 
 
-def test_the_waits_for_a_reply_are_capped_apart_from_the_idle_wait(monkeypatch):
-    loop = pytest.importorskip("flwr.supernode.start_client_internal")
-    monkeypatch.setattr(loop, "time", loop.time)  # put back after the test
-    slept: list[float] = []
+def test_the_wrapper_applies_the_tuning_of_its_environment(started: dict[str, Any],
+                                                          monkeypatch: pytest.MonkeyPatch):
+    tuning = NodeTuning(idle_poll=0.5, warm=False)
+    monkeypatch.setenv(TUNING_ENV, tuning.env()[TUNING_ENV])
+    supernode.main()
+    assert started == {"tuning": tuning, "argv0": "flower-supernode"}
 
-    class Clock:
-        def sleep(self, seconds: float) -> None:
-            slept.append(seconds)
 
-    from mel_opt.live.supernode import _ShortSleep
+def test_started_by_hand_the_wrapper_keeps_its_short_polls_only(started: dict[str, Any],
+                                                               monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(TUNING_ENV, raising=False)
+    supernode.main()
+    assert started["tuning"] == BY_HAND
+    assert BY_HAND.idle_poll == 0.2 and not BY_HAND.warm and BY_HAND.pull_backoff is None
 
-    proxy = _ShortSleep(Clock(), 0.2, 0.02)  # type: ignore[arg-type]
-    proxy.sleep(3)  # Flower's idle wait between pulls
-    proxy.sleep(0.5)  # its wait for a ClientApp's reply
-    proxy.sleep(0.01)  # shorter than both caps: unchanged
-    assert slept == [0.2, 0.02, 0.01]
+
+def test_the_servers_patch_follows_the_environment_only(monkeypatch: pytest.MonkeyPatch):
+    applied: list[Any] = []
+    monkeypatch.setattr(flower_patches, "short_object_pulls",
+                        lambda initial, cap: applied.append((initial, cap)))
+    supernode.patch_from_env({})  # unset: nothing
+    supernode.patch_from_env({TUNING_ENV: "not json"})  # unreadable: nothing
+    supernode.patch_from_env(NodeTuning(pull_backoff=None).env())  # none asked: nothing
+    assert applied == []
+    supernode.patch_from_env(NodeTuning().env())
+    assert applied == [(0.02, 0.2)]
