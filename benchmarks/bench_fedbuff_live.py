@@ -40,7 +40,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from mel_opt.live.run import LiveOptions, live, load_settings
+from mel_opt.live.run import LiveOptions, check, live, load_settings
 
 console = Console(width=170)
 TARGETS = (0.85, 0.9, 0.95)
@@ -90,8 +90,8 @@ def one(args: argparse.Namespace, engine: str, scheme: str, seed: int,
     settings = load_settings(path, **kw)
     out = tmp / f"{engine}-{scheme}-{seed}"
     start = time.perf_counter()
-    summary = live(settings, LiveOptions(engine=engine, nodes=args.learners,
-                                         speeds="instance"), out)
+    summary = live(check(settings, LiveOptions(engine=engine, nodes=args.learners,
+                                               speeds="instance")), out)
     points = curve(summary)
     steps = summary["rounds"][1:]
     return {"points": points, "final": points[-1][1] if points else float("nan"),

@@ -62,7 +62,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mel_opt import api
-from mel_opt.live.run import LiveOptions, live, load_settings
+from mel_opt.live.run import LiveOptions, check, live, load_settings
 from mel_opt.training import TrainSettings, load_dataset, train
 
 console = Console(width=160)
@@ -168,8 +168,8 @@ def live_round(K: int, clock: float, rounds: int, engine: str, nodes: int | None
                              grace_s=3.0 if engine == "simulation" else 5.0, dataset=dataset)
     out = tmp / f"out-{engine}-{K}-{nodes}-{len(speeds or ())}"
     with PeakMemory() as mem:
-        summary = live(settings, LiveOptions(engine=engine, nodes=nodes, speeds=speeds), out,
-                       log=PROGRESS)
+        summary = live(check(settings, LiveOptions(engine=engine, nodes=nodes,
+                                                   speeds=speeds)), out, log=PROGRESS)
     walls = [r["round_wall_s"] for r in summary["rounds"][1:] if "round_wall_s" in r]
     return statistics.median(walls), mem.peak, summary
 
@@ -324,7 +324,7 @@ def section_links(args: argparse.Namespace, tmp: Path) -> None:
             opts = LiveOptions(engine=engine, nodes=2,
                                link_rate=None if rate is None else (rate,))
             try:
-                summary = live(settings, opts, out, log=PROGRESS)
+                summary = live(check(settings, opts), out, log=PROGRESS)
             except Exception as exc:  # a failed case is reported, the table goes on
                 table.add_row(problem, "loopback" if rate is None else f"{rate:g} Mbit/s",
                               "", f"failed: {str(exc)[:60]}")
@@ -398,7 +398,8 @@ def section_shards(args: argparse.Namespace, tmp: Path) -> None:
         engine = "local" if rate is None else "netns"
         name = "loopback" if rate is None else f"{rate:g} Mbit/s"
         try:
-            summary = live(settings, LiveOptions(engine=engine, nodes=2), out, log=PROGRESS)
+            summary = live(check(settings, LiveOptions(engine=engine, nodes=2)), out,
+                           log=PROGRESS)
         except Exception as exc:  # a failed case is reported, the table goes on
             table.add_row(name, f"failed: {str(exc)[:60]}")
             continue
@@ -461,8 +462,9 @@ def section_transfers(args: argparse.Namespace, tmp: Path) -> None:
                                      dataset="fashion-mnist", max_train=args.shards_max_train)
             out = tmp / f"transfers-{problem}-{transfers}"
             try:
-                summary = live(settings, LiveOptions(engine="netns", nodes=2,
-                                                     link_rate=(rate,)), out, log=PROGRESS)
+                summary = live(check(settings, LiveOptions(engine="netns", nodes=2,
+                                                           link_rate=(rate,))), out,
+                               log=PROGRESS)
             except Exception as exc:  # a failed case is reported, the table goes on
                 table.add_row(problem, f"{clock:g}", transfers, f"failed: {str(exc)[:60]}")
                 continue

@@ -80,16 +80,13 @@ def live_cmd(path: str, out_dir: str, **values: Any) -> None:
     """
     with guarded():
         _need_flower()
-        from mel_opt.live.run import check, ended_early, live, load_settings
+        from mel_opt.live.run import ended_early, live, load_job
 
         opts = LiveOptions(**{n: values[n] for n in _ENGINE})
-        settings = load_settings(path, learners=opts.nodes,
-                                 **{n: values[n] for n in _SERVER})
-        check(settings, opts)
+        job = load_job(path, opts, learners=opts.nodes, **{n: values[n] for n in _SERVER})
         for name in ("rounds.csv", "summary.json", "live.png"):  # nothing replaces the input
             refuse_overwrite(str(Path(out_dir) / name), path)
-        summary = live(settings, opts, out_dir,
-                       log=lambda text: err.print(text, style="dim", markup=False))
+        summary = live(job, out_dir, log=lambda text: err.print(text, style="dim", markup=False))
         out.print(rounds_table(summary))
         for warning in summary.get("warnings", []):
             err.print(f"warning: {warning}", markup=False)

@@ -22,6 +22,10 @@ Outputs (:mod:`mel_opt.live.report`) are written after every round into ``out_di
 ``emulate`` the emulator trains the same instance, method, seed and rounds into
 ``out_dir/emulated`` for a side-by-side comparison.
 
+:func:`check` refuses what cannot run and returns a :class:`LiveJob` (the settings, the
+options, the instance parsed once, its problem, the nodes and their solved speeds and link
+rates); :func:`live` runs it. :func:`load_job` reads an instance file into one.
+
 A run that ends before its rounds (no learner left, or no allocation for the learners left
 even after the problem's adaptation) keeps the outputs of the rounds done; its summary says why
 (``stopped``), and :func:`ended_early` turns that into the error the command exits with (1).
@@ -35,6 +39,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +55,11 @@ from mel_opt.live.settings import (
     LiveSettings,
     grace_for,
 )
+from mel_opt.problems.base import Instance, ProblemSpec
 
-__all__ = ["ENGINES", "EndedEarly", "LiveOptions", "check", "ended_early", "instance_speeds",
-           "live", "load_settings", "node_link_rates", "node_speeds", "pool_size"]
+__all__ = ["ENGINES", "EndedEarly", "LiveJob", "LiveOptions", "check", "ended_early",
+           "instance_speeds", "live", "load_job", "load_settings", "node_link_rates",
+           "node_speeds", "pool_size"]
 
 
 class EndedEarly(MelOptError):
@@ -74,20 +81,66 @@ def ended_early(summary: Mapping[str, Any]) -> EndedEarly | None:
                       f"kept): {stopped['reason']}")
 
 
-def load_settings(path: str | os.PathLike[str], **kw: Any) -> LiveSettings:
-    """The settings of a live run of the instance file ``path`` (checked: bad input raises
-    InstanceError or SettingError before anything starts)."""
+@dataclass(frozen=True)
+class LiveJob:
+    """A live run checked and ready (:func:`check`), what :func:`live` runs.
+
+    Attributes
+    ----------
+    settings
+        What the server does (the instance document among them: it travels to the server).
+    options
+        How and where it runs.
+    instance
+        ``settings.instance`` parsed, once, on this machine.
+    spec
+        The instance's problem (with a learning cycle).
+    nodes
+        Learner processes (nodes) of the run.
+    speeds
+        Each node's fraction of a core (``--speeds``, or the instance's own solved once);
+        ``None``: every node on whole cores.
+    link_rates
+        Each node's link rate [bit/s] (the ``netns`` engine's shaped links); ``None`` for the
+        other engines.
+    """
+
+    settings: LiveSettings
+    options: LiveOptions
+    instance: Instance
+    spec: ProblemSpec
+    nodes: int
+    speeds: tuple[float, ...] | None = None
+    link_rates: tuple[float, ...] | None = None
+
+
+def _read(path: str | os.PathLike[str], **kw: Any) -> tuple[LiveSettings, Instance]:
     doc = read_json_file(path)
     inst = api.parse_instance(doc, str(path), Path(path).stem)
     spec_doc = dict(doc)
     spec_doc.setdefault("name", inst.name)
-    return LiveSettings(instance=spec_doc, **kw)
+    return LiveSettings(instance=spec_doc, **kw), inst
 
 
-def check(settings: LiveSettings, opts: LiveOptions) -> int:
-    """The number of nodes, after refusing what cannot run: the rules between the settings,
-    the options and the instance (each setting's own range was checked when it was made)."""
-    inst = api.parse_instance(dict(settings.instance))
+def load_settings(path: str | os.PathLike[str], **kw: Any) -> LiveSettings:
+    """The settings of a live run of the instance file ``path`` (checked: bad input raises
+    InstanceError or SettingError before anything starts)."""
+    return _read(path, **kw)[0]
+
+
+def load_job(path: str | os.PathLike[str], opts: LiveOptions, **kw: Any) -> LiveJob:
+    """The checked job (:func:`check`) of the instance file ``path`` with the settings ``kw``
+    and the options ``opts``; the file is parsed once."""
+    settings, inst = _read(path, **kw)
+    return check(settings, opts, inst)
+
+
+def check(settings: LiveSettings, opts: LiveOptions, instance: Instance | None = None
+          ) -> LiveJob:
+    """The job, after refusing what cannot run: the rules between the settings, the options
+    and the instance (each setting's own range was checked when it was made). ``instance``:
+    ``settings.instance`` already parsed (parsed here otherwise)."""
+    inst = instance if instance is not None else api.parse_instance(dict(settings.instance))
     from mel_opt.problems import get_problem
 
     spec = get_problem(inst.problem)
@@ -104,7 +157,7 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
         raise SettingError("emulate", opts.setting("emulate").flag,
                            f"the emulator does not train {spec.name} (it runs live only)",
                            ": ")
-    node_speeds(settings, opts, nodes)
+    speeds = node_speeds(settings, opts, nodes, inst)
     if settings.transfers == "measured":
         if opts.engine == "simulation":  # a pooled learner's round trip holds its queueing
             raise SettingError("transfers", LiveSettings.setting("transfers").flag,
@@ -118,12 +171,14 @@ def check(settings: LiveSettings, opts: LiveOptions) -> int:
                                "transfers from the file", " ")
     if settings.scheme == "fedbuff":
         _check_fedbuff(settings, opts, inst, nodes)
+    rates = None
     if opts.engine == "netns":
-        node_link_rates(settings, opts, nodes)
+        rates = tuple(node_link_rates(settings, opts, nodes, inst))
         from mel_opt.live.netns import require
 
         require()  # root and iproute2, or one line saying what to use instead
-    return nodes
+    return LiveJob(settings, opts, inst, spec, nodes,
+                   None if speeds is None else tuple(speeds), rates)
 
 
 def _check_fedbuff(settings: LiveSettings, opts: LiveOptions, inst: Any, nodes: int) -> None:
@@ -151,17 +206,20 @@ def _check_fedbuff(settings: LiveSettings, opts: LiveOptions, inst: Any, nodes: 
                            "allocation; FedBuff's emulated twin is `melopt arena`", ": ")
 
 
-def node_link_rates(settings: LiveSettings, opts: LiveOptions, nodes: int) -> list[float]:
+def node_link_rates(settings: LiveSettings, opts: LiveOptions, nodes: int,
+                    instance: Instance | None = None) -> list[float]:
     """Each node's link rate [bit/s] on shaped links: ``--link-rate`` as given, else the
     instance's own for the run's model (:meth:`~mel_opt.problems.learning.LearningCycle.
-    link_rates`: learner k's on node k), else the default."""
+    link_rates`: learner k's on node k), else the default. ``instance``: ``settings.instance``
+    already parsed (parsed here otherwise)."""
     own = None
     if opts.link_rate is None:
         from mel_opt.live import learner as L
         from mel_opt.problems import get_problem
         from mel_opt.training.mlp import init_params, layers_for
 
-        inst = api.parse_instance(dict(settings.instance))
+        inst = instance if instance is not None else api.parse_instance(
+            dict(settings.instance))
         cycle = get_problem(inst.problem).learning
         data = L.dataset(settings.dataset, settings.max_train, settings.max_test)
         layers = layers_for(settings.model, data.features, data.classes)
@@ -172,31 +230,27 @@ def node_link_rates(settings: LiveSettings, opts: LiveOptions, nodes: int) -> li
     return opts.link_rates(nodes, own)
 
 
-def node_speeds(settings: LiveSettings, opts: LiveOptions, nodes: int) -> list[float] | None:
+def node_speeds(settings: LiveSettings, opts: LiveOptions, nodes: int,
+                instance: Instance | None = None) -> list[float] | None:
     """Each node's fraction of a core (None: all whole cores): ``--speeds`` as given, or the
-    instance's own (:func:`instance_speeds`, solved once per settings and nodes: the checks
-    before a run and the run ask alike)."""
+    instance's own (:func:`instance_speeds`, solved here: :func:`check` asks once and keeps
+    them in the job). ``instance``: ``settings.instance`` already parsed."""
     own = None
     if opts.speeds == INSTANCE_SPEEDS:
-        key = json.dumps([settings.values(), nodes], sort_keys=True, default=str)
-        if key not in _SOLVED_SPEEDS:
-            _SOLVED_SPEEDS.clear()  # one run's at a time
-            _SOLVED_SPEEDS[key] = instance_speeds(settings, nodes)
-        own = _SOLVED_SPEEDS[key]
+        own = instance_speeds(settings, nodes, instance)
     return opts.node_speeds(nodes, own)
 
 
-_SOLVED_SPEEDS: dict[str, list[float]] = {}
-
-
-def instance_speeds(settings: LiveSettings, nodes: int) -> list[float]:
+def instance_speeds(settings: LiveSettings, nodes: int, instance: Instance | None = None
+                    ) -> list[float]:
     """The relative speeds of the first ``nodes`` learners in the instance's own time model,
     the fastest of them 1 (a whole core): ``--speeds instance``.
 
     A learner's seconds per sample-pass on the problem's clock are those the emulator gives
     it: the problem's cycle plan under the file's allocation (``--method``, solved and
     verified as in ``melopt train``), its predicted computation over its sample-passes.
-    Speeds are the fastest one's seconds over each one's.
+    Speeds are the fastest one's seconds over each one's. ``instance``: ``settings.instance``
+    already parsed (parsed here otherwise).
 
     Raises
     ------
@@ -205,14 +259,12 @@ def instance_speeds(settings: LiveSettings, nodes: int) -> list[float]:
         server has no plan of theirs), a problem whose file has no learners of its own, a
         learner without work in the file's allocation, or no verified allocation.
     """
-    import numpy as np
-
     from mel_opt.live import learner as L
     from mel_opt.problems import get_problem
     from mel_opt.problems.learning import RunContext, sample_bytes
     from mel_opt.training.partition import proportional_sizes
 
-    inst = api.parse_instance(dict(settings.instance))
+    inst = instance if instance is not None else api.parse_instance(dict(settings.instance))
     spec = get_problem(inst.problem)
     cycle = spec.learning
     flag = LiveOptions.setting("speeds").flag
@@ -255,28 +307,31 @@ def pool_size(nodes: int, cpus: int) -> int:
     return max(1, min(int(nodes), int(cpus)))
 
 
-def live(settings: LiveSettings, opts: LiveOptions, out_dir: str | os.PathLike[str],
+def live(job: LiveJob, out_dir: str | os.PathLike[str],
          log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the live rounds; returns the summary (also in ``out_dir/summary.json``)."""
+    """Run the live rounds of ``job`` (:func:`check`); returns the summary (also in
+    ``out_dir/summary.json``)."""
     from mel_opt.io.lock import output_lock
 
-    nodes = check(settings, opts)
-    if settings.grace_s is None:  # the engine's own
-        settings = dataclasses.replace(settings, grace_s=grace_for(opts.engine))
+    opts = job.options
+    if job.settings.grace_s is None:  # the engine's own
+        job = dataclasses.replace(job, settings=dataclasses.replace(
+            job.settings, grace_s=grace_for(opts.engine)))
     say = log or (lambda text: None)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     with output_lock(out, "live"):
         if opts.engine == "simulation":
-            speeds = node_speeds(settings, opts, nodes)
+            speeds = None if job.speeds is None else list(job.speeds)
             # passed only when set: the engine's signature stays (settings, nodes, out, say)
-            _simulation(settings, nodes, out, say, **({"speeds": speeds} if speeds else {}))
+            _simulation(job.settings, job.nodes, out, say,
+                        **({"speeds": speeds} if speeds else {}))
         else:
-            _deployment(settings, opts, nodes, out, say)
+            _deployment(job, out, say)
         summary = json.loads((out / "summary.json").read_text()) if (
             out / "summary.json").exists() else {}
         if opts.emulate:
-            summary["emulated"] = _emulate(settings, out / "emulated")
+            summary["emulated"] = _emulate(job, out / "emulated")
     return summary
 
 
@@ -326,21 +381,21 @@ def _final_figure(out: Path) -> None:
                     figure=True)
 
 
-def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path,
-                say: Callable[[str], None]) -> None:
+def _deployment(job: LiveJob, out: Path, say: Callable[[str], None]) -> None:
     from mel_opt.live.appdir import write_app_dir
     from mel_opt.live.federation import LocalFederation, RemoteFederation
     from mel_opt.live.report import RecordCollector
     from mel_opt.live.server import NODES_KEY, OUT_KEY, SETTINGS_KEY, settings_json
     from mel_opt.live.tuning import DEFAULT_TUNING, WarmData
 
+    settings, opts = job.settings, job.options
     collector = RecordCollector(out)
 
     def stream(line: str) -> None:
         if not collector.feed(line):
             say(line)
 
-    config: dict[str, Any] = {SETTINGS_KEY: settings_json(settings), NODES_KEY: nodes}
+    config: dict[str, Any] = {SETTINGS_KEY: settings_json(settings), NODES_KEY: job.nodes}
     with tempfile.TemporaryDirectory(prefix="melopt-app-") as app_dir:
         if opts.engine in ("local", "netns"):
             config[OUT_KEY] = str(out)  # the SuperLink runs here: it writes the files itself
@@ -350,17 +405,15 @@ def _deployment(settings: LiveSettings, opts: LiveOptions, nodes: int, out: Path
                 settings.dataset, settings.max_train, settings.max_test))
             with contextlib.ExitStack() as stack:
                 links = None
-                if opts.engine == "netns":
+                if job.link_rates is not None:  # the netns engine
                     from mel_opt.live.netns import ShapedLinks
 
-                    rates = node_link_rates(settings, opts, nodes)
                     say("links: " + ", ".join(f"node {i} {r / 1e6:.3g} Mbit/s"
-                                              for i, r in enumerate(rates)))
-                    links = stack.enter_context(ShapedLinks([(r, r) for r in rates],
-                                                            tag="live"))
+                                              for i, r in enumerate(job.link_rates)))
+                    links = stack.enter_context(ShapedLinks(
+                        [(r, r) for r in job.link_rates], tag="live"))
                 fed = stack.enter_context(LocalFederation(
-                    nodes=nodes, speeds=node_speeds(settings, opts, nodes), tuning=tuning,
-                    links=links))
+                    nodes=job.nodes, speeds=job.speeds, tuning=tuning, links=links))
                 fed.wait_ready()
                 code = fed.run_app(app_dir, stream)
                 link_died = code != 0 and not fed.link_alive()
@@ -390,17 +443,16 @@ def _link_died(out: Path) -> str:
             "are kept")
 
 
-def _emulate(settings: LiveSettings, out: Path) -> dict[str, Any]:
+def _emulate(job: LiveJob, out: Path) -> dict[str, Any]:
     """The emulator on the same instance, method, seed and rounds (``out/emulated``)."""
-    from mel_opt.problems import get_problem
     from mel_opt.training import TrainSettings, train, write_outputs
 
-    inst = api.parse_instance(dict(settings.instance))
-    method = get_problem(inst.problem).method(settings.method).name
+    settings = job.settings
+    method = job.spec.method(settings.method).name
     ts = TrainSettings(schemes=(method,), cycles=settings.rounds, seeds=1,
                        dataset=settings.dataset, partition=settings.partition,
                        model=settings.model, lr=settings.lr, batch_size=settings.batch_size,
                        max_train=settings.max_train, max_test=settings.max_test,
                        time_limit=settings.time_limit)
-    run = train(inst, ts)
+    run = train(job.instance, ts)
     return write_outputs(run, out)

@@ -145,11 +145,11 @@ def test_only_registered_supernodes_join_and_everything_ends(tmp_path: Path,
 
 REMOTE = """
 import sys
-from mel_opt.live.run import LiveOptions, live, load_settings
+from mel_opt.live.run import LiveOptions, check, live, load_settings
 path, superlink, ca, out = sys.argv[1:]
 settings = load_settings(path, rounds=1, model="softmax", grace_s=60.0)
-live(settings, LiveOptions(engine="remote", superlink=superlink, root_certificates=ca,
-                           nodes=2), out)
+live(check(settings, LiveOptions(engine="remote", superlink=superlink, root_certificates=ca,
+                                 nodes=2)), out)
 """
 
 

@@ -20,7 +20,7 @@ pytest.importorskip("flwr")
 from mel_opt.live.appdir import write_app_dir  # noqa: E402
 from mel_opt.live.federation import LocalFederation  # noqa: E402
 from mel_opt.live.report import rows_from_csv  # noqa: E402
-from mel_opt.live.run import LiveOptions, live, load_settings  # noqa: E402
+from mel_opt.live.run import LiveOptions, check, live, load_settings  # noqa: E402
 from mel_opt.live.server import NODES_KEY, OUT_KEY, SETTINGS_KEY, settings_json  # noqa: E402
 from mel_opt.processes import descendants, send  # noqa: E402
 
@@ -53,7 +53,7 @@ def test_two_nodes_two_rounds(tmp_path: Path, flower: Any,
     settings = load_settings(mel_async_file(2, 0.5), rounds=2, model="softmax", lr=0.3,
                              grace_s=60.0)
     out = tmp_path / "out"
-    summary = live(settings, LiveOptions(engine="local", nodes=2), out)
+    summary = live(check(settings, LiveOptions(engine="local", nodes=2)), out)
     rows = rows_from_csv(out / "rounds.csv")
     assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1), (2, 0), (2, 1)]
     assert all(r["status"] in ("ok", "late") and r["compute_measured_s"] > 0 for r in rows)
@@ -128,8 +128,8 @@ def test_remote_engine_rebuilds_the_outputs_then_fedbuff_runs_on_the_same_nodes(
         assert fed.certificates is not None  # the SuperLink serves TLS: trust its CA
         opts = LiveOptions(engine="remote", superlink=f"127.0.0.1:{fed.port}",
                            root_certificates=str(fed.certificates.ca), nodes=3)
-        summary = live(settings, opts, out)
-        async_summary = live(fedbuff, opts, out_fb)
+        summary = live(check(settings, opts), out)
+        async_summary = live(check(fedbuff, opts), out_fb)
     rows = rows_from_csv(out / "rounds.csv")
     assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1), (1, 2)]
     assert [r["round"] for r in summary["rounds"]] == [0, 1]
@@ -218,7 +218,7 @@ def test_a_node_stopped_for_good_then_the_superlink_killed(tmp_path: Path, flowe
 
     monkeypatch.setattr(LocalFederation, "wait_ready", wait_ready)
     with pytest.raises(EndedEarly, match="SuperLink exited during the run") as err:
-        live(settings, LiveOptions(engine="local", nodes=2), out)
+        live(check(settings, LiveOptions(engine="local", nodes=2)), out)
     assert err.value.exit_code == 1
     assert events == ["stopped", "killed"]
     rows = rows_from_csv(out / "rounds.csv")

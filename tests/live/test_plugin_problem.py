@@ -77,13 +77,13 @@ def test_live_runs_the_plugged_in_problem_and_its_learner_side(
         plugged: Path, tmp_path: Path, ray: Any) -> None:
     pytest.importorskip("flwr")
     from mel_opt.live.report import rows_from_csv
-    from mel_opt.live.run import LiveOptions, live, load_settings
+    from mel_opt.live.run import LiveOptions, check, live, load_settings
 
     path = tmp_path / "toy.json"
     path.write_text(json.dumps({**DOC, "cycle_time_s": 0.3}))
     settings = load_settings(path, rounds=2, model="softmax", lr=0.3, grace_s=60.0)
     out = tmp_path / "out"
-    summary = live(settings, LiveOptions(engine="simulation"), out)
+    summary = live(check(settings, LiveOptions(engine="simulation")), out)
     rows = rows_from_csv(out / "rounds.csv")
     assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1), (2, 0), (2, 1)]
     assert all(r["status"] == "ok" and r["d"] >= 1 for r in rows)

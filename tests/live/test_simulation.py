@@ -16,7 +16,7 @@ pytest.importorskip("flwr")
 
 from mel_opt.cli import cli  # noqa: E402
 from mel_opt.live.report import rows_from_csv  # noqa: E402
-from mel_opt.live.run import LiveOptions, live, load_settings  # noqa: E402
+from mel_opt.live.run import LiveOptions, check, live, load_settings  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.federation, pytest.mark.timeout(600)]
 
@@ -26,7 +26,7 @@ def test_mel_async_rounds_reallocate_from_measurements(tmp_path: Path, ray: Any,
     settings = load_settings(mel_async_file(3, 0.6), rounds=2, seed=3, model="softmax",
                              lr=0.3, grace_s=60.0)  # a round ends as soon as all answered
     out = tmp_path / "out"
-    summary = live(settings, LiveOptions(engine="simulation", emulate=True), out)
+    summary = live(check(settings, LiveOptions(engine="simulation", emulate=True)), out)
     rows = rows_from_csv(out / "rounds.csv")
     assert [(r["round"], r["learner"]) for r in rows] == [(1, 0), (1, 1), (1, 2),
                                                           (2, 0), (2, 1), (2, 2)]
@@ -57,7 +57,7 @@ def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
     settings = load_settings(root / "instances/dab/mnist_ffn_testbed.json", rounds=1,
                              model="softmax", grace_s=60.0)
     out = tmp_path / "dab"
-    summary = live(settings, LiveOptions(engine="simulation", nodes=3), out)
+    summary = live(check(settings, LiveOptions(engine="simulation", nodes=3)), out)
     rows = rows_from_csv(out / "rounds.csv")
     assert [r["learner"] for r in rows] == [0, 1, 2]  # --nodes 3: the first three learners
     assert all(r["status"] == "ok" and r["shards"] >= 1 for r in rows)
@@ -123,7 +123,7 @@ def test_fedbuff_in_the_simulation(tmp_path: Path, ray: Any, mel_async_file: Any
     settings = load_settings(mel_async_file(3, 0.6), rounds=3, model="softmax", lr=0.3,
                              grace_s=60.0, scheme="fedbuff", concurrency=2)
     out = tmp_path / "out"
-    summary = live(settings, LiveOptions(engine="simulation"), out)
+    summary = live(check(settings, LiveOptions(engine="simulation")), out)
     steps = summary["rounds"][1:]
     assert [r["round"] for r in steps] == [1, 2, 3]
     assert all(r["learners"] == 1 for r in steps)  # default K: half of C = 2
@@ -146,7 +146,7 @@ def test_med_trains_one_model_per_task(tmp_path: Path, ray: Any) -> None:
     settings = load_settings(root / "instances/med/mays2023_n4_m2.json", rounds=2,
                              model="softmax", grace_s=60.0)
     out = tmp_path / "med"
-    summary = live(settings, LiveOptions(engine="simulation"), out)
+    summary = live(check(settings, LiveOptions(engine="simulation")), out)
     rows = rows_from_csv(out / "rounds.csv")
     assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
     for r in rows:  # each learner trained its round's task and shards
@@ -167,7 +167,7 @@ def test_adaptive_tau_runs_the_control_rule_on_reported_statistics(tmp_path: Pat
     settings = load_settings(root / "instances/adaptive-tau/svm_defaults.json", rounds=3,
                              model="softmax", lr=0.05, grace_s=60.0, learners=2)
     out = tmp_path / "tau"
-    summary = live(settings, LiveOptions(engine="simulation", nodes=2), out)
+    summary = live(check(settings, LiveOptions(engine="simulation", nodes=2)), out)
     rounds = summary["rounds"][1:]
     assert len(rounds) == 3 and all(r["learners"] == 2 for r in rounds)
     control = [r["control"] for r in rounds]

@@ -115,13 +115,13 @@ def test_forty_learners_share_a_pool_of_one_actor_per_core(tmp_path: Path, ray: 
                                                            mel_async_file: Any) -> None:
     pytest.importorskip("flwr")
     from mel_opt.live.report import rows_from_csv
-    from mel_opt.live.run import LiveOptions, live, load_settings
+    from mel_opt.live.run import LiveOptions, check, live, load_settings
 
     K = 40
     settings = load_settings(mel_async_file(K, 0.2), rounds=2, model="softmax", probe_s=0.2,
                              max_train=800, max_test=200, grace_s=30.0)
     with ActorCount(ray) as actors:
-        summary = live(settings, LiveOptions(engine="simulation"), tmp_path / "out")
+        summary = live(check(settings, LiveOptions(engine="simulation")), tmp_path / "out")
     rows = rows_from_csv(tmp_path / "out" / "rounds.csv")
     assert len(rows) == 2 * K
     assert all(r["status"] in ("ok", "late") and r["compute_measured_s"] > 0 for r in rows)

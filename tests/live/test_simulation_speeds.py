@@ -120,11 +120,11 @@ def test_a_simulated_learner_at_a_quarter_core_is_measured_slower(tmp_path: Path
                                                                   mel_async_file: Any) -> None:
     pytest.importorskip("flwr")
     from mel_opt.live.report import rows_from_csv
-    from mel_opt.live.run import live
+    from mel_opt.live.run import check, live
 
     settings = load_settings(mel_async_file(2, 0.8), rounds=2, model="softmax", probe_s=0.3,
                              grace_s=60.0)
-    summary = live(settings, LiveOptions(engine="simulation", speeds="1,0.25"),
+    summary = live(check(settings, LiveOptions(engine="simulation", speeds="1,0.25")),
                    tmp_path / "out")
     rows = rows_from_csv(tmp_path / "out" / "rounds.csv")
     assert len(rows) == 4 and all(r["status"] in ("ok", "late") for r in rows)
