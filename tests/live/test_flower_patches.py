@@ -329,3 +329,30 @@ def test_one_scan_per_sweep_hands_out_what_flowers_sweep_hands_out_and_is_undone
         assert vce_api.add_messages_to_queue is not flowers
         assert _sweep_with(vce_api.add_messages_to_queue) == expected
     assert vce_api.add_messages_to_queue is flowers
+
+
+# -- what a node's processes apply -------------------------------------------------------------
+def test_a_local_nodes_environment_applies_the_local_engines_values() -> None:
+    from flwr.supercore.inflatable import inflatable_utils as utils
+
+    from mel_opt.live.federation import node_env
+    from mel_opt.live.tuning import DEFAULT_TUNING, NodeTuning
+
+    loop = importlib.import_module("flwr.supernode.start_client_internal")
+    tuning = NodeTuning.from_env(node_env(DEFAULT_TUNING))
+    assert tuning is not None
+    patches = P.for_supernode(tuning)
+    try:
+        assert len(patches) == 3
+        sleep = loop.time
+        assert isinstance(sleep, P._ShortSleep) and (sleep._cap, sleep._reply_cap) == (0.2, 0.02)
+        assert isinstance(loop.subprocess, P._WarmPopen)
+        for f in (utils.pull_objects, utils.pull_and_inflate_object_from_tree):
+            assert f.__kwdefaults__ is not None
+            assert (f.__kwdefaults__["initial_backoff"],
+                    f.__kwdefaults__["backoff_cap"]) == (0.02, 0.2)
+    finally:
+        for patch in reversed(patches):
+            patch.undo()
+    assert loop.time is time and loop.subprocess is subprocess
+    assert P.for_serverapp(None) == [] and P.for_serverapp(NodeTuning(pull_backoff=None)) == []
