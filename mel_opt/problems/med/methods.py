@@ -17,7 +17,7 @@ from mel_opt.problems.base import MethodOutput, SolveOptions
 from mel_opt.problems.med import formulation
 from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.search import branch_and_bound, dispatch
-from mel_opt.problems.med.search.types import Outcome
+from mel_opt.problems.med.search.types import SearchOutcome
 from mel_opt.problems.options import Option
 from mel_opt.result import SolverInfo
 from mel_opt.solvers import highs
@@ -56,7 +56,7 @@ def solve_exact(inst: MedInstance, opts: SolveOptions) -> MethodOutput:
     return output
 
 
-def _exact_output(out: Outcome | None) -> MethodOutput | None:
+def _exact_output(out: SearchOutcome | None) -> MethodOutput | None:
     """``exact``'s answer from the search's outcome (None: none)."""
     if out is None:
         return None

@@ -2,7 +2,7 @@
 
 Modules, each importing only those listed before it (no cycles; this file imports nothing):
 
-- ``types``: the tolerance, ``Outcome`` and small helpers every module shares.
+- ``types``: the tolerance, ``SearchOutcome`` and small helpers every module shares.
 - ``budget``: the budget subproblem of a fixed assignment (multiple-choice knapsack).
 - ``type_box``: learner types as cells of a box and the dynamic programmes over it.
 - ``type_search``: the type-programme search (budget search, Lagrangian multiplier on B).

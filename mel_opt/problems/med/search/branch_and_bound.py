@@ -56,7 +56,7 @@ from mel_opt.problems.med.search.exchange import Exchange, Incumbent, Mailboxes
 from mel_opt.problems.med.search.lagrangian import Lagrangian, Node, OutOfTime
 from mel_opt.problems.med.search.local import greedy, iterated_local_search, local_search
 from mel_opt.problems.med.search.search_stats import SearchStats
-from mel_opt.problems.med.search.types import REL_GAP, TOL, Outcome, better, parts_of
+from mel_opt.problems.med.search.types import REL_GAP, TOL, SearchOutcome, better, parts_of
 from mel_opt.status import TerminationCondition as TC
 
 __all__ = ["Running", "solve"]
@@ -396,23 +396,24 @@ class _Search:
         return val, d
 
     def outcome(self, timed_out: bool, open_bounds: list[float], root_bound: float,
-                bound_kind: str = "a Lagrangian bound") -> Outcome:
+                bound_kind: str = "a Lagrangian bound") -> SearchOutcome:
         stats = self.stats
         final_bound = min([self.best.value, *open_bounds]) if timed_out else self.best.value
         if self.best.assign is None:
             if timed_out:
-                return Outcome(TC.TIME_LIMIT, bound=root_bound, stats=stats.as_dict(),
-                               message="time limit without a feasible allocation")
-            return Outcome(TC.INFEASIBLE, bound=math.inf, stats=stats.as_dict(),
-                           message="no feasible allocation (search exhausted)")
+                return SearchOutcome(TC.TIME_LIMIT, bound=root_bound, stats=stats.as_dict(),
+                                     message="time limit without a feasible allocation")
+            return SearchOutcome(TC.INFEASIBLE, bound=math.inf, stats=stats.as_dict(),
+                                 message="no feasible allocation (search exhausted)")
         assignment = self.best.assign
         val, d = self.allocation(assignment)
         stats.bound = final_bound
         if timed_out:
-            return Outcome(TC.TIME_LIMIT, assignment, d, val, final_bound, stats=stats.as_dict(),
-                           message=f"time limit: best allocation found and {bound_kind}")
-        return Outcome(TC.CONVERGED, assignment, d, val, val, stats=stats.as_dict(),
-                       message="proven optimal (Lagrangian branch and bound)")
+            return SearchOutcome(TC.TIME_LIMIT, assignment, d, val, final_bound,
+                                 stats=stats.as_dict(),
+                                 message=f"time limit: best allocation found and {bound_kind}")
+        return SearchOutcome(TC.CONVERGED, assignment, d, val, val, stats=stats.as_dict(),
+                             message="proven optimal (Lagrangian branch and bound)")
 
     def start_companion(self, start_assign: np.ndarray, floor: float) -> companion.Companion:
         """Fork the companion (:meth:`companion_work`) and open the parent's exchange."""
@@ -422,7 +423,7 @@ class _Search:
         self.stats.companion = True
         return box
 
-    def run(self) -> Outcome:
+    def run(self) -> SearchOutcome:
         inst, coef = self.inst, self.coef
         start_assign = greedy(self.ev)
         excess, value, _ = self.ev.value(parts_of(start_assign, self.m))
@@ -430,8 +431,8 @@ class _Search:
             self.best.offer(value, start_assign)
         floor_levels = _floor_levels(inst, coef)
         if not np.all(np.isfinite(floor_levels)):
-            return Outcome(TC.INFEASIBLE, message="a task cannot meet its deadline "
-                           "even with every learner", stats=self.stats.as_dict())
+            return SearchOutcome(TC.INFEASIBLE, message="a task cannot meet its deadline "
+                                 "even with every learner", stats=self.stats.as_dict())
         box = None
         if self.m * self.n >= EARLY_COMPANION_CELLS and companion.available():
             box = self.start_companion(start_assign, float(floor_levels.sum()))
@@ -494,7 +495,7 @@ class Running:
     def __init__(self) -> None:
         self.search: _Search | None = None
 
-    def snapshot(self) -> Outcome | None:
+    def snapshot(self) -> SearchOutcome | None:
         """The running search's incumbent as a time-limit outcome, bounded by its root bound
         (or the tasks' least levels before the root is done); None without a running search
         or an incumbent. What a stop by the guard timer keeps."""
@@ -509,7 +510,7 @@ class Running:
 
 
 def solve(inst: MedInstance, coef: Coefficients, *, time_limit: float | None = None,
-          running: Running | None = None) -> Outcome:
+          running: Running | None = None) -> SearchOutcome:
     """Lagrangian branch and bound (module docstring) within ``time_limit`` seconds (None: to
     the end, a proof). ``running``, if given, holds the search while it runs (cleared when it
     ends, however it ends)."""

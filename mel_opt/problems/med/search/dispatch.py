@@ -27,7 +27,7 @@ from mel_opt.problems.med.latency import (
 from mel_opt.problems.med.search import branch_and_bound
 from mel_opt.problems.med.search.type_box import TypeSpace
 from mel_opt.problems.med.search.type_search import solve_types
-from mel_opt.problems.med.search.types import TOL, Outcome
+from mel_opt.problems.med.search.types import TOL, SearchOutcome
 from mel_opt.status import TerminationCondition as TC
 
 MAX_STATES = 20_000  # largest prod(N_t + 1) the programmes take on
@@ -55,7 +55,7 @@ def structural_check(inst: MedInstance, coef: Coefficients) -> str | None:
 
 
 def _budget_free_answer(inst: MedInstance, coef: Coefficients, start: float,
-                        time_limit: float | None) -> Outcome | None:
+                        time_limit: float | None) -> SearchOutcome | None:
     """The budget-free optimum over coarse types (prices ignored) when it settles the
     instance: it is infeasible, or one of its realisations fits the budget (then optimal)."""
     coarse = TypeSpace(learner_types(coef))
@@ -72,7 +72,7 @@ def _budget_free_answer(inst: MedInstance, coef: Coefficients, start: float,
 
 
 def solve(inst: MedInstance, *, time_limit: float | None = None,
-          running: branch_and_bound.Running | None = None) -> Outcome:
+          running: branch_and_bound.Running | None = None) -> SearchOutcome:
     """The exact method (see the module docstring) within ``time_limit`` seconds (None: none
     for the type programmes, ``LARGE_DEFAULT_LIMIT`` for the branch and bound). ``running``
     is handed to the branch and bound (:class:`branch_and_bound.Running`)."""
@@ -80,7 +80,7 @@ def solve(inst: MedInstance, *, time_limit: float | None = None,
     coef = coefficients(inst)
     why = structural_check(inst, coef)
     if why is not None:
-        return Outcome(TC.INFEASIBLE, message=why)
+        return SearchOutcome(TC.INFEASIBLE, message=why)
     binds = budget_can_bind(inst)
     if binds:
         settled = _budget_free_answer(inst, coef, start, time_limit)

@@ -28,7 +28,7 @@ from mel_opt.problems.med.instance import MedInstance
 from mel_opt.problems.med.latency import Coefficients
 from mel_opt.problems.med.search import budget as budget_mod
 from mel_opt.problems.med.search.type_box import TypeProgramme, TypeSpace
-from mel_opt.problems.med.search.types import TOL, Outcome
+from mel_opt.problems.med.search.types import TOL, SearchOutcome
 from mel_opt.status import TerminationCondition as TC
 
 # per task: flat levels, costs, segment starts and the cells they belong to
@@ -37,7 +37,7 @@ Multiplier = tuple[float, np.ndarray, list[np.ndarray], float]  # lam, g, its pr
 
 
 def solve_types(inst: MedInstance, coef: Coefficients, space: TypeSpace, binds: bool,
-                start: float, time_limit: float | None) -> Outcome:
+                start: float, time_limit: float | None) -> SearchOutcome:
     """The programme over ``space`` (``binds``: with the budget search), see the docstring.
 
     ``start`` is the ``time.perf_counter()`` reading the time limit counts from.
@@ -47,7 +47,7 @@ def solve_types(inst: MedInstance, coef: Coefficients, space: TypeSpace, binds: 
     full = tuple(int(c) for c in space.count)
     lb = float(fs[0][full])
     if not math.isfinite(lb):
-        return Outcome(TC.INFEASIBLE, bound=math.inf, stats=tp.stats, message=(
+        return SearchOutcome(TC.INFEASIBLE, bound=math.inf, stats=tp.stats, message=(
             "no assignment meets every deadline (4.4b) with the dataset (4.4c), "
             "minimum-shard (4.4e) and one-task (4.4f) rules"))
     if not binds:
@@ -55,8 +55,8 @@ def solve_types(inst: MedInstance, coef: Coefficients, space: TypeSpace, binds: 
         levels = [float(tp.levels[(i, *s)]) for i, s in enumerate(picks)]
         assignment, d = tp.realise(picks, levels)
         tp.stats["leaves"] = 1
-        return Outcome(TC.CONVERGED, assignment, d, lb, lb, stats=tp.stats,
-                       message="proven optimal (type programme; the budget cannot bind)")
+        return SearchOutcome(TC.CONVERGED, assignment, d, lb, lb, stats=tp.stats,
+                             message="proven optimal (type programme; the budget cannot bind)")
     return _budget_search(tp, fs, lb)
 
 
@@ -210,7 +210,7 @@ class _BudgetSearch:
         return True
 
 
-def _budget_search(tp: TypeProgramme, fs: list[np.ndarray], lb: float) -> Outcome:
+def _budget_search(tp: TypeProgramme, fs: list[np.ndarray], lb: float) -> SearchOutcome:
     """Depth-first search in the order of the bound, exact leaves (module docstring).
 
     First with the budget-free bound; if the budget-free optimum does not fit the budget,
@@ -220,7 +220,7 @@ def _budget_search(tp: TypeProgramme, fs: list[np.ndarray], lb: float) -> Outcom
     search = _BudgetSearch(tp, fs)
     st = search.st
     full = tp.space.count.copy()
-    infeasible = Outcome(TC.INFEASIBLE, bound=math.inf, stats=tp.stats, message=(
+    infeasible = SearchOutcome(TC.INFEASIBLE, bound=math.inf, stats=tp.stats, message=(
         "no assignment fits the budget (4.4d) while meeting the deadlines (4.4b)"))
     if not search.cost_fs[0][tuple(full)] <= search.limit:
         return infeasible
@@ -239,13 +239,13 @@ def _budget_search(tp: TypeProgramme, fs: list[np.ndarray], lb: float) -> Outcom
     tp.stats["budget_free_bound"] = lb
     if st.picks is None:
         if st.timed_out:
-            return Outcome(TC.TIME_LIMIT, bound=bound, stats=tp.stats,
-                           message="time limit before any allocation fitting the budget")
+            return SearchOutcome(TC.TIME_LIMIT, bound=bound, stats=tp.stats,
+                                 message="time limit before any allocation fitting the budget")
         return infeasible
     assert st.levels is not None
     assignment, d = tp.realise(st.picks, st.levels)
     if st.timed_out:
-        return Outcome(TC.TIME_LIMIT, assignment, d, st.value, bound,
-                       stats=tp.stats, message="time limit: best allocation found")
-    return Outcome(TC.CONVERGED, assignment, d, st.value, st.value, stats=tp.stats,
-                   message="proven optimal (type programme with budget search)")
+        return SearchOutcome(TC.TIME_LIMIT, assignment, d, st.value, bound,
+                             stats=tp.stats, message="time limit: best allocation found")
+    return SearchOutcome(TC.CONVERGED, assignment, d, st.value, st.value, stats=tp.stats,
+                         message="proven optimal (type programme with budget search)")

@@ -18,8 +18,9 @@ REL_GAP = 1e-6  # a bound within this relative distance of the incumbent proves 
 
 
 @dataclass
-class Outcome:
-    """What the exact method found.
+class SearchOutcome:
+    """What med's exact search found (the type programme's or the branch and bound's answer,
+    which ``methods.solve_exact`` turns into a ``MethodOutput``).
 
     ``objective`` is the sum of the tasks' levels of the returned allocation [s]; ``bound`` a
     proven lower bound on the optimum [s] (equal to ``objective`` when optimal).
