@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from mel_opt.problems.med.search.evaluate import Evaluator
-from mel_opt.problems.med.search.types import better, parts_of
+from mel_opt.problems.med.search.types import REL_GAP, better, parts_of
 
 __all__ = ["Exchange", "Incumbent", "Mailboxes"]
 
@@ -38,6 +38,10 @@ class Incumbent:
         if self.listener is not None:
             self.listener(value, self.assign)
         return True
+
+    def proven_by(self, bound: float) -> bool:
+        """Whether a lower bound [s] proves this allocation optimal (within ``REL_GAP``)."""
+        return bound >= self.value - REL_GAP * max(1.0, abs(self.value))
 
 
 class Mailboxes(Protocol):

@@ -11,6 +11,8 @@ from mel_opt.api import parse_instance, solve
 from mel_opt.problems.med.generate import generate
 from mel_opt.problems.med.latency import coefficients
 from mel_opt.problems.med.search import branch_and_bound, branching
+from mel_opt.problems.med.search.bounding import floor_levels
+from mel_opt.problems.med.search.primal import Primal
 
 
 @pytest.mark.parametrize("seed", range(25))
@@ -47,7 +49,7 @@ def test_time_limit_returns_a_verified_allocation_and_an_honest_bound():
     assert bound <= res.objective * (1 + 1e-9)
     assert bound <= 46.1262 and res.objective >= 45.8727
     # never below the trivial bound (the tasks' least levels), which the search starts from
-    floor = float(branch_and_bound._floor_levels(inst, coefficients(inst)).sum())
+    floor = float(floor_levels(inst, coefficients(inst)).sum())
     assert floor * (1 - 1e-9) <= bound
     assert -1e-9 <= (res.objective - bound) / res.objective <= 1.0
 
@@ -60,7 +62,7 @@ def test_no_time_for_the_lagrangian_tables_still_returns_the_incumbent(monkeypat
     inst = parse_instance(generate("hetero", learners=40, tasks=5, seed=5))
     coef = coefficients(inst)
     with pytest.raises(lagrangian.OutOfTime):
-        lagrangian.Lagrangian(inst, coef, True, branch_and_bound._floor_levels(inst, coef),
+        lagrangian.Lagrangian(inst, coef, True, floor_levels(inst, coef),
                               math.inf, deadline=0.0)
 
     def no_time(*args, **kwargs):
@@ -68,7 +70,7 @@ def test_no_time_for_the_lagrangian_tables_still_returns_the_incumbent(monkeypat
 
     monkeypatch.setattr(branch_and_bound, "Lagrangian", no_time)
     out = branch_and_bound.solve(inst, coef, time_limit=30)
-    floor = float(branch_and_bound._floor_levels(inst, coef).sum())
+    floor = float(floor_levels(inst, coef).sum())
     assert out.termination.value == "time_limit"
     assert out.assignment is not None and "least levels" in out.message
     assert out.bound == pytest.approx(floor)
@@ -88,7 +90,7 @@ def test_a_step_that_overruns_the_limit_still_returns_the_incumbent(monkeypatch)
         while _time.perf_counter() - t < 60.0:  # bounded: without the guard the test fails
             _time.sleep(0.05)
 
-    monkeypatch.setattr(branch_and_bound._Search, "primal_from_master", hang)
+    monkeypatch.setattr(Primal, "from_root_master", hang)
     # in this process, not the companion's (its phases are test_companion's)
     monkeypatch.setattr(branch_and_bound.companion, "available", lambda: False)
     made = []  # the Running holders exact hands the search (what the guard timer reads)
@@ -145,12 +147,12 @@ def test_level_window_bounds_are_valid(seed, random_doc):
     if levels is None:
         return
     coef = coefficients(inst)
-    search = branch_and_bound._Search(inst, coef, None)
+    search = branch_and_bound.BranchAndBound(inst, coef, None)
     lag = Lagrangian(inst, coef, budget_can_bind(inst),
-                     branch_and_bound._floor_levels(inst, coef), math.inf)
+                     floor_levels(inst, coef), math.inf)
     m, n = inst.n_tasks, inst.n_learners
     root = Node(np.full(n, -1, dtype=np.int64), np.zeros((m, n), dtype=bool), np.zeros(n), 0.0)
-    got, _ = search.root(lag, root, math.inf)
+    got, _ = search.bounding.root(lag, root, math.inf)
     assert got <= want * (1 + 1e-9)
     checked = 0
     for i in range(m):
@@ -162,8 +164,8 @@ def test_level_window_bounds_are_valid(seed, random_doc):
                              1, np.full(m, -math.inf), up)
             high_child = Node(root.fixed.copy(), root.barred.copy(), root.mu.copy(), root.lam,
                               1, above, np.full(m, math.inf))
-            b_low, _ = search.child_bound(lag, low_child)
-            b_high, _ = search.child_bound(lag, high_child)
+            b_low, _ = search.bounding.child(lag, low_child)
+            b_high, _ = search.bounding.child(lag, high_child)
             holds = b_low if levels[i] <= cut else b_high
             assert holds <= want * (1 + 1e-9) + 1e-9
             assert min(b_low, b_high) <= want * (1 + 1e-9) + 1e-9

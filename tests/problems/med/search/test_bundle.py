@@ -12,6 +12,7 @@ from mel_opt.api import parse_instance, solve
 from mel_opt.problems.med.generate import generate
 from mel_opt.problems.med.latency import budget_can_bind, coefficients
 from mel_opt.problems.med.search import branch_and_bound, bundle
+from mel_opt.problems.med.search.bounding import floor_levels
 from mel_opt.problems.med.search.evaluate import Evaluator
 from mel_opt.problems.med.search.lagrangian import Lagrangian, Node
 from mel_opt.problems.med.search.local import local_search
@@ -20,7 +21,7 @@ from mel_opt.problems.med.search.local import local_search
 def _root(inst):
     coef = coefficients(inst)
     lag = Lagrangian(inst, coef, budget_can_bind(inst),
-                     branch_and_bound._floor_levels(inst, coef), math.inf)
+                     floor_levels(inst, coef), math.inf)
     node = Node(np.full(inst.n_learners, -1, dtype=np.int64),
                 np.zeros((inst.n_tasks, inst.n_learners), dtype=bool),
                 np.zeros(inst.n_learners), 0.0)
@@ -138,9 +139,9 @@ def test_child_bounds_from_the_warm_bundle_are_valid(seed, random_doc, brute_for
     doc = random_doc(rng, int(rng.integers(3, 6)), 2)
     inst = parse_instance(doc)
     coef = coefficients(inst)
-    search = branch_and_bound._Search(inst, coef, None)
+    search = branch_and_bound.BranchAndBound(inst, coef, None)
     _, lag, root = _root(inst)
-    got, _ = search.root(lag, root, math.inf)
+    got, _ = search.bounding.root(lag, root, math.inf)
     want = brute_force(doc)
     if not math.isfinite(want):
         return
@@ -156,9 +157,9 @@ def test_child_bounds_from_the_warm_bundle_are_valid(seed, random_doc, brute_for
             bar[i, j] = True
             for child in (Node(fixed, barred, root.mu.copy(), root.lam, 1),
                           Node(root.fixed.copy(), bar, root.mu.copy(), root.lam, 1)):
-                b, _ = search.child_bound(lag, child)
+                b, _ = search.bounding.child(lag, child)
                 opt = _node_optimum(inst, child)
                 assert b <= opt * (1 + 1e-9) + 1e-9
                 # the child's master, rounded and polished: never below the optimum
-                search.polish_master(lag)
+                search.best_first().polish_master(lag)
                 assert search.best.value >= want * (1 - 1e-9)

@@ -15,7 +15,10 @@ import pytest
 from mel_opt.api import parse_instance, solve
 from mel_opt.problems.med.generate import generate
 from mel_opt.problems.med.latency import coefficients
-from mel_opt.problems.med.search import branch_and_bound, companion, exchange
+from mel_opt.problems.med.search import branch_and_bound, bundle, companion, exchange
+from mel_opt.problems.med.search.bounding import floor_levels
+from mel_opt.problems.med.search.companion_search import CompanionSearch
+from mel_opt.problems.med.search.local import greedy
 from mel_opt.problems.med.search.types import parts_of
 
 # Linux's fork; the tests that start a companion force it (pytest-timeout's thread, or Ray
@@ -77,13 +80,13 @@ def test_a_mailbox_read_never_mixes_two_writes():
 
 def _search(seed: int = 5):
     inst = parse_instance(generate("hetero", learners=40, tasks=5, seed=seed))
-    return branch_and_bound._Search(inst, coefficients(inst), None)
+    return branch_and_bound.BranchAndBound(inst, coefficients(inst), None)
 
 
 def test_the_parent_values_what_it_receives_itself():
     search = _search()
     swap = exchange.Exchange(_FakeBox(None, None), search.best, search.ev)
-    start = branch_and_bound.greedy(search.ev)
+    start = greedy(search.ev)
     excess, true_value, _ = search.ev.value(parts_of(start, search.m))
     assert excess == 0
     # a claim lower than the truth is kept at the true value
@@ -149,7 +152,7 @@ def test_a_companion_that_hangs_or_dies_costs_the_parent_nothing(two_cores, monk
 
     inst = parse_instance(generate("hetero", learners=40, tasks=5, seed=5))
     for broken in (hang, die):
-        monkeypatch.setattr(branch_and_bound._Search, "_take_root", broken)
+        monkeypatch.setattr(CompanionSearch, "take_root", broken)
         t = time.perf_counter()
         res = solve(inst, "exact", time_limit=4)
         assert time.perf_counter() - t < 60  # the hang would be endless
@@ -189,18 +192,17 @@ def test_companion_work_publishes_improvements_and_takes_the_parents(monkeypatch
 
     inst = parse_instance(generate("hetero", learners=40, tasks=5, seed=5))
     coef = coefficients(inst)
-    search = branch_and_bound._Search(inst, coef, 3.0)
-    start = branch_and_bound.greedy(search.ev)
-    lag = Lagrangian(inst, coef, search.ev.binds, branch_and_bound._floor_levels(inst, coef),
-                     math.inf)
+    search = branch_and_bound.BranchAndBound(inst, coef, 3.0)
+    start = greedy(search.ev)
+    lag = Lagrangian(inst, coef, search.ev.binds, floor_levels(inst, coef), math.inf)
     m, n = inst.n_tasks, inst.n_learners
     root = Node(np.full(n, -1, dtype=np.int64), np.zeros((m, n), dtype=bool), np.zeros(n), 0.0)
-    root_bound, cover = search.root(lag, root, math.inf)
+    root_bound, cover = search.bounding.root(lag, root, math.inf)
     parent_value = 46.2  # a made-up claim: the companion values the allocation itself
-    rounding = branch_and_bound.bundle.rounded_assignment(lag, search.columns, 10.0)
+    rounding = bundle.rounded_assignment(lag, search.bounding.columns, 10.0)
     box = _FakeBox((parent_value, start), start,
-                   (root_bound, [rounding, search.cover_assignment(cover)]))
-    search.companion_work(box, start, float(branch_and_bound._floor_levels(inst, coef).sum()))
+                   (root_bound, [rounding, search.primal.cover_assignment(cover)]))
+    CompanionSearch(search.primal).run(box, start, float(floor_levels(inst, coef).sum()))
     assert box.root is None  # the root's hand-over was taken
     assert box.published
     values = [v for v, _ in box.published]

@@ -12,6 +12,7 @@ from mel_opt.api import parse_instance, solve
 from mel_opt.problems.med.generate import generate
 from mel_opt.problems.med.latency import budget_can_bind, coefficients
 from mel_opt.problems.med.search import branch_and_bound, bundle, companion
+from mel_opt.problems.med.search.bounding import floor_levels
 from mel_opt.problems.med.search.lagrangian import Lagrangian, Node
 from mel_opt.problems.med.search.search_stats import SearchStats
 from mel_opt.solvers import highs
@@ -74,7 +75,7 @@ def test_an_ascent_ends_where_the_box_lp_stops_and_says_why(why, monkeypatch, ti
     inst, _ = tiny_case(301)
     coef = coefficients(inst)
     lag = Lagrangian(inst, coef, budget_can_bind(inst),
-                     branch_and_bound._floor_levels(inst, coef), math.inf)
+                     floor_levels(inst, coef), math.inf)
     node = Node(np.full(inst.n_learners, -1, dtype=np.int64),
                 np.zeros((inst.n_tasks, inst.n_learners), dtype=bool),
                 np.zeros(inst.n_learners), 0.0)
