@@ -199,9 +199,12 @@ def test_companion_work_publishes_improvements_and_takes_the_parents(monkeypatch
     root = Node(np.full(n, -1, dtype=np.int64), np.zeros((m, n), dtype=bool), np.zeros(n), 0.0)
     root_bound, cover = search.bounding.root(lag, root, math.inf)
     parent_value = 46.2  # a made-up claim: the companion values the allocation itself
+    # the root's starting points as the mailboxes hand them over: the master's rounding
+    # only when the master LP gave a point (how many columns the root's share of the 3 s
+    # made, and so whether the master fits the budget, depends on the machine's speed)
     rounding = bundle.rounded_assignment(lag, search.bounding.columns, 10.0)
-    box = _FakeBox((parent_value, start), start,
-                   (root_bound, [rounding, search.primal.cover_assignment(cover)]))
+    starts = ([] if rounding is None else [rounding]) + [search.primal.cover_assignment(cover)]
+    box = _FakeBox((parent_value, start), start, (root_bound, starts))
     CompanionSearch(search.primal).run(box, start, float(floor_levels(inst, coef).sum()))
     assert box.root is None  # the root's hand-over was taken
     assert box.published
