@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mel_opt.problems.work import WorkClock
+
 __all__ = [
     "ADAPT_POLICIES",
     "Adaptation",
@@ -39,6 +41,7 @@ __all__ = [
     "LiveReport",
     "Reply",
     "RunContext",
+    "WorkClock",
     "sample_bytes",
     "weighted_average",
 ]
@@ -409,6 +412,12 @@ class LearningCycle(abc.ABC):
     #: Numbers of :meth:`live_feedback`'s record drawn over the rounds in a live run's figure
     #: (record key -> label; adaptive-tau: the tau of each round).
     plotted: Mapping[str, str] = {}
+    #: The allocation's own numbers the plans report (the keys of ``LearnerPlan.columns``), in
+    #: the order a live run's ``rounds.csv`` shows them after the generic columns.
+    columns: tuple[str, ...] = ()
+    #: True when a live run can take the plans' transfer times from what the replies measured
+    #: (``--transfers measured``, :meth:`live_transfers`); False: the file's model only.
+    measured_transfers: bool = False
 
     def check(self, inst: Any, scheme: str, solution: Mapping[str, Any] | None) -> None:  # noqa: B027
         """Refuse an allocation this cycle cannot train (UsageError); default: accept all."""
@@ -463,6 +472,20 @@ class LearningCycle(abc.ABC):
         w = np.array([weight[r.learner] for r in replies], dtype=float)
         duration, truancy, late = self.close(plan, replies)
         return Aggregate(weighted_average(models, w), duration, truancy, late)
+
+    # -- fixed work: the field's alternatives (mel_opt.schemes) ------------------------------
+    def work_clock(self, inst: Any) -> WorkClock | None:
+        """What a fixed local work over an equal share of the data costs each learner of
+        ``inst`` (:class:`~mel_opt.problems.work.WorkClock`). None (the default): the problem's
+        model gives no time for such work, and only its own methods' allocations run."""
+        return None
+
+    def work_samples(self, inst: Any, clock: WorkClock, dataset_size: int,
+                     sample_bytes: float = 0.0) -> int:
+        """Training samples of one learner's equal share (``clock.share`` in the problem's
+        unit) for a training set of ``dataset_size`` samples of ``sample_bytes`` each; default:
+        the share is in samples."""
+        return max(1, int(round(clock.share)))
 
     # -- live runs (mel_opt.live) -------------------------------------------------------------
     def live_instance(self, inst: Any, learners: np.ndarray, seconds: np.ndarray,
@@ -536,10 +559,12 @@ class LearningCycle(abc.ABC):
         ``rate_Bps``, its effective link rate where samples were shipped; NaN where nothing
         was measured yet, where the file's value stays.
 
+        Called only where :attr:`measured_transfers` is True.
+
         Returns
         -------
         instance or None
-            None (the default): the problem has no rule for it, and such a run is refused.
+            None (the default): the problem has no rule for it.
         """
         return None
 

@@ -98,6 +98,7 @@ class AdaptiveTauCycle(LearningCycle):
     has_deadline = False  # the control rule keeps a budget, not a per-round deadline
     learner_side = GradientStatistics()
     plotted = {"tau": "tau"}
+    columns = ("tau", "aggregation_s")
 
     def live_learners(self, inst: AdaptiveTauInstance, nodes: int | None) -> int:
         return int(nodes) if nodes else DEFAULT_NODES

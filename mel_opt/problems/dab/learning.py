@@ -34,6 +34,7 @@ from mel_opt.problems.learning import (
     LearnerSide,
     LearningCycle,
     RunContext,
+    WorkClock,
 )
 from mel_opt.problems.messages import TrainOrder
 
@@ -91,6 +92,8 @@ class DabCycle(LearningCycle):
     each learner decides its own a_k (:class:`DabLearner`)."""
 
     learner_side = DabLearner()
+    columns = ("shards", "tau")
+    measured_transfers = True
 
     def data_shares(self, inst: DabInstance, scheme: str, solution: Mapping[str, Any] | None,
                     dataset_size: int) -> np.ndarray:
@@ -114,6 +117,33 @@ class DabCycle(LearningCycle):
                         columns={"shards": int(a[i]), "tau": int(mu[i])})
             for i, k in enumerate(used))
         return CyclePlan(plans, deadline_s=float(inst.deadline))
+
+    # -- fixed work (the field's alternatives) ---------------------------------------------
+    def work_clock(self, inst: DabInstance) -> WorkClock:
+        """An equal share is a = S / K shards of the S the population holds (``total_shards``,
+        or the shards Eq. (3.5) places where the file gives none), so learner k is busy
+        eta_k = (Omega_m + Omega_d a) / b_k + p a / c_k + Omega_m / b_k for p passes (Eq.
+        (3.1)-(3.4)); the budget is the deadline D, the passes the problem's mu, and each time
+        varies from run to run by the learner's ``time_cv``."""
+        c = np.asarray(inst.train_rate, dtype=float)
+        b = np.asarray(inst.bandwidth, dtype=float)
+        S = inst.total_shards
+        if S is None:
+            S = int(np.asarray(shard_bound(float(inst.deadline), int(inst.iterations),
+                                           float(inst.model_bytes), float(inst.shard_bytes),
+                                           c, b)).sum())
+        a = max(float(S), 1.0) / inst.K
+        fixed = (2.0 * float(inst.model_bytes) + float(inst.shard_bytes) * a) / b  # (3.1), (3.3)
+        per = a / c  # Eq. (3.2) per pass
+        return WorkClock(float(inst.deadline), per, fixed, float(inst.iterations),
+                         np.asarray(inst.time_cv, dtype=float), share=a)
+
+    def work_samples(self, inst: DabInstance, clock: WorkClock, dataset_size: int,
+                     sample_bytes: float = 0.0) -> int:
+        """The share's a shards of the data set's samples per shard (as a learner's brief,
+        :meth:`learner_config`, counts them)."""
+        per_shard = int(self.learner_config(inst, 0, dataset_size, sample_bytes)["per_shard"])
+        return max(1, int(round(clock.share * per_shard)))
 
     # -- live runs: decentralised, as the thesis runs DAB (Algorithm 10) --------------------
     def link_rates(self, inst: DabInstance, model_bytes: float) -> np.ndarray:

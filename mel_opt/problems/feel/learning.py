@@ -127,6 +127,7 @@ class FeelCycle(LearningCycle):
 
     schemes = TRAINING_ONLY
     has_deadline = False  # the round latency is what the allocation achieves, not a deadline
+    columns = ("batch",)
 
     def configure_cycle(self, inst: FeelInstance, ctx: RunContext, cycle: int) -> CyclePlan:
         if ctx.scheme in ("individual", "random-batch"):  # their plan changes every round

@@ -38,6 +38,7 @@ class MedCycle(LearningCycle):
     models averaged by d_ij, every learner judged by its task's deadline."""
 
     emulated = False
+    columns = ("task", "shards", "tau")
 
     def tasks(self, inst: MedInstance) -> int:
         return int(inst.n_tasks)

@@ -28,9 +28,11 @@ from mel_opt.problems.learning import (
     LearnerPlan,
     LearningCycle,
     RunContext,
+    WorkClock,
 )
 from mel_opt.problems.mel_async.instance import MelAsyncInstance
 from mel_opt.problems.mel_async.windows import upper_d
+from mel_opt.problems.work import median_fit
 
 #: Bisection steps of the least cycle clock (each halves the bracket: far below a float's
 #: resolution of any T).
@@ -46,6 +48,9 @@ def _allocation(solution: Mapping[str, Any] | None) -> tuple[np.ndarray, np.ndar
 
 class MelAsyncCycle(LearningCycle):
     """tau_k passes over d_k samples per learner, averaged by d_k, every T seconds."""
+
+    columns = ("d", "tau")
+    measured_transfers = True
 
     def check(self, inst: MelAsyncInstance, scheme: str,
               solution: Mapping[str, Any] | None) -> None:
@@ -72,6 +77,18 @@ class MelAsyncCycle(LearningCycle):
                         columns={"d": int(d[k]), "tau": int(tau[k])})
             for k in range(inst.K))
         return CyclePlan(plans, duration_s=float(inst.cycle_time))
+
+    def work_clock(self, inst: MelAsyncInstance) -> WorkClock:
+        """An equal share is u = d / K of the d samples of a cycle, so p passes cost
+        t_k = C2_k p u + C1_k u + C0_k (Eq. (5): computation C2_k p u, transfers C1_k u + C0_k);
+        the budget is the cycle clock T. The paper's model fixes no local work: the passes
+        are what the median learner fits in T."""
+        u = float(inst.total_samples) / inst.K
+        per = np.asarray(inst.c2, dtype=float) * u
+        fixed = np.asarray(inst.c1, dtype=float) * u + np.asarray(inst.c0, dtype=float)
+        T = float(inst.cycle_time)
+        return WorkClock(T, per, fixed, max(1.0, median_fit(T, fixed, per)), share=u,
+                         passes_fitted=True)
 
     def link_rates(self, inst: MelAsyncInstance, model_bytes: float) -> np.ndarray:
         """R_k such that the live model crosses down and up in the file's C0_k = 2 P_m S_m /

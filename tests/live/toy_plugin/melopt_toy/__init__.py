@@ -6,7 +6,10 @@ gives each the most that fits, d_k = floor(T / s_k) (optimal for the sum: the le
 independent); ``equal`` gives every learner the slowest one's amount. Its learners do one thing
 beyond training (:class:`ToyLearner`): they report the loss of the model they received, and the
 server records the mean of those losses each round (:meth:`ToyCycle.live_feedback`), which the
-live figure draws (``plotted``).
+live figure draws (``plotted``). Each plan reports a column of the toy's own, ``spare_s``
+(T - s_k d_k: the learner's idle time in the cycle). Its learning cycle declares a work clock
+(an equal share of the slowest learner's samples, one pass each), so every scheme of the
+registry runs on it in the arena and live.
 
 Registered through the entry-point group ``mel_opt.problems`` by the test, never by mel_opt:
 the test shows that ``melopt train`` and ``melopt live`` take a new problem with no edit
@@ -34,6 +37,7 @@ from mel_opt.problems.learning import (
     LearningCycle,
     LiveReport,
     RunContext,
+    WorkClock,
 )
 from mel_opt.result import SolverInfo, Verification
 from mel_opt.status import TerminationCondition
@@ -107,15 +111,24 @@ class ToyLearner(LearnerSide):
 class ToyCycle(LearningCycle):
     learner_side = ToyLearner()
     plotted = {"start_loss": "loss before training"}
+    columns = ("d", "spare_s")
     # live, no learner is judged late: the test's rounds run on a machine that may be busy
     has_deadline = False
 
     def configure_cycle(self, inst: ToyInstance, ctx: RunContext, cycle: int) -> CyclePlan:
         d = ctx.solution["d"]
         plans = tuple(LearnerPlan(k, samples=int(d[k]), passes=1, weight=float(d[k]),
-                                  predicted_s=inst.seconds[k] * d[k], columns={"d": int(d[k])})
+                                  predicted_s=inst.seconds[k] * d[k],
+                                  columns={"d": int(d[k]),
+                                           "spare_s": inst.cycle_time - inst.seconds[k] * d[k]})
                       for k in range(inst.K))
         return CyclePlan(plans, deadline_s=inst.cycle_time)
+
+    def work_clock(self, inst: ToyInstance) -> WorkClock:
+        """An equal share: the samples the slowest learner fits in T, one pass each."""
+        share = float(min(_most(inst)))
+        per = np.asarray(inst.seconds, dtype=float) * share
+        return WorkClock(inst.cycle_time, per, np.zeros(inst.K), 1.0, share=share)
 
     def live_instance(self, inst: ToyInstance, learners: np.ndarray, seconds: np.ndarray,
                       dataset_size: int) -> ToyInstance:
