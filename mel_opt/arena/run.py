@@ -9,21 +9,22 @@ as ``melopt train`` does), then runs every (scheme, seed): each starts from
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from mel_opt import api
-from mel_opt.arena.clock import work_clock
-from mel_opt.arena.runner import Run, allocation_run, fedbuff_run, sync_run
+from mel_opt.arena.runner import Run, allocation_run, buffered_run, rounds_run
 from mel_opt.arena.settings import ALTERNATIVES, ArenaSettings
 from mel_opt.blas import blas_threads
 from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems import get_problem
 from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
+from mel_opt.problems.work import WorkClock
+from mel_opt.schemes import ALLOCATION, SCHEMES, Loop, SchemeSpec
 from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import make_pools, parse_partition, proportional_sizes
@@ -64,8 +65,14 @@ class ArenaRun:
 
 
 def default_schemes(problem: str) -> tuple[str, ...]:
-    """The problem's default method, then the four alternatives."""
+    """The problem's default method, then the alternatives."""
     return (get_problem(problem).default_method, *ALTERNATIVES)
+
+
+def scheme_of(problem: str, name: str) -> SchemeSpec:
+    """The registry's scheme behind the arena's scheme ``name``: a method of ``problem`` is
+    mel_opt's allocation under that method."""
+    return ALLOCATION if name in api.methods(problem)[problem] else SCHEMES[name]
 
 
 def _check(problem: str, s: ArenaSettings) -> tuple[str, ...]:
@@ -86,6 +93,18 @@ def _cycle(problem: str) -> LearningCycle:
     return cycle
 
 
+def work_clock(inst: Instance) -> WorkClock:
+    """The work clock of ``inst``'s problem (its learning cycle's declaration), or UsageError:
+    the arena times every scheme by it."""
+    problem = api.problem_of(inst)
+    cycle = get_problem(problem).learning
+    clock = None if cycle is None else cycle.work_clock(inst)
+    if clock is None:
+        raise UsageError(f"the arena needs a problem whose learning cycle declares a work "
+                         f"clock (a time for any fixed local work); {problem!r} declares none")
+    return clock
+
+
 def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, s: ArenaSettings, scheme: str,
          seed: int, solution: dict[str, Any] | None, horizon: float) -> list[dict[str, Any]]:
     """The rows of one (scheme, seed) run."""
@@ -98,14 +117,18 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, s: ArenaSettings, sc
                        ds.classes, rng)
     init = init_params(layers_for(s.model, ds.features, ds.classes), seed, ds.x_train.dtype)
     run = Run(ds, init, pools, work_clock(inst), s, rng, horizon, s.threads or 1)
-    if solution is not None:
+    spec = scheme_of(api.problem_of(inst), scheme)
+    rows: Iterable[dict[str, Any]]
+    if spec.loop is Loop.ALLOCATION:
+        assert solution is not None
         ctx = RunContext(scheme, solution, seed, np.array([p.size for p in pools]), {},
                          sample_bytes=sample_bytes(ds.features))
         rows = allocation_run(run, cycle, inst, ctx)
-    elif scheme == "fedbuff":
-        rows = fedbuff_run(run)
+    elif spec.loop is Loop.BUFFERED:
+        rows = buffered_run(run, spec)
     else:
-        rows = sync_run(run, scheme)
+        assert spec.policy is not None
+        rows = rounds_run(run, spec.policy(run))
     out: list[dict[str, Any]] = []
     for r in rows:
         if r["time_s"] > horizon and out:  # past the horizon: not part of the comparison
@@ -148,7 +171,7 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
     out = ArenaRun(inst.name, problem, settings, schemes, horizon)
     solutions: dict[str, dict[str, Any]] = {}
     for scheme in schemes:
-        if scheme in ALTERNATIVES:
+        if scheme_of(problem, scheme).loop is not Loop.ALLOCATION:
             continue
         res = api.solve(inst, scheme, time_limit=settings.time_limit, seed=0)
         if not res.ok:

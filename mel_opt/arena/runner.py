@@ -2,15 +2,20 @@
 
 Every (scheme, seed) run starts from the same model (``init_params(layers, seed)``), the same
 data set and partition rule, learning rate and minibatch, and reads each learner's time from
-the instance's own model (:mod:`mel_opt.arena.clock`). What differs is what the scheme does:
+the instance's own model (the problem's work clock, :class:`~mel_opt.problems.work.WorkClock`).
+What differs is the scheme (:mod:`mel_opt.schemes`), and each loop is written once:
 
-- a method of the problem (mel-async ``exact``, dab ``dab``...) is trained exactly as the
-  emulator trains it (:func:`mel_opt.training.emulate.run_cycles`, the same random draws in
-  the same order, so its curve is ``melopt train``'s): learners hold the data their
-  allocation gives them and run its plan every cycle;
-- the alternatives hold equal shares of the data (split by the same partition rule) and run
-  synchronous rounds (:func:`sync_run`: deadline, oort, fedprox) or the asynchronous buffer
-  (:func:`fedbuff_run`).
+- mel_opt's allocation (a method of the problem: mel-async ``exact``, dab ``dab``...) is the
+  emulator's own cycle loop (:func:`mel_opt.training.emulate.run_cycles`, the same random
+  draws in the same order, so its curve is ``melopt train``'s) with an observer that counts
+  the bytes moved and the idle learner-seconds: learners hold the data their allocation gives
+  them and run its plan every cycle (:func:`allocation_run`);
+- the alternatives hold equal shares of the data (split by the same partition rule): a
+  synchronous scheme's rounds ask its :class:`~mel_opt.schemes.base.RoundPolicy` who is
+  invited, what each does and who is kept (:func:`rounds_run`); FedBuff is the server loop of
+  :func:`mel_opt.schemes.fedbuff.run`, the same that serves live learners, here on the
+  virtual clock's learners (:class:`~mel_opt.arena.virtual.VirtualWorkers`,
+  :func:`buffered_run`).
 
 Each run runs until its clock passes the horizon (``cycles`` round budgets) and yields rows of
 the cumulative state after every aggregation: virtual time, validation loss and accuracy,
@@ -21,7 +26,6 @@ end of its round; an asynchronous learner never waits).
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,21 +33,21 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.arena.clock import WorkClock
-from mel_opt.arena.deadline import close_round, invited
-from mel_opt.arena.fedbuff import FedBuffBuffer
-from mel_opt.arena.fedprox import fitting_work, prox_sgd
-from mel_opt.arena.oort import OortParams, OortSelector, statistical_utility
 from mel_opt.arena.settings import ArenaSettings
 from mel_opt.errors import UsageError
-from mel_opt.problems.learning import LearningCycle, Reply, RunContext
+from mel_opt.problems.learning import CyclePlan, LearningCycle, RunContext, weighted_average
+from mel_opt.problems.work import WorkClock
+from mel_opt.schemes.base import RoundPolicy, SchemeSpec
+from mel_opt.schemes.fedprox import prox_sgd
+from mel_opt.schemes.oort import statistical_utility
 from mel_opt.training.data import Dataset
-from mel_opt.training.emulate import emulated_seconds
+from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.local import broadcast, evaluate, local_sgd, make_schedule
 from mel_opt.training.mlp import Params, output_loss, stacked_forward
 from mel_opt.training.partition import draw
 
-__all__ = ["Run", "allocation_run", "fedbuff_run", "model_bytes", "sync_run"]
+__all__ = ["MAX_STEPS", "Run", "allocation_run", "buffered_run", "model_bytes", "rounds_run",
+           "train_from"]
 
 #: A run stops after this many aggregations whatever its clock says (a guard against rounds
 #: that take no time).
@@ -52,7 +56,8 @@ MAX_STEPS = 100_000
 
 @dataclass
 class Run:
-    """What every scheme's run reads: data, start, pools, clock and settings."""
+    """What every scheme's run reads: data, start, pools, clock and settings (the
+    :class:`~mel_opt.schemes.base.RoundContext` of a synchronous scheme's policy)."""
 
     data: Dataset
     init: Params
@@ -79,6 +84,22 @@ class Run:
         s = self.settings.passes
         return float(s) if s is not None else self.clock.passes
 
+    @property
+    def options(self) -> ArenaSettings:
+        return self.settings
+
+    def utilities(self, model: Params, learners: np.ndarray) -> np.ndarray:
+        """Oort's statistical utility of each learner: its samples' losses at ``model``."""
+        x, y = self.data.x_train, self.data.y_train
+        stacked = [a[None] for a in model]
+        out = []
+        for k in learners:
+            rows = self.pools[int(k)]
+            scores = stacked_forward(stacked, x[rows][None])[-1]
+            out.append(statistical_utility(
+                output_loss(stacked).losses(scores, y[rows][None])[0]))
+        return np.array(out)
+
 
 def model_bytes(model: Params) -> float:
     """Bytes of one copy of the model as sent (its arrays' bytes)."""
@@ -101,8 +122,8 @@ def _work(run: Run, learners: np.ndarray,
     return samples, np.array(whole, dtype=np.int64)
 
 
-def _train(run: Run, model: Params, learners: np.ndarray, passes: np.ndarray,
-           mu: float = 0.0) -> tuple[Params, np.ndarray]:
+def train_from(run: Run, model: Params, learners: np.ndarray, passes: np.ndarray,
+               mu: float = 0.0) -> tuple[Params, np.ndarray]:
     """The learners' local models from ``model`` (stacked) and their sample counts."""
     s = run.settings
     samples, whole = _work(run, learners, passes)
@@ -116,152 +137,75 @@ def _train(run: Run, model: Params, learners: np.ndarray, passes: np.ndarray,
     return trained, np.array([a.size for a in samples], dtype=float)
 
 
-def _average(models: Params, weights: np.ndarray) -> Params:
-    w = np.asarray(weights, dtype=float) / float(np.sum(weights))
-    return [np.tensordot(w, a, axes=(0, 0)).astype(a.dtype) for a in models]
-
-
-def _utilities(run: Run, model: Params, learners: np.ndarray) -> np.ndarray:
-    """Oort's statistical utility of each learner: its samples' losses at ``model``."""
-    x, y = run.data.x_train, run.data.y_train
-    stacked = [a[None] for a in model]
-    out = []
-    for k in learners:
-        rows = run.pools[int(k)]
-        scores = stacked_forward(stacked, x[rows][None])[-1]
-        out.append(statistical_utility(output_loss(stacked).losses(scores, y[rows][None])[0]))
-    return np.array(out)
-
-
-def sync_run(run: Run, scheme: str) -> Iterator[dict[str, Any]]:
-    """Synchronous rounds of ``deadline``, ``oort`` or ``fedprox`` until the horizon."""
-    s, clock = run.settings, run.clock
+def rounds_run(run: Run, policy: RoundPolicy) -> Iterator[dict[str, Any]]:
+    """Synchronous rounds of ``policy``'s scheme until the horizon: each round the policy
+    invites, sets the work, closes the round on the noisy times and learns from the kept
+    learners; the kept learners' models are averaged by their samples."""
+    clock = run.clock
     model = [a.copy() for a in run.init]
     mb = model_bytes(model)
     t = moved = idle = 0.0
-    selector = None
-    if scheme == "oort":
-        selector = OortSelector(clock.seconds(np.arange(clock.K), run.passes),
-                                OortParams(alpha=s.alpha), run.rng)
     yield run.row(0, t, model, moved, idle)
     r = 0
     while t < run.horizon_s and r < MAX_STEPS:
         r += 1
-        exploited = np.empty(0, dtype=np.int64)
-        if selector is not None:
-            n = min(clock.K, math.ceil(s.overcommit * run.m - 1e-9))
-            exploited, explored = selector.select(n, r)
-            ids = np.union1d(exploited, explored)
-        elif scheme == "deadline":
-            ids = invited(run.rng, clock.K, run.m, s.overcommit)
-        else:  # fedprox: m at random, each does what fits
-            ids = invited(run.rng, clock.K, run.m)
-        if scheme == "fedprox":
-            passes = fitting_work(run.passes, clock.per_pass_s[ids], clock.fixed_s[ids],
-                                  clock.budget_s)
-        else:
-            passes = np.full(ids.size, run.passes)
+        ids, exploited = policy.invite(r)
+        passes = policy.work(ids)
         times = clock.noisy(ids, clock.seconds(ids, passes), run.rng)
-        if scheme == "fedprox":
-            kept = passes > 0
-            duration = float(times[kept].max()) if kept.any() else clock.budget_s
-        else:
-            close = close_round(times, clock.budget_s, run.m)
-            kept, duration = close.kept, close.duration_s
+        close = policy.close(times, passes)
+        kept = close.kept
         moved += 2 * mb * ids.size
-        idle += float(np.clip(duration - times[kept], 0.0, None).sum())
+        idle += float(np.clip(close.duration_s - times[kept], 0.0, None).sum())
         if kept.any():
-            if selector is not None:
-                selector.update(ids[kept], _utilities(run, model, ids[kept]), r, exploited)
-            trained, n_k = _train(run, model, ids[kept], passes[kept],
-                                  s.mu if scheme == "fedprox" else 0.0)
-            model = _average(trained, n_k)
-        t += duration
+            policy.learned(model, ids[kept], r, exploited)
+            trained, n_k = train_from(run, model, ids[kept], passes[kept], policy.mu)
+            model = weighted_average(trained, n_k)
+        t += close.duration_s
         yield run.row(r, t, model, moved, idle)
 
 
-def fedbuff_run(run: Run) -> Iterator[dict[str, Any]]:
-    """FedBuff until the horizon: ``m`` learners training at once, a server step after every
-    ``buffer`` updates (:class:`~mel_opt.arena.fedbuff.FedBuffBuffer`).
+def buffered_run(run: Run, spec: SchemeSpec) -> list[dict[str, Any]]:
+    """An asynchronous scheme's server loop (``spec.serve``: FedBuff's) on the virtual
+    clock's learners until the horizon: ``m`` learners training at once, a row per server
+    step."""
+    from mel_opt.arena.virtual import VirtualWorkers
 
-    Learners started between two server steps all start from the same global model, so they
-    are trained together, when the first of them finishes or before the next step.
-    """
-    s, clock = run.settings, run.clock
-    model = [a.copy() for a in run.init]
-    mb = model_bytes(model)
-    buf = FedBuffBuffer(min(s.buffer, run.m), s.server_lr)
-    version, t, moved, seq = 0, 0.0, 0.0, 0
-    events: list[tuple[float, int, int, int]] = []  # (finish time, seq, learner, version)
-    untrained: list[int] = []  # started from the current model, not trained yet
-    deltas: dict[int, Params] = {}
-    busy = np.zeros(clock.K, dtype=bool)
+    assert spec.serve is not None
+    s = run.settings
+    workers = VirtualWorkers(run)
+    rows = [run.row(0, 0.0, run.init, 0.0, 0.0)]
 
-    def start(k: int, now: float) -> None:
-        nonlocal seq, moved
-        busy[k] = True
-        dt = clock.noisy(np.array([k]), clock.seconds(np.array([k]), run.passes), run.rng)
-        heapq.heappush(events, (now + float(dt[0]), seq, k, version))
-        seq += 1
-        moved += mb
-        untrained.append(k)
+    def on_step(step: Any, model: Params) -> None:
+        workers.stepped()
+        rows.append(run.row(step.version, workers.now, model, workers.moved, 0.0))
 
-    def train_started() -> None:
-        if untrained:
-            ids = np.array(untrained, dtype=np.int64)
-            trained, _ = _train(run, model, ids, np.full(ids.size, run.passes))
-            for i, k in enumerate(ids):
-                deltas[int(k)] = [a[i] - b for a, b in zip(trained, model, strict=True)]
-            untrained.clear()
-
-    yield run.row(0, t, model, moved, 0.0)
-    for k in run.rng.choice(clock.K, run.m, replace=False):
-        start(int(k), 0.0)
-    while events and t < run.horizon_s and version < MAX_STEPS:
-        t, _, k, v = heapq.heappop(events)
-        if k not in deltas:
-            train_started()
-        moved += mb
-        busy[k] = False
-        if buf.add(deltas.pop(k), version - v):
-            train_started()  # they started from the model about to change
-            model = [a.astype(run.init[i].dtype)
-                     for i, a in enumerate(buf.flush(model))]
-            version += 1
-            yield run.row(version, t, model, moved, 0.0)
-        start(int(run.rng.choice(np.flatnonzero(~busy))), t)
+    spec.serve(workers, range(run.clock.K), [a.copy() for a in run.init],
+               buffer=min(s.buffer, run.m), concurrency=run.m, steps=MAX_STEPS,
+               server_lr=s.server_lr, pick=workers.pick,
+               until=lambda: workers.now >= run.horizon_s, on_step=on_step)
+    return rows
 
 
 def allocation_run(run: Run, cycle: LearningCycle, inst: Any,
                    ctx: RunContext) -> Iterator[dict[str, Any]]:
-    """The method's allocation trained as the emulator trains it
-    (:func:`mel_opt.training.emulate.run_cycles`: the same draws in the same order), until
-    the horizon, with the bytes moved and the idle learner-seconds of each cycle."""
+    """The method's allocation trained by the emulator's own cycle loop
+    (:func:`mel_opt.training.emulate.run_cycles`: the same draws in the same order) until the
+    horizon, observed for the bytes moved and the idle learner-seconds of each cycle."""
     s = run.settings
-    x, y = run.data.x_train, run.data.y_train
-    model = [a.copy() for a in run.init]
-    mb = model_bytes(model)
-    t = moved = idle = 0.0
-    yield run.row(0, t, model, moved, idle)
-    c = 0
-    while t < run.horizon_s and c < MAX_STEPS:
-        c += 1
-        plan = cycle.configure_cycle(inst, ctx, c)
+    mb = model_bytes(run.init)
+    tally = {"bytes": 0.0, "idle_s": 0.0}
+
+    def observe(plan: CyclePlan, seconds: np.ndarray, duration_s: float) -> None:
         if plan.batch == 0 or not plan.restart:
             raise UsageError("the arena trains cycles whose learners take minibatch passes "
-                             "from the global model (mel-async, dab)")
-        ids = plan.learner_ids
-        samples = [draw(run.pools[k], int(n), run.rng)
-                   for k, n in zip(ids, plan.column("samples"), strict=True)]
-        batch = s.batch_size if plan.batch is None else plan.batch
-        sched = make_schedule(samples, plan.column("passes"), batch, run.rng, x.dtype)
-        trained = local_sgd(broadcast(model, ids.size), x, y, sched, s.lr * plan.lr_scale,
-                            run.threads)
-        seconds = emulated_seconds(plan, run.rng)
-        agg = cycle.aggregate(plan, [Reply(int(k), float(v))
-                                     for k, v in zip(ids, seconds, strict=True)], trained)
-        model = agg.model
-        moved += 2 * mb * ids.size
-        idle += float(np.clip(agg.duration_s - seconds, 0.0, None).sum())
-        t += agg.duration_s
-        yield run.row(c, t, model, moved, idle)
+                             "from the global model")
+        tally["bytes"] += 2 * mb * len(plan.learners)
+        tally["idle_s"] += float(np.clip(duration_s - seconds, 0.0, None).sum())
+
+    trainer = Trainer(run.data, run.init, s.lr, s.batch_size, run.threads)
+    for rec in run_cycles(trainer, cycle, inst, ctx, run.pools, None, run.rng,
+                          observe=observe):
+        yield {"step": rec.cycle, "time_s": rec.time_s, "loss": rec.loss,
+               "accuracy": rec.accuracy, **tally}
+        if rec.time_s >= run.horizon_s or rec.cycle >= MAX_STEPS:
+            return

@@ -12,13 +12,23 @@ deadline is kept.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_OVERCOMMIT", "RoundClose", "close_round", "invited"]
+from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
+from mel_opt.schemes.options import PARTICIPATION, PASSES
+from mel_opt.settings import Setting
+
+__all__ = ["DEFAULT_OVERCOMMIT", "OVERCOMMIT", "SPEC", "DeadlinePolicy", "RoundClose",
+           "close_round", "invited"]
 
 #: FedScale's default over-commitment (invite 1.3 m learners, keep the first m).
 DEFAULT_OVERCOMMIT = 1.3
+
+OVERCOMMIT = Setting(
+    "overcommit", float, DEFAULT_OVERCOMMIT, "deadline and oort invite this many times the "
+    "learners they aggregate and keep the first (FedScale's 1.3).", minimum=1.0)
 
 
 def invited(rng: np.random.Generator, K: int, m: int, overcommit: float = 1.0) -> np.ndarray:
@@ -40,22 +50,6 @@ def invited(rng: np.random.Generator, K: int, m: int, overcommit: float = 1.0) -
                          f"overcommit={overcommit}")
     n = min(K, math.ceil(overcommit * m - 1e-9))
     return np.sort(rng.choice(K, n, replace=False))
-
-
-class RoundClose:
-    """How a round ended: who is kept and how long it lasted.
-
-    Attributes
-    ----------
-    kept : ndarray of bool
-        Per invited learner (the order of ``times``): its update is aggregated.
-    duration_s : float
-        The round's length on the clock [s].
-    """
-
-    def __init__(self, kept: np.ndarray, duration_s: float) -> None:
-        self.kept = kept
-        self.duration_s = duration_s
 
 
 def close_round(times: np.ndarray, deadline: float, keep: int) -> RoundClose:
@@ -95,3 +89,32 @@ def close_round(times: np.ndarray, deadline: float, keep: int) -> RoundClose:
     # otherwise it waits until the deadline
     duration = float(t[first[-1]]) if in_time.size == first.size else float(deadline)
     return RoundClose(kept, duration)
+
+
+class DeadlinePolicy:
+    """Deadline dropping as a synchronous scheme: ``ceil(overcommit m)`` invited at random,
+    the same passes each, the first ``m`` within the budget kept."""
+
+    mu = 0.0
+
+    def __init__(self, ctx: RoundContext) -> None:
+        self.ctx = ctx
+
+    def invite(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        c = self.ctx
+        return invited(c.rng, c.clock.K, c.m, c.options.overcommit), np.empty(0, np.int64)
+
+    def work(self, invited: np.ndarray) -> np.ndarray:
+        return np.full(invited.size, self.ctx.passes)
+
+    def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
+        return close_round(times, self.ctx.clock.budget_s, self.ctx.m)
+
+    def learned(self, model: Any, kept: np.ndarray, r: int, exploited: np.ndarray) -> None:
+        pass
+
+
+SPEC = SchemeSpec(
+    "deadline", "FedAvg, fixed local work, round deadline, the late dropped (over-commitment)",
+    Loop.ROUNDS, options={"arena": (PARTICIPATION, OVERCOMMIT, PASSES)},
+    needs=("work_clock",), policy=DeadlinePolicy)

@@ -13,16 +13,43 @@ server learning rate ``eta_g``::
 
 (the paper's clients send ``w_start - w_local`` and the server subtracts; here deltas are
 ``w_local - w_start`` and are added, which is the same step).
+
+The server's loop (:func:`run`) is written once, against a small :class:`Workers` protocol:
+push work to a learner, pull what has come back, say what is late. Three implementations
+carry it: Flower's grid and the in-process learners of a live run
+(:class:`mel_opt.live.fedbuff.LiveWorkers` over either exchange), and the arena's virtual clock
+(:class:`mel_opt.arena.virtual.VirtualWorkers`). What the loop does with learners that fail:
+
+- a reply that cannot be used (a model of other shapes, non-finite numbers, a report that is
+  not believed) is ignored with its reason; the learner is idle again and gets new work;
+- an error reply (the node failed) sets the learner aside for the rest of the run;
+- work that has not come back by its deadline (:meth:`Workers.overdue`) is given up: the
+  learner is *missing* and frees its slot for another; if its reply comes later, it is
+  ignored (the slot was given away) and the learner is idle again.
 """
 
 from __future__ import annotations
 
-from typing import overload
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, overload
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["FedBuffBuffer", "staleness_weight"]
+from mel_opt.schemes.base import Loop, SchemeSpec
+from mel_opt.schemes.options import PARTICIPATION, PASSES
+from mel_opt.settings import Setting
+
+__all__ = ["PAPER_BUFFER", "SPEC", "FedBuffBuffer", "FedBuffOutcome", "Model", "Step", "Update",
+           "Workers", "default_buffer", "first_idle", "run", "staleness_weight"]
+
+Model = list[NDArray[np.floating]]
+#: A learner's answer as the loop reads it: its local model, why it cannot be used (text), or
+#: None for an error reply (the node failed).
+Update = Model | str | None
+#: FedBuff's buffer in the paper's experiments: ten updates per server step.
+PAPER_BUFFER = 10
 
 
 @overload
@@ -149,3 +176,211 @@ class FedBuffBuffer:
         self._sum = None
         self._count = 0
         return out
+
+
+class Workers(Protocol):
+    """What the loop needs of the learners: push work, pull what has come back, say what is
+    late."""
+
+    def push(self, node: int, model: Model, version: int) -> None:
+        """Send ``node`` the global ``model`` of ``version`` to train from."""
+
+    def pull(self) -> list[tuple[int, Update]]:
+        """Answers ready now: ``(node, update)`` (:data:`Update`)."""
+
+    def overdue(self) -> list[int]:
+        """Nodes whose work has not come back by its deadline (each reported once)."""
+
+
+@dataclass
+class Step:
+    """One server step: the version it made and the updates it holds."""
+
+    version: int
+    nodes: list[int]
+    staleness: list[int]
+
+
+@dataclass
+class FedBuffOutcome:
+    """What the loop did: the final model, its steps, the answers it ignored (node, why),
+    the learners it gave up waiting for, the most learners busy at once, and why it
+    stopped before its steps (None: it did not)."""
+
+    model: Model
+    steps: list[Step] = field(default_factory=list)
+    ignored: list[tuple[int, str]] = field(default_factory=list)
+    given_up: list[int] = field(default_factory=list)
+    most_busy: int = 0
+    stopped: str | None = None
+
+
+def _refusal(update: Update, model: Model) -> str | None:
+    """Why an answer cannot enter the buffer (``None`` when it can)."""
+    if update is None:
+        return "error reply"
+    if isinstance(update, str):
+        return update
+    if len(update) != len(model) or any(
+        np.shape(r) != m.shape for r, m in zip(update, model, strict=True)
+    ):
+        return "model of other shapes"
+    if not all(np.all(np.isfinite(r)) for r in update):
+        return "non-finite values"
+    return None
+
+
+def first_idle(idle: Sequence[int], n: int) -> list[int]:
+    """The default choice of the learners that start: the ``n`` idle the longest."""
+    return list(idle[:n])
+
+
+def default_buffer(concurrency: int) -> int:
+    """FedBuff's ``K`` when a run leaves it unset: the paper's 10, at most half the learners
+    training at once (so a step never waits for every one of them), at least 1."""
+    return max(1, min(PAPER_BUFFER, concurrency // 2))
+
+
+def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
+        concurrency: int, steps: int, server_lr: float = 1.0, max_polls: int = 10_000,
+        pick: Callable[[Sequence[int], int], list[int]] = first_idle,
+        until: Callable[[], bool] | None = None,
+        on_step: Callable[[Step, Model], None] | None = None,
+        on_reply: Callable[[int, int, int | None, str | None], None] | None = None
+        ) -> FedBuffOutcome:
+    """Run FedBuff until ``steps`` server steps, every learner failed, ``until`` says so, or
+    ``max_polls`` empty-handed polls in a row once every learner was given up.
+
+    The global model keeps the dtype of ``model``: each update is the learner's model minus
+    the model it started from, in that dtype, and the server step (computed in float64,
+    :class:`FedBuffBuffer`) is cast back.
+
+    Parameters
+    ----------
+    workers : Workers
+        Where work is pushed and answers pulled.
+    nodes : sequence of int
+        The learners' node ids, in the order they are first idle.
+    model : list of numpy.ndarray
+        The initial global model.
+    buffer, concurrency : int
+        ``K`` (updates per server step) and ``C`` (learners training at once), both >= 1.
+    steps : int
+        Server steps to take.
+    server_lr : float
+        ``eta_g`` of Algorithm 1.
+    max_polls : int
+        Polls in a row without any answer, while no learner is busy (every one given up),
+        after which the loop stops.
+    pick : callable
+        ``(idle, n) -> the n idle learners that start now`` (default :func:`first_idle`; the
+        arena draws them at random, as FedBuff's server samples its clients).
+    until : callable, optional
+        Checked before every pull: True ends the run (the arena's horizon of virtual time).
+    on_step : callable, optional
+        Called with each step and the new model (evaluation, the outputs' rounds).
+    on_reply : callable, optional
+        Called for every answer and every learner given up, with the node, the step its
+        update joins (the next version), its staleness (None where it was not taken) and
+        why it was not taken (None: taken; ``"missing"``: given up).
+    """
+    if buffer < 1 or concurrency < 1 or steps < 0:
+        raise ValueError("buffer and concurrency must be >= 1 and steps >= 0")
+    buf = FedBuffBuffer(buffer, server_lr)
+    dtypes = [np.asarray(m).dtype for m in model]
+    out = FedBuffOutcome(model=[np.array(m) for m in model])
+    version = 0
+    started: dict[int, tuple[int, Model]] = {}   # node -> (version, model it started from)
+    held: list[tuple[int, int]] = []
+    idle = [int(n) for n in nodes]
+    lost: set[int] = set()   # given up: a late answer brings them back
+    empty = 0
+
+    def tell(node: int, staleness: int | None, why: str | None) -> None:
+        if why is not None and why != "missing":
+            out.ignored.append((node, why))
+        if on_reply is not None:
+            on_reply(node, version + 1, staleness, why)
+
+    while len(out.steps) < steps:
+        if idle and len(started) < concurrency:
+            for n in pick(idle, min(len(idle), concurrency - len(started))):
+                idle.remove(n)
+                started[n] = (version, out.model)
+                workers.push(n, out.model, version)
+        out.most_busy = max(out.most_busy, len(started))
+        if not started and not lost:
+            out.stopped = "every learner failed"
+            break
+        if empty >= max_polls:
+            out.stopped = f"no reply in {max_polls} polls"
+            break
+        if until is not None and until():
+            break
+        answers = workers.pull()
+        # polls count while no learner is busy (busy ones are the workers' to report overdue)
+        empty = 0 if answers or started else empty + 1
+        for n in workers.overdue():
+            if n in started:
+                started.pop(n)
+                lost.add(n)
+                out.given_up.append(n)
+                tell(n, None, "missing")
+        for n, update in answers:
+            if n in lost:
+                lost.discard(n)
+                idle.append(n)
+                tell(n, None, "late: its work was given up and handed to another learner")
+                continue
+            if n not in started:
+                tell(n, None, "no work outstanding")
+                continue
+            v0, base = started.pop(n)
+            why = _refusal(update, base)
+            if update is not None:
+                idle.append(n)   # alive: new work (an error reply sets it aside)
+            if why is not None:
+                tell(n, None, why)
+                continue
+            assert update is not None and not isinstance(update, str)
+            held.append((n, version - v0))
+            tell(n, version - v0, None)
+            # delta = local model minus the model the learner started from (Algorithm 1)
+            delta: Model = [np.asarray(r, dtype=b.dtype) - b
+                            for r, b in zip(update, base, strict=True)]
+            if buf.add(delta, version - v0):
+                out.model = [a.astype(t) for a, t in
+                             zip(buf.flush(out.model), dtypes, strict=True)]
+                version += 1
+                step = Step(version, [h[0] for h in held], [h[1] for h in held])
+                held = []
+                out.steps.append(step)
+                if on_step is not None:
+                    on_step(step, out.model)
+                if len(out.steps) >= steps:
+                    break
+    return out
+
+
+# -- its declaration --------------------------------------------------------------------------
+#: The arena's buffer: the paper's 10, capped at the concurrency.
+ARENA_BUFFER = Setting("buffer", int, PAPER_BUFFER, "fedbuff's buffer: updates per server step "
+                       "(the paper's 10; at most the concurrency).", minimum=1)
+ARENA_SERVER_LR = Setting("server_lr", float, 1.0, "fedbuff's server learning rate.",
+                          minimum=0.0, minimum_open=True)
+LIVE_BUFFER = Setting("buffer", int, None, "FedBuff's K: updates per server step (--scheme "
+                      "fedbuff).", minimum=1, nullable=True,
+                      default_doc="the paper's 10, at most half the concurrency")
+LIVE_CONCURRENCY = Setting("concurrency", int, None, "FedBuff's C: learners training at once "
+                           "(--scheme fedbuff).", minimum=1, nullable=True,
+                           default_doc="every learner")
+LIVE_SERVER_LR = Setting("server_lr", float, 1.0, "FedBuff's server learning rate (--scheme "
+                         "fedbuff).", minimum=0.0, minimum_open=True)
+
+SPEC = SchemeSpec(
+    "fedbuff", "FedBuff: asynchronous, a server step every K updates, stale ones down-weighted",
+    Loop.BUFFERED,
+    options={"arena": (PARTICIPATION, PASSES, ARENA_BUFFER, ARENA_SERVER_LR),
+             "live": (LIVE_BUFFER, LIVE_CONCURRENCY, LIVE_SERVER_LR)},
+    needs=("work_clock",), engines=("arena", "live"), serve=run, columns=("staleness",),
+    label="fedbuff", title="FedBuff")

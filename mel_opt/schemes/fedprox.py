@@ -10,15 +10,25 @@ appendix: the best mu of {0.001, 0.01, 0.1, 1} on MNIST and FEMNIST).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
+from mel_opt.schemes.deadline import invited
+from mel_opt.schemes.options import PARTICIPATION, PASSES
+from mel_opt.settings import Setting
 from mel_opt.training.local import Schedule
 from mel_opt.training.mlp import Params, stacked_gradients
 
-__all__ = ["DEFAULT_MU", "fitting_work", "prox_gradient", "prox_sgd"]
+__all__ = ["DEFAULT_MU", "MU", "SPEC", "FedProxPolicy", "fitting_work", "prox_gradient",
+           "prox_sgd"]
 
 #: mu of the paper's MNIST and FEMNIST runs.
 DEFAULT_MU = 1.0
+
+MU = Setting("mu", float, DEFAULT_MU, "fedprox's proximal weight (the paper's MNIST value).",
+             minimum=0.0)
 
 
 def fitting_work(passes: float, per_pass_s: np.ndarray, fixed_s: np.ndarray,
@@ -96,3 +106,35 @@ def prox_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule, lr: 
     for o, a in zip(out, w, strict=True):
         o[order] = a
     return out
+
+
+class FedProxPolicy:
+    """FedProx as a synchronous scheme: ``m`` invited at random, each doing the passes that
+    fit its budget (none dropped), trained with the proximal term ``mu``."""
+
+    def __init__(self, ctx: RoundContext) -> None:
+        self.ctx = ctx
+        self.mu = float(ctx.options.mu)
+
+    def invite(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        c = self.ctx
+        return invited(c.rng, c.clock.K, c.m), np.empty(0, np.int64)
+
+    def work(self, invited: np.ndarray) -> np.ndarray:
+        clock = self.ctx.clock
+        return fitting_work(self.ctx.passes, clock.per_pass_s[invited], clock.fixed_s[invited],
+                            clock.budget_s)
+
+    def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
+        kept = passes > 0
+        duration = float(times[kept].max()) if kept.any() else self.ctx.clock.budget_s
+        return RoundClose(kept, duration)
+
+    def learned(self, model: Any, kept: np.ndarray, r: int, exploited: np.ndarray) -> None:
+        pass
+
+
+SPEC = SchemeSpec(
+    "fedprox", "FedProx: each learner does what fits the budget, proximal term mu",
+    Loop.ROUNDS, options={"arena": (PARTICIPATION, PASSES, MU)}, needs=("work_clock",),
+    policy=FedProxPolicy)

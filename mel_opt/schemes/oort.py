@@ -25,11 +25,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["OortParams", "OortSelector", "Pacer", "exploration_share", "preferred_duration",
-           "statistical_utility", "system_penalty", "temporal_bonus"]
+from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
+from mel_opt.schemes.deadline import OVERCOMMIT, close_round
+from mel_opt.schemes.options import PARTICIPATION, PASSES
+from mel_opt.settings import Setting
+
+__all__ = ["ALPHA", "SPEC", "OortParams", "OortPolicy", "OortSelector", "Pacer",
+           "exploration_share", "preferred_duration", "statistical_utility", "system_penalty",
+           "temporal_bonus"]
+
+ALPHA = Setting("alpha", float, 2.0, "oort's system penalty exponent (round_penalty).",
+                minimum=0.0)
 
 
 @dataclass(frozen=True)
@@ -192,3 +202,38 @@ class OortSelector:
         self.utility[ids] = u
         self.last[ids] = round_no
         self.pacer.record(float(u[np.isin(ids, exploited)].sum()))
+
+
+class OortPolicy:
+    """Oort as a synchronous scheme: ``ceil(overcommit m)`` picked by :class:`OortSelector`
+    (each learner's duration for the round's passes known in advance), the first ``m`` within
+    the budget kept, their statistical utilities recorded."""
+
+    mu = 0.0
+
+    def __init__(self, ctx: RoundContext) -> None:
+        self.ctx = ctx
+        clock = ctx.clock
+        self.selector = OortSelector(clock.seconds(np.arange(clock.K), ctx.passes),
+                                     OortParams(alpha=ctx.options.alpha), ctx.rng)
+
+    def invite(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        c = self.ctx
+        n = min(c.clock.K, math.ceil(c.options.overcommit * c.m - 1e-9))
+        exploited, explored = self.selector.select(n, r)
+        return np.union1d(exploited, explored), exploited
+
+    def work(self, invited: np.ndarray) -> np.ndarray:
+        return np.full(invited.size, self.ctx.passes)
+
+    def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
+        return close_round(times, self.ctx.clock.budget_s, self.ctx.m)
+
+    def learned(self, model: Any, kept: np.ndarray, r: int, exploited: np.ndarray) -> None:
+        self.selector.update(kept, self.ctx.utilities(model, kept), r, exploited)
+
+
+SPEC = SchemeSpec(
+    "oort", "Oort: learners picked by statistical utility x system penalty, with a pacer",
+    Loop.ROUNDS, options={"arena": (PARTICIPATION, OVERCOMMIT, PASSES, ALPHA)},
+    needs=("work_clock",), policy=OortPolicy)

@@ -13,7 +13,8 @@ clock is virtual: nothing here measures wall time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,10 +126,17 @@ def _averages(cycle: LearningCycle) -> bool:
     return type(cycle).aggregate is LearningCycle.aggregate
 
 
+#: ``observe(plan, seconds, duration_s)``: a cycle's plan, each of its learners' emulated busy
+#: time [s] and the cycle's length on the clock [s], after the cycle is aggregated.
+Observer = Callable[[CyclePlan, np.ndarray, float], None]
+
+
 def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
-               pools: list[np.ndarray], cycles: int,
-               rng: np.random.Generator) -> Iterator[CycleRecord]:
-    """Train ``cycles`` global cycles of ``inst``'s problem under ``ctx``'s allocation.
+               pools: list[np.ndarray], cycles: int | None,
+               rng: np.random.Generator,
+               observe: Observer | None = None) -> Iterator[CycleRecord]:
+    """Train ``cycles`` global cycles of ``inst``'s problem under ``ctx``'s allocation (None:
+    until the caller stops asking: the arena runs to a horizon of virtual time).
 
     Parameters
     ----------
@@ -140,16 +148,19 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
         The scheme, its solution, the seed and the local data set sizes.
     pools : list of K int arrays
         Training-set rows of each learner's local data.
-    cycles : int
+    cycles : int or None
     rng : numpy Generator
         Draws the samples of each cycle, the minibatch shuffles and the time noise.
+    observe : callable, optional
+        Called once per cycle before its record is yielded (:data:`Observer`): what the arena
+        counts beside the curve (bytes moved, idle learner-seconds).
     """
     x, y = tr.data.x_train, tr.data.y_train
     model = [a.copy() for a in tr.init]
     own: Params | None = None  # every learner's own model, where learners keep theirs
     t = 0.0
     yield tr.record(0, t, model)
-    for c in range(1, cycles + 1):
+    for c in (range(1, cycles + 1) if cycles is not None else itertools.count(1)):
         plan = cycle.configure_cycle(inst, ctx, c)
         ids = plan.learner_ids
         samples = [draw(pools[k], int(n), rng) for k, n in zip(ids, plan.column("samples"),
@@ -162,6 +173,8 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
             seconds = emulated_seconds(plan, rng)
             clock, truancy, _ = cycle.close(plan, [Reply(int(k), float(s)) for k, s in
                                                    zip(ids, seconds, strict=True)])
+            if observe is not None:
+                observe(plan, seconds, clock)
             t += clock
             yield tr.record(c, t, model, truancy)
             continue
@@ -182,6 +195,8 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
         seconds = emulated_seconds(plan, rng)
         replies = [Reply(int(k), float(s)) for k, s in zip(ids, seconds, strict=True)]
         agg = cycle.aggregate(plan, replies, trained)
+        if observe is not None:
+            observe(plan, seconds, agg.duration_s)
         model = agg.model
         t += agg.duration_s
         yield tr.record(c, t, model, agg.truancy)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from mel_opt.api import load_instance, parse_instance
-from mel_opt.arena.clock import work_clock
-from mel_opt.arena.run import arena
-from mel_opt.arena.runner import Run, fedbuff_run, model_bytes, sync_run
+from mel_opt.arena.run import arena, work_clock
+from mel_opt.arena.runner import Run, buffered_run, model_bytes, rounds_run
 from mel_opt.arena.settings import ArenaSettings
 from mel_opt.errors import SettingError, UsageError
+from mel_opt.schemes import SCHEMES
 from mel_opt.training import TrainSettings, load_dataset, train
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import make_pools, parse_partition, proportional_sizes
@@ -78,7 +78,7 @@ def test_deadline_rounds_follow_their_rules() -> None:
     doc = _ten()
     s = ArenaSettings(cycles=3, model="softmax", participation=0.4)  # m = 4, invite 6
     run = _run(s, doc)
-    rows = list(sync_run(run, "deadline"))
+    rows = list(rounds_run(run, SCHEMES["deadline"].policy(run)))
     mb = model_bytes(run.init)
     for r in rows[1:]:
         assert r["bytes"] == pytest.approx(r["step"] * 2 * mb * 6)  # 6 invited a round
@@ -95,7 +95,7 @@ def test_fedbuff_one_at_a_time() -> None:
     doc = _ten()
     s = ArenaSettings(cycles=2, model="softmax", participation=0.1, buffer=1)
     run = _run(s, doc)
-    rows = list(fedbuff_run(run))
+    rows = buffered_run(run, SCHEMES["fedbuff"])
     mb = model_bytes(run.init)
     assert [r["bytes"] for r in rows] == [2 * mb * r["step"] for r in rows]
     assert set(np.round(np.diff([r["time_s"] for r in rows]), 6)) <= {7.05, 14.1}
@@ -106,7 +106,7 @@ def test_fedbuff_one_at_a_time() -> None:
 def test_fedprox_fits_the_budget() -> None:
     doc = _ten()
     run = _run(ArenaSettings(cycles=2, model="softmax"), doc)
-    rows = list(sync_run(run, "fedprox"))
+    rows = list(rounds_run(run, SCHEMES["fedprox"].policy(run)))
     gaps = np.diff([r["time_s"] for r in rows])
     # b's kind does (10 - 1.1) / 1 = 8.9 passes' worth: it ends at T = 10 s exactly
     assert np.all(gaps <= 10.0 + 1e-9) and math.isclose(gaps.max(), 10.0)
@@ -116,7 +116,7 @@ def test_refusals() -> None:
     inst = load_instance("instances/mel-async/k5_T15.json")
     with pytest.raises(SettingError, match="unknown scheme 'nope'"):
         arena(inst, ArenaSettings(schemes=("nope",), seeds=1, cycles=1))
-    with pytest.raises(UsageError, match="arena runs the problems"):
+    with pytest.raises(UsageError, match="feel' declares none"):
         work_clock(load_instance("instances/feel/" + _first("feel")))
 
 

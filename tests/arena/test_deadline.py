@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mel_opt.arena.deadline import close_round, invited
+from mel_opt.schemes.deadline import close_round, invited
 
 
 def test_invited_overcommits() -> None:

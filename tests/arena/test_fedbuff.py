@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mel_opt.arena.fedbuff import FedBuffBuffer, staleness_weight
+from mel_opt.schemes.fedbuff import FedBuffBuffer, staleness_weight
 
 
 def test_staleness_weight_by_hand() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mel_opt.arena.fedprox import fitting_work, prox_gradient, prox_sgd
+from mel_opt.schemes.fedprox import fitting_work, prox_gradient, prox_sgd
 from mel_opt.training.local import broadcast, local_sgd, make_schedule
 from mel_opt.training.mlp import init_params, stacked_gradients
 

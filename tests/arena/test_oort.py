@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from mel_opt.arena.oort import (
+from mel_opt.schemes.oort import (
     OortParams,
     OortSelector,
     Pacer,

@@ -1,0 +1,191 @@
+"""What a scheme is: its declaration in the registry and the hooks its loop calls.
+
+A *scheme* is what the server does with a population of learners: mel_opt's allocation (the
+problem's method sizes every learner's work), or one of the field's alternatives (deadline
+dropping, Oort, FedProx: synchronous rounds of fixed work; FedBuff: asynchronous buffered
+aggregation). Each is declared once, by a :class:`SchemeSpec` in the registry
+(:mod:`mel_opt.schemes`), as a method is by its ``MethodSpec``: its name, a one-line summary,
+the loop it runs in, its options (declared settings), what it needs of a problem and where it
+runs. ``melopt arena`` and ``melopt live`` list and check schemes from the registry, and nothing
+outside it compares a scheme's name.
+
+The loops are written once each:
+
+- :attr:`Loop.ALLOCATION`: the problem's method allocates every learner's work; the arena
+  trains it with the emulator's cycle loop, live runs plan each round from measured speeds;
+- :attr:`Loop.ROUNDS`: synchronous rounds of fixed work; the scheme is a small
+  :class:`RoundPolicy` (who is invited, what each does, who is kept, what it learns), as a
+  Flower strategy overrides ``configure_train`` and ``aggregate_train``;
+- :attr:`Loop.BUFFERED`: asynchronous; the scheme serves a :class:`~mel_opt.schemes.fedbuff.
+  Workers` (:attr:`SchemeSpec.serve`), whatever carries the work (the arena's virtual clock,
+  Flower's grid, in-process learners).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from mel_opt.problems.learning import LearningCycle
+from mel_opt.problems.work import WorkClock
+from mel_opt.settings import Setting
+
+__all__ = ["ENGINES", "Loop", "RoundClose", "RoundContext", "RoundPolicy", "SchemeSpec"]
+
+#: Where a scheme may run: the arena's virtual clock, live learner processes.
+ENGINES = ("arena", "live")
+
+
+class Loop(enum.Enum):
+    """The loop a scheme runs in (module docstring)."""
+
+    ALLOCATION = "allocation"
+    ROUNDS = "rounds"
+    BUFFERED = "buffered"
+
+
+@dataclass(frozen=True)
+class RoundClose:
+    """How a synchronous round ended: who is kept and how long it lasted.
+
+    Attributes
+    ----------
+    kept : ndarray of bool
+        Per invited learner (the order of its times): its update is aggregated.
+    duration_s : float
+        The round's length on the clock [s].
+    """
+
+    kept: np.ndarray
+    duration_s: float
+
+
+class RoundContext(Protocol):
+    """What a round policy reads of the run it serves (the arena's :class:`~mel_opt.arena.
+    runner.Run`)."""
+
+    rng: np.random.Generator
+    clock: WorkClock
+
+    @property
+    def m(self) -> int:
+        """Learners a round aggregates."""
+
+    @property
+    def passes(self) -> float:
+        """The round's fixed local work [passes]."""
+
+    @property
+    def options(self) -> Any:
+        """The run's settings (each scheme reads its own declared options there)."""
+
+    def utilities(self, model: Any, learners: np.ndarray) -> np.ndarray:
+        """Oort's statistical utility of each of ``learners`` at ``model``."""
+
+
+class RoundPolicy(Protocol):
+    """One synchronous scheme: the hooks of :attr:`Loop.ROUNDS`, called in this order each
+    round (the random draws of :meth:`invite` come before the times' noise, which comes
+    before the training's)."""
+
+    #: Weight of the proximal term in local training (0: plain SGD).
+    mu: float
+
+    def invite(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """Round ``r``'s invited learners (sorted) and, among them, those exploited for their
+        utility (empty where the scheme keeps no utilities)."""
+
+    def work(self, invited: np.ndarray) -> np.ndarray:
+        """Passes each invited learner does."""
+
+    def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
+        """Who is kept and how long the round lasts, from each invited learner's busy time."""
+
+    def learned(self, model: Any, kept: np.ndarray, r: int, exploited: np.ndarray) -> None:
+        """What the scheme keeps of round ``r``'s kept learners (Oort: their utilities at
+        the round's starting ``model``)."""
+
+
+@dataclass(frozen=True)
+class SchemeSpec:
+    """One scheme of the registry.
+
+    Attributes
+    ----------
+    name : str
+        What users type (``melopt arena --schemes``, ``melopt live --scheme``). In the arena
+        a scheme of :attr:`Loop.ALLOCATION` is named by the method it runs.
+    summary : str
+        One line: what it does.
+    loop : Loop
+    options : Mapping of str to tuple of Setting
+        Its declared options in each engine it runs in (engine -> declarations); the engine's
+        run settings take them (several schemes may share one declaration, as deadline and
+        Oort share ``overcommit``).
+    needs : tuple of str
+        What a problem's learning cycle must give: ``work_clock`` (a time for any fixed work,
+        :meth:`~mel_opt.problems.learning.LearningCycle.work_clock`), ``emulated`` (the
+        emulator trains it).
+    engines : tuple of str
+        Where it runs (:data:`ENGINES`).
+    policy : callable, optional
+        :attr:`Loop.ROUNDS`: ``policy(ctx) -> RoundPolicy`` for one run.
+    serve : callable, optional
+        :attr:`Loop.BUFFERED`: the server's loop over a ``Workers``
+        (:func:`mel_opt.schemes.fedbuff.run`'s signature).
+    columns : tuple of str
+        Columns its rows add to a live run's ``rounds.csv`` (FedBuff: ``staleness``).
+    label : str
+        How a run's summary names its method ("" : the allocating method's own name).
+    title : str
+        Its name in prose ("" : its name), as messages write it.
+    """
+
+    name: str
+    summary: str
+    loop: Loop
+    options: Mapping[str, tuple[Setting, ...]] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ("arena",)
+    policy: Callable[[RoundContext], RoundPolicy] | None = None
+    serve: Callable[..., Any] | None = None
+    columns: tuple[str, ...] = ()
+    label: str = ""
+    title: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.policy is None) == (self.loop is Loop.ROUNDS):
+            raise ValueError(f"{self.name}: a policy is what a {Loop.ROUNDS.value} scheme "
+                             "declares, and only it")
+        if (self.serve is None) == (self.loop is Loop.BUFFERED):
+            raise ValueError(f"{self.name}: serve is what a {Loop.BUFFERED.value} scheme "
+                             "declares, and only it")
+        if not self.title:
+            object.__setattr__(self, "title", self.name)
+        unknown = (set(self.engines) | set(self.options)) - set(ENGINES)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown engines {sorted(unknown)}")
+
+    def options_for(self, engine: str) -> tuple[Setting, ...]:
+        """Its declared options in ``engine`` (none where it does not run there)."""
+        return tuple(self.options.get(engine, ()))
+
+    def method_label(self, method: str) -> str:
+        """The method a run's summary names: the allocating method, or the scheme's label."""
+        return self.label or method
+
+    def lacks(self, cycle: LearningCycle | None, inst: Any) -> str:
+        """Why ``inst``'s problem (its learning ``cycle``) cannot run this scheme ('' when it
+        can)."""
+        if cycle is None:
+            return "it has no learning cycle"
+        if "emulated" in self.needs and not cycle.emulated:
+            return "the emulator does not train it (it runs live only)"
+        if "work_clock" in self.needs and cycle.work_clock(inst) is None:
+            return ("its model gives no time for a fixed local work (its learning cycle "
+                    "declares no work clock)")
+        return ""

@@ -1,0 +1,21 @@
+"""Options several schemes share, declared once (each scheme lists the ones it reads).
+
+The arena's alternatives all run on a share of the population and a fixed local work; these
+two declarations are theirs together. A scheme's own options sit beside its rules (FedProx's
+``mu`` in :mod:`mel_opt.schemes.fedprox`, ...).
+"""
+
+from __future__ import annotations
+
+from mel_opt.settings import Setting
+
+__all__ = ["PARTICIPATION", "PASSES"]
+
+PARTICIPATION = Setting(
+    "participation", float, 0.5, "Share of the K learners a round of deadline, oort and "
+    "fedprox aggregates, and fedbuff's concurrency.", minimum=0.0, minimum_open=True,
+    maximum=1.0)
+PASSES = Setting(
+    "passes", float, None, "Local passes of deadline, oort and fedbuff, and the most fedprox "
+    "aims at.", minimum=0.0, minimum_open=True, nullable=True,
+    default_doc="dab's mu; mel-async: what the median learner fits in T")
