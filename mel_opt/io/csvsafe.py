@@ -38,15 +38,20 @@ def safe_cell(value: Any) -> Any:
     return value
 
 
-def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]],
+             strict: bool = False) -> str:
     """A CSV document (``\\n`` line ends): the header ``columns``, then one line per row.
 
     A row's missing keys give empty cells; every cell (the header too) goes through
-    :func:`safe_cell`.
+    :func:`safe_cell`. A row's keys outside ``columns`` are left out, or, with ``strict``,
+    refused (ValueError naming them): a writer whose columns must hold every key says so.
     """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([safe_cell(c) for c in columns])
+    known = set(columns)
     for r in rows:
+        if strict and not known.issuperset(r):
+            raise ValueError(f"row keys {sorted(set(r) - known)} are not columns")
         w.writerow([safe_cell(r.get(c)) for c in columns])
     return buf.getvalue()

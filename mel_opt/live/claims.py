@@ -27,16 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from mel_opt.live import learner as L
-from mel_opt.problems.learning import LearnerPlan, sample_bytes
-from mel_opt.problems.messages import ReplyError, TrainOrder, TrainReport
+from mel_opt.live.fleet import Fleet
+from mel_opt.live.plan import Answer, RoundPlan
+from mel_opt.problems.learning import LearnerPlan, LearningCycle
+from mel_opt.problems.messages import DataSpec, ReplyError, TrainOrder, TrainReport
+from mel_opt.training.data import Dataset
 
-if TYPE_CHECKING:
-    from mel_opt.live.rounds import Answer, LiveRun, RoundPlan
-
-__all__ = ["claim_orders", "claim_wait_s", "read_claim", "take_claims", "wanted"]
+__all__ = ["CLAIM_S", "MAX_SHIPPED_BYTES", "Claimed", "claim_orders", "claim_wait_s",
+           "read_claim", "take_claims", "wanted"]
 
 #: Seconds allowed per learner for making its plan (it trains nothing).
 CLAIM_S = 0.5
@@ -45,11 +46,31 @@ CLAIM_S = 0.5
 MAX_SHIPPED_BYTES = 256 * 2**20
 
 
-def wanted(run: LiveRun, plan: RoundPlan) -> bool:
-    """Whether round ``plan`` starts with claims: the run ships data and its learners plan
+@dataclass(frozen=True)
+class Claimed:
+    """What the claims of a round decided, for the run to apply.
+
+    Attributes
+    ----------
+    plan : RoundPlan
+        The round with each claiming learner's order carrying the model and its samples.
+    missing : frozenset of int
+        Learners that did not answer their claim.
+    warnings : tuple of str
+        One line per claim refused.
+    """
+
+    plan: RoundPlan
+    missing: frozenset[int] = frozenset()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def wanted(cycle: LearningCycle, shards: str, carried: bool, plan: RoundPlan) -> bool:
+    """Whether round ``plan`` starts with claims: the run ships data (``shards`` is
+    ``shipped`` and its exchange ``carried`` samples across a link), and its learners plan
     their own work and claim it."""
-    side = run.cycle.learner_side
-    return (run.settings.shards == "shipped" and side.plans_own_work and side.claims_data
+    side = cycle.learner_side
+    return (shards == "shipped" and carried and side.plans_own_work and side.claims_data
             and any(order.brief for order in plan.orders.values()))
 
 
@@ -59,14 +80,13 @@ def claim_orders(plan: RoundPlan) -> dict[int, TrainOrder]:
             for k, order in plan.orders.items()}
 
 
-def claim_wait_s(run: LiveRun, plan: RoundPlan) -> float:
+def claim_wait_s(fleet: Fleet, plan: RoundPlan, grace: float) -> float:
     """How long the server waits for the claims [s]: each learner's measured messaging and
     half as much again, plus the time to plan, plus the grace."""
-    return run.queue_s([1.5 * run.overhead_s(k) + CLAIM_S for k in plan.orders]) + \
-        run.settings.grace
+    return fleet.queue_s([1.5 * fleet.overhead_s(k) + CLAIM_S for k in plan.orders]) + grace
 
 
-def read_claim(run: LiveRun, learner: int, answer: Answer) -> LearnerPlan | str:
+def read_claim(learner: int, answer: Answer, sample_bytes: float) -> LearnerPlan | str:
     """The plan ``learner`` claimed in ``answer``, or why the claim is ignored."""
     try:
         report = TrainReport.decode(answer.records)
@@ -80,40 +100,43 @@ def read_claim(run: LiveRun, learner: int, answer: Answer) -> LearnerPlan | str:
     if p.samples < 0 or p.passes < 0 or p.weight < 0:
         return (f"it claims {p.samples} samples, {p.passes} passes and weight {p.weight:g}; "
                 "none may be negative")
-    size = p.samples * sample_bytes(run.data.features)
+    size = p.samples * sample_bytes
     if size > MAX_SHIPPED_BYTES:
         return (f"it claims {p.samples} samples ({size:.3g} bytes), more than an order "
                 f"ships ({MAX_SHIPPED_BYTES} bytes)")
     return dataclasses.replace(p, learner=learner)
 
 
-def take_claims(run: LiveRun, plan: RoundPlan, answers: Sequence[Answer]) -> RoundPlan:
+def take_claims(plan: RoundPlan, answers: Sequence[Answer], spec: DataSpec, data: Dataset,
+                sample_bytes: float) -> Claimed:
     """Round ``plan`` once its learners claimed: an order with the model and the shipped
-    samples for each learner that claimed work (its claimed plan as the order's), none for a
-    learner that halted; a learner that did not answer is missing."""
+    samples (drawn from the learner's part of ``data`` as ``spec`` splits it) for each
+    learner that claimed work (its claimed plan as the order's), none for a learner that
+    halted; a learner that did not answer is missing."""
     claims: dict[int, LearnerPlan] = {}
     refused: dict[int, str] = {}
+    warnings: list[str] = []
     for answer in answers:
         k = answer.learner
         if k not in plan.orders or k in claims or k in refused:
             continue
-        got = read_claim(run, k, answer)
+        got = read_claim(k, answer, sample_bytes)
         if isinstance(got, str):
             refused[k] = got
-            run.warn(f"round {plan.round}: learner {k}'s claim ignored: {got}")
+            warnings.append(f"round {plan.round}: learner {k}'s claim ignored: {got}")
         else:
             claims[k] = got
-    run.missing |= set(plan.orders) - set(claims) - set(refused)
-    spec = run.settings.data_spec(len(run.nodes))
     orders: dict[int, TrainOrder] = {}
     for k, p in claims.items():
         if p.samples == 0:
             continue  # it halts
         order = plan.orders[k]
         samples = L.ship(L.local_data(spec, k), p.samples,
-                         L.round_seed(order.seed, order.round, k), run.data.classes)
+                         L.round_seed(order.seed, order.round, k), data.classes)
         orders[k] = dataclasses.replace(order, brief={}, samples=p.samples, passes=p.passes,
                                         predicted_s=p.predicted_s, comm_s=p.comm_s,
                                         shipped=samples)
-    return dataclasses.replace(plan, orders=orders, claims=claims, claim_refused=refused,
-                               claimed_by=tuple(sorted(plan.orders)))
+    claimed = dataclasses.replace(plan, orders=orders, claims=claims, claim_refused=refused,
+                                  claimed_by=tuple(sorted(plan.orders)))
+    return Claimed(claimed, frozenset(set(plan.orders) - set(claims) - set(refused)),
+                   tuple(warnings))

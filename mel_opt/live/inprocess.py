@@ -1,29 +1,34 @@
 """A live run's rounds with the learners in this process, on a virtual clock (no Flower).
 
-The server side is the same :class:`~mel_opt.live.rounds.LiveRun` as on Flower (probe, plan a
-round through the problem's learning cycle, close it, feed the measurements back); the
-learners are the same functions the Flower client app calls (:mod:`mel_opt.live.learner`),
-each on its own rows of the data set. What differs is the clock: a :class:`Clock` says how long
-each learner's work and the round took, so a run is deterministic (the catalogue's entry of
-paper 003 runs the adaptive-tau control this way, with the times its authors simulated), and
-which learners answer, and what, so a lost or faulty learner is a choice of the test, not a
-timer.
+The server side is the same :class:`~mel_opt.live.rounds.LiveRun` and the same round loop
+(:func:`mel_opt.live.loop.run_live`) as on Flower; the learners are the same functions the
+Flower client app calls (:mod:`mel_opt.live.learner`), each on its own rows of the data set,
+answering the same encoded orders. What differs is the exchange (:class:`ClockExchange`): a
+:class:`Clock` says how long each learner's work and the round took, so a run is deterministic
+(the catalogue's entry of paper 003 runs the adaptive-tau control this way, with the times its
+authors simulated), and which learners answer, and what, so a lost or faulty learner is a
+choice of the test, not a timer. Nothing crosses a link: learners draw the samples of their
+plans from the rows they hold (no claims), and no round trip is measured.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from mel_opt.errors import MelOptError
 from mel_opt.live import learner as L
-from mel_opt.live.rounds import Answer, LiveRun
-from mel_opt.problems.messages import Records, TrainOrder, TrainReport
+from mel_opt.live.exchange import PROBE, Arrival, Asked
+from mel_opt.live.loop import run_live
+from mel_opt.live.rounds import LiveRun
+from mel_opt.problems.messages import ProbeOrder, Records, TrainOrder
+from mel_opt.training.data import Dataset
 
-__all__ = ["Clock", "run_in_process"]
+__all__ = ["Clock", "ClockExchange", "run_in_process"]
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,9 @@ class Clock:
         Seconds per sample-pass every learner reports in the probe.
     answers : callable
         ``(round, learner) -> bool``: whether that learner answers that round (False: it is
-        lost, as a node that died; default: every learner always answers). A missing learner
-        is probed again before each round, as on Flower, and is back once it answers.
+        lost, as a node that died; default: every learner always answers), rounds 1, 2, ...
+        (every learner answers the first probe). A missing learner is probed again before
+        each round, as on Flower, and is back once it answers.
     sends : callable
         ``(round, learner, records) -> records``: what that learner's node sends, given what
         its learner answered (default: that answer). A test's faulty learner (non-finite
@@ -58,10 +64,107 @@ class Clock:
     sends: Callable[[int, int, Records], Records] = lambda r, k, records: records
 
 
+class ClockExchange:
+    """Learners in this process as a live run's exchange (:class:`~mel_opt.live.exchange.
+    Exchange`): node k is learner k, on rows ``pools[k]`` of ``data``, timed by ``clock``.
+
+    A synchronous exchange of orders lasts its slowest learner's training plus the clock's
+    overhead of the round; pushed work (FedBuff) answers at the virtual time it was pushed
+    plus its training, and work of a learner that does not answer is overdue at its due
+    time.
+    """
+
+    carries_data = False
+    first_wait_s = 0.0
+
+    def __init__(self, data: Dataset, pools: Sequence[np.ndarray], clock: Clock) -> None:
+        self.data, self.clock = data, clock
+        self.pools = [np.asarray(p) for p in pools]
+        self.memories = {k: L.Memory({L.SPEED: clock.probe_s_per_sample})
+                         for k in range(len(self.pools))}
+        self._now = 0.0  # the virtual time
+        self._since = 0.0  # virtual seconds since the last lap
+        self._events: list[tuple[float, int, int, Records | None]] = []
+        self._seq = 0
+        self._overdue: list[int] = []
+
+    def nodes(self) -> list[int]:
+        return list(range(len(self.pools)))
+
+    def lap(self) -> float:
+        since, self._since = self._since, 0.0
+        return since
+
+    def polls_for(self, seconds: float) -> int:
+        return max(1, math.ceil(seconds / 0.1))
+
+    def _probe(self, node: int, content: Records) -> Records:
+        order = ProbeOrder.decode(content)
+        return L.probe_report(order.problem, node, int(self.pools[node].size),
+                              self.clock.probe_s_per_sample * 1000, 1000.0).encode()
+
+    def _train(self, node: int, content: Records) -> tuple[Records, float]:
+        """What learner ``node`` sends for the order in ``content``, and its training time on
+        the clock (as the client app answers it, with the clock's time)."""
+        order = TrainOrder.decode(content)
+        local = L.LocalData(self.data, self.pools[node])
+        clock = self.clock
+        report = L.answer_train(order, node, local, self.memories[node],
+                                lambda work: clock.compute_s(order.round, node, work))
+        report = dataclasses.replace(report, work=max(report.work, 1.0))
+        return clock.sends(order.round, node, report.encode()), report.compute_s
+
+    def ask(self, messages: Mapping[int, Records], kind: str, group: str, wait_s: float,
+            round_: int) -> Asked:
+        arrivals, longest = [], 0.0
+        for node, content in messages.items():
+            # round 0 is the first probe: every learner answers it (the clock's answers are
+            # about rounds 1, 2, ...)
+            if round_ > 0 and not self.clock.answers(round_, node):
+                continue
+            if kind == PROBE:
+                arrivals.append(Arrival(node, self._probe(node, content)))
+                continue
+            sent, compute = self._train(node, content)
+            arrivals.append(Arrival(node, sent))
+            longest = max(longest, compute)  # the clock's, not what was sent
+        if kind != PROBE:
+            self._advance(longest + self.clock.overhead_s(round_))
+        return Asked(arrivals)
+
+    def push(self, node: int, content: Records, group: str, wait_s: float,
+             round_: int) -> None:
+        self._seq += 1
+        if not self.clock.answers(round_, node):
+            heapq.heappush(self._events, (self._now + wait_s, self._seq, node, None))
+            return
+        sent, compute = self._train(node, content)
+        heapq.heappush(self._events, (self._now + compute, self._seq, node, sent))
+
+    def _advance(self, seconds: float) -> None:
+        self._now += seconds
+        self._since += seconds
+
+    def pull(self) -> list[Arrival]:
+        if not self._events:
+            return []
+        at, _, node, sent = heapq.heappop(self._events)
+        self._advance(max(0.0, at - self._now))
+        if sent is None:  # its due time: it never answers
+            self._overdue.append(node)
+            return []
+        return [Arrival(node, sent)]
+
+    def overdue(self) -> list[int]:
+        late, self._overdue = self._overdue, []
+        return late
+
+
 def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
                    on_round: Callable[[LiveRun], None] | None = None) -> LiveRun:
     """Probe, then ``run.settings.rounds`` rounds (or until the problem ends the run, or a
-    round cannot be planned: :meth:`~mel_opt.live.rounds.LiveRun.stop`).
+    round cannot be planned: :meth:`~mel_opt.live.rounds.LiveRun.stop`), or, for an
+    asynchronous scheme, its server steps.
 
     Every learner answers through :func:`mel_opt.live.learner.answer_train`, as a Flower
     client does, and its report goes through the same encoding and the same reading on the
@@ -76,42 +179,8 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
         the same rows for every learner).
     clock : Clock
     on_round : callable, optional
-        Called with ``run`` after every round.
+        Called with ``run`` after the probe and after every round.
     """
-    data = run.data
-    memories = {k: L.Memory({L.SPEED: clock.probe_s_per_sample}) for k in range(run.K)}
-    for k in range(run.K):  # the probe, on the clock
-        report = L.probe_report(run.spec.name, k, int(np.asarray(pools[k]).size),
-                                clock.probe_s_per_sample * 1000, 1000.0)
-        run.accept_probe(k, report.encode())
-    for r in range(1, run.settings.rounds + 1):
-        run.missing -= {k for k in run.missing if clock.answers(r, k)}  # probed again
-        try:
-            plan = run.plan(r)
-        except MelOptError as exc:  # no learner left, or no allocation for them
-            run.stop(r, str(exc))
-            if on_round is not None:
-                on_round(run)
-            break
-        answers, longest = [], 0.0
-        for k, order in plan.orders.items():
-            if not clock.answers(r, k):
-                continue
-            local = L.LocalData(data, np.asarray(pools[k]))
-            trained = _learner(order, k, local, memories[k], clock)
-            answers.append(Answer(k, clock.sends(r, k, trained.encode())))
-            longest = max(longest, trained.compute_s)  # the clock's, not what was sent
-        run.close(plan, answers, longest + clock.overhead_s(r))
-        if on_round is not None:
-            on_round(run)
-        if run.finished:
-            break
-    return run
+    exchange = ClockExchange(run.data, pools[:run.K], clock)
+    return run_live(run, exchange, on_round or (lambda r: None))
 
-
-def _learner(order: TrainOrder, k: int, local: L.LocalData, memory: L.Memory,
-             clock: Clock) -> TrainReport:
-    """What learner k answers: as the client app does, with the clock's time."""
-    report = L.answer_train(order, k, local, memory,
-                            lambda work: clock.compute_s(order.round, k, work))
-    return dataclasses.replace(report, work=max(report.work, 1.0))

@@ -2,7 +2,9 @@
 
 A :class:`~mel_opt.live.rounds.LiveRun` picks its planner once, from its problem's learner side
 (:attr:`~mel_opt.problems.learning.LearnerSide.plans_own_work`), and asks it, and only it,
-everything that differs between the two ways:
+everything that differs between the two ways. A planner reads what it needs of the run (a
+:class:`PlanView`) and returns decisions (a :class:`Draft`, the learners' plans, what a
+report's measurement means); the run applies them:
 
 - :class:`ServerPlans` (mel-async, feel, med, adaptive-tau): the server keeps every learner's
   speed estimate (from the probe and every report), solves the round's instance with the run's
@@ -23,31 +25,59 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from mel_opt import api
 from mel_opt.errors import UsageError
+from mel_opt.live.estimates import Measurement
+from mel_opt.live.settings import LiveSettings
 from mel_opt.problems.learning import (
     Adaptation,
     CyclePlan,
     LearnerPlan,
     LearningCycle,
     RunContext,
-    sample_bytes,
 )
 from mel_opt.problems.messages import ProbeReport, TrainReport
+from mel_opt.result import Result
 from mel_opt.training.partition import proportional_sizes
 
-if TYPE_CHECKING:
-    from mel_opt.live.rounds import LiveRun, RoundPlan
-    from mel_opt.result import Result
-
-__all__ = ["Draft", "LearnersPlan", "Planner", "ServerPlans", "planner_for"]
+__all__ = ["Draft", "LearnersPlan", "PlanView", "Planner", "ServerPlans", "planner_for"]
 
 #: A round's compute time beyond this is not believed (a day) [s].
 MAX_ROUND_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """What a planner reads of the run when it plans a round.
+
+    Attributes
+    ----------
+    cycle : LearningCycle
+    problem, method : str
+    instance : instance
+        The instance the rounds are planned from (the file's, as the problem's feedback left
+        it, its transfers as measured where the run measures them).
+    seconds : ndarray
+        Each learner's estimated seconds per sample-pass (NaN: unknown; read-only).
+    dataset_size : int
+        Training samples of the data set.
+    sample_bytes : float
+        Bytes of one sample as the papers store it.
+    settings : LiveSettings
+    """
+
+    cycle: LearningCycle
+    problem: str
+    method: str
+    instance: Any
+    seconds: np.ndarray
+    dataset_size: int
+    sample_bytes: float
+    settings: LiveSettings
 
 
 @dataclass
@@ -84,61 +114,63 @@ class Planner(abc.ABC):
     """How the rounds of a live run are planned and its measurements taken."""
 
     @abc.abstractmethod
-    def known(self, run: LiveRun) -> set[int]:
-        """Learners this planner can plan for (before the missing are left out)."""
+    def known(self, seconds: np.ndarray) -> set[int]:
+        """Learners this planner can plan for (before the missing are left out), given each
+        learner's estimated speed (NaN: unknown)."""
 
     @abc.abstractmethod
-    def probed(self, run: LiveRun, report: ProbeReport) -> str:
-        """Take a learner's probe; why its measurement was refused ('' when taken)."""
+    def probed(self, report: ProbeReport) -> Measurement | str:
+        """What a learner's probe means: a measurement for its speed estimate, or why it is
+        refused ('' : nothing to take)."""
 
     @abc.abstractmethod
-    def plan(self, run: LiveRun, r: int, active: np.ndarray) -> Draft:
+    def plan(self, view: PlanView, r: int, active: np.ndarray) -> Draft:
         """Round ``r`` for the ``active`` learners."""
 
     @abc.abstractmethod
-    def learner_plans(self, run: LiveRun, plan: RoundPlan,
+    def learner_plans(self, cycle: CyclePlan, claims: Mapping[int, LearnerPlan],
                       got: Mapping[int, TrainReport]) -> dict[int, LearnerPlan]:
-        """Each learner's plan for the round (the server's, or the one it reported)."""
+        """Each learner's plan for the round (the server's in ``cycle``, or the one it claimed
+        or reported)."""
 
     @abc.abstractmethod
-    def measured(self, run: LiveRun, report: TrainReport, r: int) -> str:
-        """Judge (and take) a report's measured time; why it is not believed ('' when it
-        is)."""
+    def measured(self, report: TrainReport) -> Measurement | str:
+        """What a report's measured time means: a measurement for the learner's speed
+        estimate, or why it is not believed ('' : believed, nothing to take)."""
 
 
 class ServerPlans(Planner):
     """The server solves every round from its estimates of the learners' speeds."""
 
-    def known(self, run: LiveRun) -> set[int]:
-        return set(run.estimates.known.tolist())
+    def known(self, seconds: np.ndarray) -> set[int]:
+        return set(np.flatnonzero(np.isfinite(seconds)).tolist())
 
-    def probed(self, run: LiveRun, report: ProbeReport) -> str:
-        return run.measure(report.learner, report.compute_s, report.work, 0)
+    def probed(self, report: ProbeReport) -> Measurement | str:
+        return Measurement.of(report.learner, report.compute_s, report.work)
 
-    def plan(self, run: LiveRun, r: int, active: np.ndarray) -> Draft:
+    def plan(self, view: PlanView, r: int, active: np.ndarray) -> Draft:
         start = time.perf_counter()
-        s = run.settings
-        inst, res, adapted = self._solve(run, r, active)
+        s = view.settings
+        inst, res, adapted = self._solve(view, r, active)
         solve_s = time.perf_counter() - start
-        shares = run.cycle.live_shares(inst, run.method, res.solution, int(active.size),
-                                       run.N)
+        N = view.dataset_size
+        shares = view.cycle.live_shares(inst, view.method, res.solution, int(active.size), N)
         # an adaptation that gives the learners less data gives them that part of the set
-        used = run.N if adapted is None else max(int(active.size),
-                                                 round(run.N * adapted.data_fraction))
+        used = N if adapted is None else max(int(active.size), round(N * adapted.data_fraction))
         sizes = proportional_sizes(shares, used)
-        ctx = RunContext(run.method, res.solution, s.seed, sizes, {"batch_size": s.batch_size},
-                         sample_bytes=sample_bytes(run.data.features))
-        local = run.cycle.configure_cycle(inst, ctx, r)
+        ctx = RunContext(view.method, res.solution, s.seed, sizes,
+                         {"batch_size": s.batch_size}, sample_bytes=view.sample_bytes)
+        local = view.cycle.configure_cycle(inst, ctx, r)
         # the round's instance numbers its learners 0..n-1: back to the learners of the file
         plans = tuple(dataclasses.replace(p, learner=int(active[p.learner]))
                       for p in local.learners)
         cycle = dataclasses.replace(local, learners=plans)
         return Draft(cycle, [p.learner for p in plans], allocation=dict(res.solution),
-                     method=run.method, solve_s=solve_s,
+                     method=view.method, solve_s=solve_s,
                      last=bool(res.metrics.get("last_round", False)), adapted=adapted)
 
     @staticmethod
-    def _solve(run: LiveRun, r: int, active: np.ndarray
+    def _solve(view: PlanView, r: int, active: np.ndarray
                ) -> tuple[Any, Result, Adaptation | None]:
         """The round's instance, its verified solution and the adaptation made (None: the
         file's job fits the ``active`` learners at their measured speeds).
@@ -148,53 +180,57 @@ class ServerPlans(Planner):
         UsageError
             No verified allocation, and none after the problem's adaptation (or it has none).
         """
-        s = run.settings
-        inst = run.cycle.live_instance(run.planned, active, run.estimates.seconds, run.N)
-        res = api.solve(inst, run.method, time_limit=s.time_limit, seed=s.seed)
+        s = view.settings
+        inst = view.cycle.live_instance(view.instance, active, view.seconds,
+                                        view.dataset_size)
+        res = api.solve(inst, view.method, time_limit=s.time_limit, seed=s.seed)
         if res.ok:
             return inst, res, None
-        why = (f"round {r}: {run.method} gave no verified allocation for the measured "
+        why = (f"round {r}: {view.method} gave no verified allocation for the measured "
                f"learners ({res.status.value}: {res.message})")
-        adapted = None if s.adapt == "none" else run.cycle.live_adapt(inst, s.adapt)
+        adapted = None if s.adapt == "none" else view.cycle.live_adapt(inst, s.adapt)
         if adapted is None:
             raise UsageError(why + ("" if s.adapt == "none" else
-                                    f" (no adaptation of {run.spec.name} helps: adapt = "
+                                    f" (no adaptation of {view.problem} helps: adapt = "
                                     f"{s.adapt})"))
-        again = api.solve(adapted.instance, run.method, time_limit=s.time_limit, seed=s.seed)
+        again = api.solve(adapted.instance, view.method, time_limit=s.time_limit, seed=s.seed)
         if not again.ok:
             raise UsageError(f"{why}, nor after adapting ({adapted.text}: "
                              f"{again.status.value}: {again.message})")
         return adapted.instance, again, adapted
 
-    def learner_plans(self, run: LiveRun, plan: RoundPlan,
+    def learner_plans(self, cycle: CyclePlan, claims: Mapping[int, LearnerPlan],
                       got: Mapping[int, TrainReport]) -> dict[int, LearnerPlan]:
-        return {p.learner: p for p in plan.cycle.learners}
+        return {p.learner: p for p in cycle.learners}
 
-    def measured(self, run: LiveRun, report: TrainReport, r: int) -> str:
-        return run.measure(report.learner, report.compute_s, report.work, r)
+    def measured(self, report: TrainReport) -> Measurement | str:
+        return Measurement.of(report.learner, report.compute_s, report.work)
 
 
 class LearnersPlan(Planner):
     """Every learner plans its own work from a brief; the server learns no speed."""
 
-    def known(self, run: LiveRun) -> set[int]:
-        return set(range(run.K))
+    def __init__(self, K: int) -> None:
+        self.K = K
 
-    def probed(self, run: LiveRun, report: ProbeReport) -> str:
+    def known(self, seconds: np.ndarray) -> set[int]:
+        return set(range(self.K))
+
+    def probed(self, report: ProbeReport) -> Measurement | str:
         return ""  # its speed stays its own
 
-    def plan(self, run: LiveRun, r: int, active: np.ndarray) -> Draft:
-        rules, briefs = run.cycle.briefs(run.planned, active, run.N,
-                                         sample_bytes(run.data.features))
+    def plan(self, view: PlanView, r: int, active: np.ndarray) -> Draft:
+        rules, briefs = view.cycle.briefs(view.instance, active, view.dataset_size,
+                                          view.sample_bytes)
         return Draft(rules, [int(k) for k in active], dict(briefs), method="decentralised")
 
-    def learner_plans(self, run: LiveRun, plan: RoundPlan,
+    def learner_plans(self, cycle: CyclePlan, claims: Mapping[int, LearnerPlan],
                       got: Mapping[int, TrainReport]) -> dict[int, LearnerPlan]:
         # the plans claimed before the round (data shipped), else those reported with it
-        return {**plan.claims,
+        return {**claims,
                 **{k: report.plan for k, report in got.items() if report.plan is not None}}
 
-    def measured(self, run: LiveRun, report: TrainReport, r: int) -> str:
+    def measured(self, report: TrainReport) -> Measurement | str:
         # called for a learner that trained (one that halted reports no time): no training
         # takes no time, and none takes longer than a day
         value = report.compute_s
@@ -203,6 +239,7 @@ class LearnersPlan(Planner):
         return ""
 
 
-def planner_for(cycle: LearningCycle) -> Planner:
-    """The planner of a live run of ``cycle``: chosen once, by its learner side."""
-    return LearnersPlan() if cycle.learner_side.plans_own_work else ServerPlans()
+def planner_for(cycle: LearningCycle, K: int) -> Planner:
+    """The planner of a live run of ``cycle`` with ``K`` learners: chosen once, by its learner
+    side."""
+    return LearnersPlan(K) if cycle.learner_side.plans_own_work else ServerPlans()

@@ -8,11 +8,13 @@
   messaging in it everywhere), and ``comm_predicted_s``, the server's estimate of that before
   the round (learned as the speeds are: an exponentially weighted average of the learner's
   measurements), whether it met the round's deadline, its status (``ok``, ``late``,
-  ``missing``, ``ignored``) and the allocation's own columns (``d``, ``tau``, ``shards``,
-  ``batch``, ``samples``, ``passes``; ``shipped_bytes``: the bytes of samples the server sent
-  with the model, dab's claimed shards, :mod:`mel_opt.live.claims`; under FedBuff, a round is
-  a server step and ``staleness`` the server steps since the model the learner started
-  from);
+  ``missing``, ``ignored``), the plan's ``samples`` and ``passes``, ``shipped_bytes`` (the
+  bytes of samples the server sent with the model, dab's claimed shards,
+  :mod:`mel_opt.live.claims`), then the columns the run's problem declares for its allocation
+  (``LearningCycle.columns``: mel-async ``d`` and ``tau``, dab ``shards`` and ``tau``, ...) and
+  those its scheme declares (FedBuff, where a round is a server step: ``staleness``, the
+  server steps since the model the learner started from), and any other number a row holds:
+  no column is dropped;
 - ``summary.json``: global accuracy and loss per round, wall and clock times, the method, the
   final speed estimates, the median prediction error, the warnings;
 - ``live.png`` (with matplotlib, at the end): predicted against measured compute time per
@@ -33,17 +35,18 @@ from typing import Any
 from mel_opt.io import atomic_write
 from mel_opt.io.csvsafe import csv_text
 
-__all__ = ["COLUMNS", "RecordCollector", "draw", "round_counts", "rows_from_csv",
-           "rounds_csv", "write_files", "write_outputs"]
+__all__ = ["GENERIC", "TRAILING", "RecordCollector", "columns_of", "declared_columns", "draw",
+           "round_counts", "rows_from_csv", "rounds_csv", "write_files", "write_outputs"]
 
 #: Prefix of the line the server app logs per round (one JSON record after it).
 RECORD_PREFIX = "melopt-live "
 
-COLUMNS = ("round", "learner", "name", "node", "status", "predicted_s", "measured_s",
+#: The columns every run's rows have, first; then the run's own (:func:`columns_of`); then
+#: :data:`TRAILING`.
+GENERIC = ("round", "learner", "name", "node", "status", "predicted_s", "measured_s",
            "deadline_met", "compute_predicted_s", "compute_measured_s", "comm_emulated_s",
-           "comm_predicted_s", "comm_measured_s", "shipped_bytes",
-           "samples", "passes", "d", "tau", "shards", "batch", "task", "aggregation_s",
-           "staleness", "reason", "adapted")
+           "comm_predicted_s", "comm_measured_s", "shipped_bytes", "samples", "passes")
+TRAILING = ("reason", "adapted")
 #: Statuses the figure marks (the learner did not answer usably, or answered late).
 MARKED = ("late", "missing", "ignored")
 #: Most rounds whose every number is a tick on the figure's round axis.
@@ -56,9 +59,36 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def rounds_csv(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The CSV document of ``rows`` (cells that could run as formulas are neutralised)."""
-    return csv_text(COLUMNS, ({k: _cell(v) for k, v in r.items()} for r in rows))
+def columns_of(rows: Sequence[Mapping[str, Any]], declared: Sequence[str] = ()
+               ) -> tuple[str, ...]:
+    """The columns of ``rounds.csv``: :data:`GENERIC`, the run's ``declared`` columns (its
+    problem's and its scheme's), every other key a row holds (in the order first met), then
+    :data:`TRAILING`."""
+    own = [c for c in declared if c not in GENERIC and c not in TRAILING]
+    for r in rows:
+        own.extend(k for k in r if k not in GENERIC and k not in TRAILING and k not in own)
+    return (*GENERIC, *own, *TRAILING)
+
+
+def declared_columns(summary: Mapping[str, Any]) -> tuple[str, ...]:
+    """The columns a run's problem and scheme declare, looked up by the names its summary
+    gives (none where this machine does not know them: a remote run of a plug-in problem;
+    its rows still bring their keys)."""
+    from mel_opt.problems import all_problems
+    from mel_opt.schemes import SCHEMES
+
+    spec = all_problems().get(str(summary.get("problem")))
+    scheme = SCHEMES.get(str(summary.get("scheme")))
+    cycle = None if spec is None else spec.learning
+    return (*(cycle.columns if cycle is not None else ()),
+            *(scheme.columns if scheme is not None else ()))
+
+
+def rounds_csv(rows: Sequence[Mapping[str, Any]], declared: Sequence[str] = ()) -> str:
+    """The CSV document of ``rows`` (:func:`columns_of`; cells that could run as formulas are
+    neutralised)."""
+    return csv_text(columns_of(rows, declared),
+                    ({k: _cell(v) for k, v in r.items()} for r in rows), strict=True)
 
 
 def write_files(out_dir: str | Path, rows: Sequence[Mapping[str, Any]],
@@ -70,7 +100,7 @@ def write_files(out_dir: str | Path, rows: Sequence[Mapping[str, Any]],
     if figure:
         fig = plot(rows, doc, out / "live.png")
         doc["figure"] = None if fig is None else fig.name
-    atomic_write(out / "rounds.csv", rounds_csv(rows))
+    atomic_write(out / "rounds.csv", rounds_csv(rows, declared_columns(summary)))
     atomic_write(out / "summary.json", json.dumps(doc, indent=1, default=_plain) + "\n")
     return doc
 

@@ -56,6 +56,7 @@ from mel_opt.live.settings import (
     grace_for,
 )
 from mel_opt.problems.base import Instance, ProblemSpec
+from mel_opt.schemes import Loop, get_scheme
 
 __all__ = ["ENGINES", "EndedEarly", "LiveJob", "LiveOptions", "check", "ended_early",
            "instance_speeds", "live", "load_job", "load_settings", "node_link_rates",
@@ -164,13 +165,11 @@ def check(settings: LiveSettings, opts: LiveOptions, instance: Instance | None =
                                "measured needs a deployment (--engine local, netns or "
                                "remote): in the simulation the replies queue through a pool "
                                "and cross no link", " ")
-        unknown = np.full(K, np.nan)
-        if spec.learning.live_transfers(inst, unknown, unknown) is None:
+        if not spec.learning.measured_transfers:  # the problem's declaration
             raise SettingError("transfers", LiveSettings.setting("transfers").flag,
                                f"measured is not defined for {spec.name}: its plans take the "
                                "transfers from the file", " ")
-    if settings.scheme == "fedbuff":
-        _check_fedbuff(settings, opts, inst, nodes)
+    _check_scheme(settings, opts, inst, spec, nodes)
     rates = None
     if opts.engine == "netns":
         rates = tuple(node_link_rates(settings, opts, nodes, inst))
@@ -181,17 +180,17 @@ def check(settings: LiveSettings, opts: LiveOptions, instance: Instance | None =
                    None if speeds is None else tuple(speeds), rates)
 
 
-def _check_fedbuff(settings: LiveSettings, opts: LiveOptions, inst: Any, nodes: int) -> None:
-    """FedBuff's rules: a problem with a work clock, at most as many learners at once as
-    nodes, no emulator beside it (it trains the method's allocation)."""
-    from mel_opt.live.fedbuff import equal_work
-
+def _check_scheme(settings: LiveSettings, opts: LiveOptions, inst: Any, spec: ProblemSpec,
+                  nodes: int) -> None:
+    """The scheme's rules (:mod:`mel_opt.schemes`): what it needs of the problem (its
+    declaration), at most as many learners at once (and in a buffer) as nodes, and no
+    emulator beside a scheme other than the method's allocation (the emulator trains that)."""
+    scheme = get_scheme(settings.scheme, "live")
     flag = LiveSettings.setting("scheme").flag
-    try:
-        equal_work(inst, 1)
-    except UsageError as exc:
-        raise SettingError("scheme", flag, f"fedbuff {exc}".replace("--scheme fedbuff ", ""),
-                           ": ") from None
+    why = scheme.lacks(spec.learning, inst)
+    if why:
+        raise SettingError("scheme", flag, f"{scheme.name} does not run {spec.name}: {why}",
+                           ": ")
     if settings.concurrency is not None and settings.concurrency > nodes:
         raise SettingError("concurrency", LiveSettings.setting("concurrency").flag,
                            f"must be at most the {nodes} nodes, got {settings.concurrency}")
@@ -201,9 +200,10 @@ def _check_fedbuff(settings: LiveSettings, opts: LiveOptions, inst: Any, nodes: 
                            f"must be at most the learners training at once "
                            f"({min(nodes, settings.concurrency or nodes)}), got "
                            f"{settings.buffer}")
-    if opts.emulate:
+    if opts.emulate and scheme.loop is not Loop.ALLOCATION:
         raise SettingError("emulate", opts.setting("emulate").flag, "trains the method's "
-                           "allocation; FedBuff's emulated twin is `melopt arena`", ": ")
+                           f"allocation; {scheme.title}'s emulated twin is `melopt arena`",
+                           ": ")
 
 
 def node_link_rates(settings: LiveSettings, opts: LiveOptions, nodes: int,
@@ -323,9 +323,8 @@ def live(job: LiveJob, out_dir: str | os.PathLike[str],
     with output_lock(out, "live"):
         if opts.engine == "simulation":
             speeds = None if job.speeds is None else list(job.speeds)
-            # passed only when set: the engine's signature stays (settings, nodes, out, say)
-            _simulation(job.settings, job.nodes, out, say,
-                        **({"speeds": speeds} if speeds else {}))
+            _simulation(job.settings, job.nodes, out, say, speeds=speeds,
+                        instance=job.instance)
         else:
             _deployment(job, out, say)
         summary = json.loads((out / "summary.json").read_text()) if (
@@ -336,7 +335,9 @@ def live(job: LiveJob, out_dir: str | os.PathLike[str],
 
 
 def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[str], None],
-                speeds: list[float] | None = None) -> None:
+                speeds: list[float] | None = None, instance: Instance | None = None) -> None:
+    """Flower's simulation runtime with the server app in this process (``instance``: the
+    settings' instance, parsed: the server does not parse it again)."""
     import ray
     from flwr.simulation import run_simulation
 
@@ -358,7 +359,8 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[st
         # compute time against the problem's clock
         pool = pool_size(nodes, cpus)
         settings = dataclasses.replace(settings, pool=pool)
-        server = make_server_app(settings, on_round=written, expected_nodes=nodes, log=say)
+        server = make_server_app(settings, on_round=written, expected_nodes=nodes, log=say,
+                                 instance=instance)
         # a hair under cpus / pool, so that Flower's int(cpus / share) is never pool - 1
         share = cpus / pool * (1 - 1e-9)
         with one_scan_per_sweep():  # Flower's K x K sweep of its messages, made one scan

@@ -22,10 +22,11 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from mel_opt.live import learner as L
+from mel_opt.live.flower_exchange import FlowerExchange
+from mel_opt.live.loop import run_live
 from mel_opt.live.report import RECORD_PREFIX
 from mel_opt.live.rounds import LiveRun
 from mel_opt.live.settings import LiveSettings
-from mel_opt.live.strategy import AllocationStrategy, FedBuffStrategy
 
 __all__ = ["make_server_app", "server_app", "settings_json"]
 
@@ -50,23 +51,27 @@ def settings_from_json(text: str) -> LiveSettings:
 def make_server_app(settings: LiveSettings | None = None,
                     on_round: Callable[[LiveRun], None] | None = None,
                     expected_nodes: int | None = None,
-                    log: Callable[[str], None] | None = None) -> ServerApp:
-    """The server app; without ``settings`` it reads them from the run config."""
+                    log: Callable[[str], None] | None = None,
+                    instance: Any = None) -> ServerApp:
+    """The server app; without ``settings`` it reads them from the run config. ``instance``:
+    the parsed instance of ``settings`` (an app in this process: it is not parsed again)."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        from mel_opt.live.flower_patches import for_serverapp
         from mel_opt.live.report import write_outputs
-        from mel_opt.live.supernode import patch_from_env
+        from mel_opt.live.tuning import NodeTuning
 
-        patch_from_env()  # the pulls of the replies' arrays (a local federation's setting)
+        # the pulls of the replies' arrays (a local federation's tuning)
+        for_serverapp(NodeTuning.from_env())
 
         config = context.run_config
         s = settings if settings is not None else settings_from_json(str(config[SETTINGS_KEY]))
         out = str(config.get(OUT_KEY, "") or "")
         nodes = expected_nodes if expected_nodes is not None else int(config.get(NODES_KEY, 1))
         data = L.dataset(s.dataset, s.max_train, s.max_test)
-        run = LiveRun(s, data)
+        run = LiveRun(s, data, instance if settings is not None else None)
 
         def after_round(r: LiveRun) -> None:
             if settings is None:  # a deployment: the runner rebuilds the outputs from the log
@@ -76,9 +81,7 @@ def make_server_app(settings: LiveSettings | None = None,
             if on_round is not None:
                 on_round(r)
 
-        kind = FedBuffStrategy if s.scheme == "fedbuff" else AllocationStrategy
-        strategy = kind(run, after_round, expected_nodes=nodes, log=log or print)
-        strategy.start(grid=grid, num_rounds=s.rounds)
+        run_live(run, FlowerExchange(grid, expected_nodes=nodes), after_round, log or print)
         if out:
             write_outputs(run, out, figure=True)
 
@@ -87,9 +90,8 @@ def make_server_app(settings: LiveSettings | None = None,
 
 def _record(run: LiveRun) -> dict[str, Any]:
     """The newest round of ``run`` as one JSON-able record (rows and the summary)."""
-    last = run.rounds[-1]["round"]
-    return {"round": last, "rows": [r for r in run.rows if r["round"] == last],
-            "summary": run.summary()}
+    last = run.log.last.round
+    return {"round": last, "rows": run.log.row_dicts(last), "summary": run.summary()}
 
 
 server_app = make_server_app()

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems.learning import ADAPT_POLICIES
 from mel_opt.problems.messages import DataSpec
+from mel_opt.schemes import ALLOCATION, declaring, get_scheme, scheme_options, schemes_for
 from mel_opt.settings import Declared, Setting
 from mel_opt.training.settings import DATA_SETTINGS
 
@@ -25,8 +26,9 @@ __all__ = ["DEFAULT_LINK_MBIT", "ENGINES", "INSTANCE_SPEEDS", "LIVE_OPTIONS", "L
            "SCHEMES", "LiveOptions", "LiveSettings", "SpeedsSetting", "grace_for"]
 
 ENGINES = ("simulation", "local", "netns", "remote")
-#: What the server of a live run runs: the method's allocation, or FedBuff.
-SCHEMES = ("allocation", "fedbuff")
+#: What the server of a live run runs: the registry's schemes that run live
+#: (:mod:`mel_opt.schemes`).
+SCHEMES = tuple(s.name for s in schemes_for("live"))
 #: Where a dab learner's shards come from: the server, across the link, or its own part.
 SHARDS = ("shipped", "held")
 #: What a live round's plans take the transfers' times from.
@@ -43,18 +45,12 @@ MAX_SEED = 2**63 - 1
 LIVE_SETTINGS = (
     Setting("method", str, None, "Method that allocates every round.", nullable=True,
             default_doc="the problem's", flag="--method"),
-    Setting("scheme", str, "allocation", "What the server runs: the method's allocation in "
-            "synchronous rounds, or FedBuff's asynchronous buffered aggregation (every learner "
-            "the same work; mel-async and dab).", choices=SCHEMES),
+    Setting("scheme", str, ALLOCATION.name, "What the server runs: "
+            + "; ".join(f"{spec.name}, {spec.summary}" for spec in schemes_for("live")) + ".",
+            choices=SCHEMES),
     Setting("rounds", int, 5, "Global rounds after the probe (adaptive-tau may end earlier: "
-            "budget); with --scheme fedbuff, server steps.", minimum=1),
-    Setting("buffer", int, None, "FedBuff's K: updates per server step (--scheme fedbuff).",
-            minimum=1, nullable=True,
-            default_doc="the paper's 10, at most half the concurrency"),
-    Setting("concurrency", int, None, "FedBuff's C: learners training at once (--scheme "
-            "fedbuff).", minimum=1, nullable=True, default_doc="every learner"),
-    Setting("server_lr", float, 1.0, "FedBuff's server learning rate (--scheme fedbuff).",
-            minimum=0.0, minimum_open=True),
+            "budget); with an asynchronous scheme (fedbuff), server steps.", minimum=1),
+    *scheme_options("live"),
     Setting("seed", int, 0, "Model initialisation, data split and shuffles.", minimum=0,
             maximum=MAX_SEED),
     *DATA_SETTINGS,
@@ -234,12 +230,17 @@ class LiveSettings(Declared):
 
     def check_together(self) -> None:
         flags = {s.name: s.flag for s in LIVE_SETTINGS}
-        if self.scheme != "fedbuff":
-            for name in ("buffer", "concurrency"):
-                if getattr(self, name) is not None:
-                    raise SettingError(name, flags[name], "is FedBuff's: it needs {scheme} "
-                                       "fedbuff", " ", {"scheme": flags["scheme"]})
-        elif self.buffer is not None and self.concurrency is not None and \
+        chosen = get_scheme(self.scheme, "live")
+        for option in scheme_options("live"):
+            if option in chosen.options_for("live") or \
+                    getattr(self, option.name) == option.default:
+                continue
+            owners = declaring("live", option.name)
+            raise SettingError(option.name, option.flag,
+                               f"is {' or '.join(o.title for o in owners)}'s: it needs "
+                               f"{{scheme}} {' or '.join(o.name for o in owners)}", " ",
+                               {"scheme": flags["scheme"]})
+        if self.buffer is not None and self.concurrency is not None and \
                 self.buffer > self.concurrency:
             raise SettingError("buffer", flags["buffer"], f"must be at most the concurrency "
                                f"({self.concurrency}), got {self.buffer}")

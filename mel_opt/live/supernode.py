@@ -36,22 +36,8 @@ relies on, the SuperNode runs without it (``tests/live/test_flower_patches.py`` 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 
-__all__ = ["main", "patch_from_env"]
-
-
-def patch_from_env(env: Mapping[str, str] | None = None) -> None:
-    """The object pulls' back-off of the tuning in ``env`` (default: this process's
-    environment), as a ServerApp applies it.
-
-    Kept for :mod:`mel_opt.live.server`; the same as
-    ``flower_patches.for_serverapp(NodeTuning.from_env(env))``.
-    """
-    from mel_opt.live.flower_patches import for_serverapp
-    from mel_opt.live.tuning import NodeTuning
-
-    for_serverapp(NodeTuning.from_env(env))
+__all__ = ["main"]
 
 
 def main() -> None:

@@ -98,7 +98,7 @@ def test_a_round_of_claims_ships_each_learner_its_a_k_shards(digits: Any) -> Non
     for k in range(run.K):
         run.accept_probe(10 + k, ProbeReport(k, 80).encode())
     plan = run.plan(1)
-    assert claims.wanted(run, plan)
+    assert claims.wanted(run.cycle, run.settings.shards, True, plan)
     spec = run.settings.data_spec(run.K)
     # learner 0 is too slow for a shard (it halts), 1 sends a claim without a plan, 2 never
     # answers, 3 and 4 claim what their speeds allow
@@ -115,7 +115,7 @@ def test_a_round_of_claims_ships_each_learner_its_a_k_shards(digits: Any) -> Non
         if k == 1:
             report = TrainReport(1, 0.0, 0.0, 0, 0, [])
         answers.append(Answer(k, report.encode()))
-    shipped = claims.take_claims(run, plan, answers)
+    shipped = run.take_claims(plan, answers)
     assert shipped.claimed_by == (0, 1, 2, 3, 4)
     assert sorted(shipped.orders) == [3, 4] and run.missing == {2}
     assert shipped.claims[0].samples == 0
@@ -155,7 +155,7 @@ def test_a_claim_of_more_samples_than_a_message_carries_is_refused(digits: Any) 
         run.accept_probe(10 + k, ProbeReport(k, 80).encode())
     plan = run.plan(1)
     greedy = TrainReport(0, 0.0, 0.0, 0, 0, [], plan=dataclass_plan(10**9))
-    shipped = claims.take_claims(run, plan, [Answer(0, greedy.encode())])
+    shipped = run.take_claims(plan, [Answer(0, greedy.encode())])
     assert shipped.claim_refused[0] == "it claims 1000000000 samples (2.56e+11 bytes), " \
         "more than an order ships (268435456 bytes)"
     assert shipped.orders == {}
@@ -172,9 +172,9 @@ def test_held_shards_or_a_problem_that_does_not_claim_skip_the_claims(digits: An
                                 **SUBSET), digits)
     for k in range(held.K):
         held.accept_probe(10 + k, ProbeReport(k, 80).encode())
-    assert not claims.wanted(held, held.plan(1))
+    assert not claims.wanted(held.cycle, held.settings.shards, True, held.plan(1))
     doc = parse_json_text(problem_example("mel-async").resource.read_text())
     run = LiveRun(LiveSettings(instance=doc, seed=0, model="softmax", **SUBSET), digits)
     for k in range(run.K):
         run.accept_probe(10 + k, ProbeReport(k, 80, 1e-4 * 1000, 1000.0).encode())
-    assert not claims.wanted(run, run.plan(1))
+    assert not claims.wanted(run.cycle, run.settings.shards, True, run.plan(1))

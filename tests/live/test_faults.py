@@ -100,6 +100,8 @@ class Watch:
         self.models: list[list[np.ndarray]] = []
 
     def __call__(self, run: LiveRun) -> None:
+        if run.log.last.round == 0:  # after the probe: nothing trained yet
+            return
         for model in run.models:
             assert all(np.isfinite(a).all() for a in model), f"round {len(self.models) + 1}"
         self.estimates.append(run.estimates.seconds.copy())
@@ -225,7 +227,7 @@ def test_cli_a_run_with_a_faulty_learner_exits_0_and_its_rows_say_why(
     pytest.importorskip("flwr")
     nan = weights(float("nan"))
 
-    def engine(settings: LiveSettings, nodes: int, out: Path, say: Any) -> None:
+    def engine(settings: LiveSettings, nodes: int, out: Path, say: Any, **kw: Any) -> None:
         data = load_dataset(settings.dataset, max_train=settings.max_train,
                             max_test=settings.max_test)
         run = LiveRun(settings, data)

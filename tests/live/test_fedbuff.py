@@ -14,24 +14,20 @@ import numpy as np
 import pytest
 
 from mel_opt import api
-from mel_opt.arena.clock import work_clock
+from mel_opt.arena.run import work_clock
 from mel_opt.errors import UsageError
 from mel_opt.io.json_io import parse_json_text
 from mel_opt.live import learner as L
-from mel_opt.live.fedbuff import (
-    AsyncServer,
-    Model,
-    Outcome,
-    Reply,
-    Step,
-    default_buffer,
-    equal_work,
-    run,
-)
-from mel_opt.live.fedbuff import run as run_loop
+from mel_opt.live.estimates import Measurement
+from mel_opt.live.fedbuff import AsyncServer, Work, equal_work
 from mel_opt.live.rounds import LiveRun, LiveSettings
+from mel_opt.problems import get_problem
 from mel_opt.problems.mel_async.generate import generate
 from mel_opt.problems.messages import Records
+from mel_opt.schemes.fedbuff import FedBuffOutcome as Outcome
+from mel_opt.schemes.fedbuff import Model, Step, default_buffer, run
+from mel_opt.schemes.fedbuff import Update as Reply
+from mel_opt.schemes.fedbuff import run as run_loop
 from mel_opt.training import load_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,21 +150,26 @@ def mel_async_doc() -> dict[str, Any]:
             "learners": [dict(learner, name="a"), dict(learner, name="b")]}
 
 
+def work_of(inst: Any, dataset_size: int, seconds: np.ndarray | None = None) -> Work:
+    cycle = get_problem(inst.problem).learning
+    assert cycle is not None
+    return equal_work(cycle, inst, dataset_size, seconds=seconds)
+
+
 def test_equal_work_of_mel_async_is_an_equal_share_for_the_passes_that_fit() -> None:
-    work = equal_work(api.parse_instance(mel_async_doc()), 1437)
+    work = work_of(api.parse_instance(mel_async_doc()), 1437)
     assert (work.samples, work.passes) == (1000, 9)
     assert np.allclose(work.comm_s, 0.6) and np.allclose(work.compute_s, 9.0)
     # measured: learner a at 2e-3 s per sample-pass (2 s a pass), b unmeasured (1 s a pass):
     # a fits floor(9.4 / 2) = 4, b 9; the median floor(6.5) = 6 passes
-    work = equal_work(api.parse_instance(mel_async_doc()), 1437, seconds=np.array([2e-3,
-                                                                                   np.nan]))
+    work = work_of(api.parse_instance(mel_async_doc()), 1437, seconds=np.array([2e-3, np.nan]))
     assert work.passes == 6 and np.allclose(work.compute_s, [12.0, 6.0])
 
 
 def test_equal_work_of_dab_is_s_over_k_shards_of_its_samples_per_shard() -> None:
     doc = parse_json_text((ROOT / "instances" / "dab" / "worked_example.json").read_text())
     inst = api.parse_instance(doc)
-    work = equal_work(inst, 1437)
+    work = work_of(inst, 1437)
     # one learner holds all S = 92 shards; a shard is 1437 // 92 = 15 of the data set's samples
     assert (inst.K, inst.total_shards) == (1, 92)
     assert work.samples == 92 * 15
@@ -182,8 +183,8 @@ def test_equal_work_of_dab_is_s_over_k_shards_of_its_samples_per_shard() -> None
 
 def test_equal_work_refuses_a_problem_without_a_work_clock() -> None:
     doc = parse_json_text((ROOT / "instances" / "med" / "mays2023_n4_m1.json").read_text())
-    with pytest.raises(UsageError, match="fedbuff runs the problems mel-async, dab"):
-        equal_work(api.parse_instance(doc), 100)
+    with pytest.raises(UsageError, match="'med' declares none"):
+        work_of(api.parse_instance(doc), 100)
 
 
 def test_default_buffer_is_ten_at_most_half_the_concurrency() -> None:
@@ -258,9 +259,9 @@ def fedbuff_run(data: Any, steps: int, faults: dict[tuple[int, int], Fault],
     run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="fedbuff",
                                rounds=steps, model="softmax"), data)
     for k in range(run.K):  # the probe: node 10 + k holds learner k
-        run.nodes[10 + k] = k
-        assert run.measure(k, SLOW * 1000, 1000.0, 0) == ""
-    work = equal_work(run.inst, run.N)
+        assert run.fleet.join(10 + k, k) == ""
+        assert run.fleet.measure(Measurement.of(k, SLOW * 1000, 1000.0), 0) == ""
+    work = work_of(run.inst, run.N)
     server = AsyncServer(run, work, steps)
     grid = LearnersHere(server, faults, errors)
     models: list[Model] = []
@@ -304,9 +305,39 @@ def test_fedbuff_a_learner_given_up_is_missing_until_its_late_reply(digits: Any)
     doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
     run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="fedbuff",
                                rounds=2, model="softmax"), digits)
-    run.nodes.update({10 + k: k for k in range(4)})
-    server = AsyncServer(run, equal_work(run.inst, run.N), 2)
+    for k in range(4):
+        run.fleet.join(10 + k, k)
+    server = AsyncServer(run, work_of(run.inst, run.N), 2)
     server.on_reply(10, 1, None, "missing")
     assert run.missing == {0} and run.rows[-1]["status"] == "missing"
     server.on_reply(10, 2, None, "late: its work was given up and handed to another learner")
     assert run.missing == set() and run.rows[-1]["status"] == "ignored"
+
+
+def test_fedbuff_in_process_on_the_clock_gives_up_a_lost_learner(digits: Any) -> None:
+    """The same server and loop as on Flower, on the in-process exchange: learner k takes
+    (k + 1) x SLOW s per sample-pass on the clock, learner 3 never answers after the probe."""
+    from mel_opt.live.inprocess import Clock, run_in_process
+
+    doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
+    run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="fedbuff",
+                               rounds=4, buffer=2, model="softmax"), digits)
+    clock = Clock(compute_s=lambda r, k, work: SLOW * (k + 1) * work, overhead_s=lambda r: 0.0,
+                  probe_s_per_sample=SLOW, answers=lambda r, k: k != 3)
+    run_in_process(run, np.array_split(np.arange(digits.y_train.size), 4), clock)
+    assert run.stopped is None and [r["round"] for r in run.rounds] == [0, 1, 2, 3, 4]
+    # every learner measured at the probe's SLOW: one piece of work takes learner 0 t0 s
+    w = work_of(run.inst, run.N, seconds=np.full(4, SLOW))
+    t0 = SLOW * w.samples * w.passes
+    # step 1: learner 0 at t0, then at 2 t0 learner 1 (pushed before learner 0's second work)
+    first = run.rounds[1]
+    assert first["staleness"] == [0, 0] and first["round_wall_s"] == pytest.approx(2 * t0)
+    assert all(r["learners"] == 2 and r["method"] == "fedbuff" for r in run.rounds[1:])
+    rows = run.rows
+    assert [r["status"] for r in rows if r["learner"] == 3] == ["missing"]
+    assert run.missing == {3}
+    # the others' speeds were measured on their work: (k + 1) SLOW, learner 0 exactly its probe
+    assert run.estimates.seconds[0] == pytest.approx(SLOW)
+    assert run.estimates.seconds[:3] == pytest.approx(SLOW * np.array([1.0, 2.0, 3.0]),
+                                                      rel=0.5)
+    assert run.rounds[-1]["accuracy"] > run.rounds[0]["accuracy"]

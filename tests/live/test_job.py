@@ -35,9 +35,10 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
 def engines(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The engines stood in for: what each was handed."""
     ran: dict[str, Any] = {}
-    monkeypatch.setattr(R, "_simulation", lambda settings, nodes, out, say, speeds=None:
+    monkeypatch.setattr(R, "_simulation",
+                        lambda settings, nodes, out, say, speeds=None, instance=None:
                         ran.update(engine="simulation", settings=settings, nodes=nodes,
-                                   speeds=speeds))
+                                   speeds=speeds, instance=instance))
     monkeypatch.setattr(R, "_deployment", lambda job, out, say:
                         ran.update(engine=job.options.engine, job=job))
     return ran
@@ -58,6 +59,7 @@ def test_the_job_holds_the_instance_parsed_once(tmp_path: Path, mel_async_file: 
     R.live(job, tmp_path / "out")
     assert parses == [str(path)]  # the run parses nothing again
     assert engines["engine"] == "simulation" and engines["nodes"] == 3
+    assert engines["instance"] is job.instance  # the server app gets it parsed
     assert engines["settings"].grace_s is not None  # the engine's own grace filled in
 
 

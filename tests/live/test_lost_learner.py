@@ -196,7 +196,7 @@ def test_adaptive_tau_goes_on_with_the_nodes_left(digits: Any) -> None:
 def fake_engine(lost: Callable[[int, int], bool]) -> Callable[..., None]:
     """The simulation engine replaced by in-process learners (no Ray), losing as told."""
 
-    def engine(settings: LiveSettings, nodes: int, out: Path, say: Any) -> None:
+    def engine(settings: LiveSettings, nodes: int, out: Path, say: Any, **kw: Any) -> None:
         data = load_dataset(settings.dataset, max_train=settings.max_train,
                             max_test=settings.max_test)
         run = LiveRun(settings, data)

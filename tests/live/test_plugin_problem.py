@@ -103,3 +103,53 @@ def test_live_runs_the_plugged_in_problem_and_its_learner_side(
     assert summary["figure"] == "live.png"
     assert np.isfinite(summary["estimates_s_per_sample"]).all()
     assert ray.gone(20.0), ray.alive()
+
+
+def test_the_arena_runs_every_scheme_of_the_registry_on_the_plugged_in_problem(
+        plugged: Path) -> None:
+    from mel_opt.arena.run import arena, work_clock
+    from mel_opt.arena.settings import ArenaSettings
+
+    inst = api.parse_instance(dict(DOC))
+    clock = work_clock(inst)
+    # the toy's work clock: an equal share of min(500, 166) = 166 samples, one pass of
+    # 0.002 x 166 = 0.332 s and 0.006 x 166 = 0.996 s, no transfers, within T = 1 s
+    assert clock.share == 166 and clock.passes == 1.0
+    assert clock.per_pass_s.tolist() == pytest.approx([0.332, 0.996])
+    data = load_dataset("digits", max_train=300, max_test=100)
+    out = arena(inst, ArenaSettings(seeds=1, cycles=3, model="softmax", lr=0.5), data=data)
+    times: dict[str, list[float]] = {}
+    for r in out.rows:
+        times.setdefault(r["scheme"], []).append(r["time_s"])
+    assert set(times) == {"fit", "deadline", "oort", "fedbuff", "fedprox"}
+    # fit: d = (500, 166), a cycle lasts until the last update, max(1.0, 0.996) = 1 s
+    assert times["fit"] == pytest.approx([0.0, 1.0, 2.0, 3.0])
+    # deadline: m = 1 of 2, both invited (ceil 1.3), the first finish (0.332 s) closes it
+    assert set(np.round(np.diff(times["deadline"]), 9)) == {0.332}
+    # fedbuff: one learner at a time, a step per update: 0.332 or 0.996 s each
+    assert set(np.round(np.diff(times["fedbuff"]), 9)) <= {0.332, 0.996}
+
+
+def test_the_plugged_in_problem_runs_live_in_process_with_its_own_column(
+        plugged: Path, tmp_path: Path) -> None:
+    from mel_opt.live.inprocess import Clock, run_in_process
+    from mel_opt.live.report import rows_from_csv, write_outputs
+    from mel_opt.live.rounds import LiveRun, LiveSettings
+
+    data = load_dataset("digits", max_train=300, max_test=100)
+    run = LiveRun(LiveSettings(instance=dict(DOC), rounds=2, model="softmax", lr=0.3), data)
+    seconds = DOC["seconds_per_sample"]
+    clock = Clock(compute_s=lambda r, k, work: seconds[k] * work, overhead_s=lambda r: 0.0,
+                  probe_s_per_sample=0.004)
+    run_in_process(run, np.array_split(np.arange(300), 2), clock)
+    write_outputs(run, tmp_path)
+    header = (tmp_path / "rounds.csv").read_text().splitlines()[0].split(",")
+    assert "spare_s" in header and header.index("spare_s") == header.index("d") + 1
+    rows = {(r["round"], r["learner"]): r for r in rows_from_csv(tmp_path / "rounds.csv")}
+    # round 1 on the probe's 0.004 s per sample: d = floor(1 / 0.004) = 250 each, no spare;
+    # round 2 on the estimates moved half way (alpha 0.5) to 0.002 and 0.006: 0.003 and
+    # 0.005 s, d = 333 (spare 1 - 0.999 s) and 200 (none)
+    assert [rows[(1, k)]["d"] for k in (0, 1)] == [250, 250]
+    assert [rows[(2, k)]["d"] for k in (0, 1)] == [333, 200]
+    assert rows[(2, 0)]["spare_s"] == pytest.approx(0.001, abs=1e-9)
+    assert rows[(1, 0)]["spare_s"] == pytest.approx(0.0, abs=1e-9)

@@ -79,8 +79,8 @@ def test_round_allocates_from_the_measured_speeds(digits: Any) -> None:
     longest = max(o.predicted_s - o.comm_s for o in plan.orders.values())
     assert run.wait_s(plan) == pytest.approx(1.25 * longest + 5.0)  # no overhead known yet
     # a learner whose messages take 3 s beyond its computation is waited for that long
-    run.note_overhead(2, 0.5, 3.5)
-    assert run.overhead[2] == pytest.approx(3.0)
+    run.fleet.note_overhead(2, 0.5, 3.5)
+    assert run.fleet.overhead[2] == pytest.approx(3.0)
     wait2 = 1.25 * (plan.orders[2].predicted_s - plan.orders[2].comm_s) + 3.0
     assert run.wait_s(plan) == pytest.approx(max(1.25 * longest, wait2) + 5.0)
 
@@ -119,7 +119,7 @@ def test_missing_learner_is_left_out_until_it_answers(digits: Any) -> None:
     assert [r["status"] for r in run.rows if r["learner"] == 1] == ["missing"]
     plan2 = run.plan(2)
     assert sorted(plan2.orders) == [0, 2] and len(plan2.allocation["d"]) == 2
-    run.missing.discard(1)  # the strategy does this when a rejoin probe is answered
+    run.fleet.back([1])  # the round loop does this when a rejoin probe is answered
     assert sorted(run.plan(3).orders) == [0, 1, 2]
 
 

@@ -72,7 +72,7 @@ def test_med_round_solves_the_measured_tasks_and_sends_each_its_task(digits: Any
         assert order.predicted_s == pytest.approx(comm + tau[i] * shards * SIGMA[j] * per[i])
         assert order.predicted_s <= T[i] * (1 + 1e-9)
         # the node starts from its own task's global model
-        assert run.model_of(j, plan) is run.models[i] and order.model is run.models[i]
+        assert order.model is run.models[i]
 
 
 def test_med_close_averages_each_task_and_judges_each_by_its_deadline(digits: Any) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mel_opt.live.rounds import MIN_PROBE_S, PROBE_WAVES, LiveRun, LiveSettings
+from mel_opt.live.fleet import MIN_PROBE_S, PROBE_WAVES
+from mel_opt.live.rounds import LiveRun, LiveSettings
 from mel_opt.problems.messages import ProbeReport
 from mel_opt.training import load_dataset
 
@@ -64,12 +65,12 @@ def test_a_pooled_server_waits_for_its_queue_and_not_for_queueing_as_overhead(
     # the last of 12 came after 6 * 0.15 = 0.9 s; learner k's round trip holds its queueing
     for k in range(K):
         elapsed = 0.15 * (k // 2 + 1)
-        alone.note_overhead(k, 0.1, elapsed)
-        pooled.note_overhead(k, 0.1, elapsed)
-    pooled.fold_pooled()
-    assert pooled.overhead == pytest.approx(np.full(K, 0.05))  # the pool's, per message
-    assert alone.overhead[-1] == pytest.approx(0.8)  # without a pool: all queueing, counted
-    assert not pooled._timed  # folded once
+        alone.fleet.note_overhead(k, 0.1, elapsed)
+        pooled.fleet.note_overhead(k, 0.1, elapsed)
+    pooled.fleet.fold_pooled()
+    assert pooled.fleet.overhead == pytest.approx(np.full(K, 0.05))  # the pool's, per message
+    assert alone.fleet.overhead[-1] == pytest.approx(0.8)  # without a pool: all queueing
+    assert not pooled.fleet._timed  # folded once
 
 
 def test_a_pool_probes_many_learners_briefly_and_few_fully(digits: Any) -> None:
@@ -133,6 +134,6 @@ def test_forty_learners_share_a_pool_of_one_actor_per_core(tmp_path: Path, ray: 
 
 def test_a_thousand_awaited_replies_are_pulled_every_second_the_last_hundred_every_tenth() -> None:
     pytest.importorskip("flwr")
-    from mel_opt.live.strategy import poll_s
+    from mel_opt.live.flower_exchange import poll_s
 
     assert [poll_s(n) for n in (1, 100, 250, 1000)] == pytest.approx([0.1, 0.1, 0.25, 1.0])

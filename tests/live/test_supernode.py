@@ -47,9 +47,12 @@ def test_the_servers_patch_follows_the_environment_only(monkeypatch: pytest.Monk
     applied: list[Any] = []
     monkeypatch.setattr(flower_patches, "short_object_pulls",
                         lambda initial, cap: applied.append((initial, cap)))
-    supernode.patch_from_env({})  # unset: nothing
-    supernode.patch_from_env({TUNING_ENV: "not json"})  # unreadable: nothing
-    supernode.patch_from_env(NodeTuning(pull_backoff=None).env())  # none asked: nothing
+    def server(env: dict[str, str]) -> None:  # what the server app applies
+        flower_patches.for_serverapp(NodeTuning.from_env(env))
+
+    server({})  # unset: nothing
+    server({TUNING_ENV: "not json"})  # unreadable: nothing
+    server(NodeTuning(pull_backoff=None).env())  # none asked: nothing
     assert applied == []
-    supernode.patch_from_env(NodeTuning().env())
+    server(NodeTuning().env())
     assert applied == [(0.02, 0.2)]

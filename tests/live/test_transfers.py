@@ -87,7 +87,7 @@ def test_dab_briefs_each_learner_the_rate_its_shards_crossed_at(digits: Any) -> 
     claimed = [Answer(k, L.answer_train(TrainOrder.decode(o.encode()), k,
                                         L.local_data(spec, k), memories[k]).encode())
                for k, o in claims.claim_orders(plan).items()]
-    shipped = claims.take_claims(run, plan, claimed)
+    shipped = run.take_claims(plan, claimed)
     assert sorted(shipped.orders) == [0, 1, 2, 3, 4]
     # learner 1's shards and model crossed in 2 s beyond its compute; the others' replies
     # carry no round trip (nothing measured: their briefs keep the file's b_k)
