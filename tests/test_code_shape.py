@@ -114,12 +114,14 @@ def _absolute(node: ast.ImportFrom, name: str, is_pkg: bool) -> str:
 
 
 def imports_in(source: str, name: str, is_pkg: bool = False,
-               known: Iterable[str] | None = None) -> dict[str, Import]:
+               known: Iterable[str] | None = None, typing: bool = False) -> dict[str, Import]:
     """The modules the source of module ``name`` imports anywhere: at module level, in class
     bodies, inside functions (deferred) and through :data:`LOADERS`; ``if TYPE_CHECKING:``
-    blocks are left out (they never run). ``from a import b`` counts ``a`` and ``a.b`` (``b``
-    may be a module). A module imported both at load and in a function counts as at load.
-    ``known``: keep only these modules (default: every name found), never ``name`` itself.
+    blocks are left out (they never run), or, with ``typing``, counted as imports at load (a
+    type that names a module is a dependency on it, and a circle it closes is still a
+    circle). ``from a import b`` counts ``a`` and ``a.b`` (``b`` may be a module). A module
+    imported both at load and in a function counts as at load. ``known``: keep only these
+    modules (default: every name found), never ``name`` itself.
     """
     found: dict[str, Import] = {}
 
@@ -130,7 +132,7 @@ def imports_in(source: str, name: str, is_pkg: bool = False,
 
     def walk(node: ast.AST, deferred: bool) -> None:
         if isinstance(node, ast.If) and _type_checking(node.test):
-            for stmt in node.orelse:
+            for stmt in (*node.body, *node.orelse) if typing else node.orelse:
                 walk(stmt, deferred)
             return
         if isinstance(node, ast.Import):
@@ -188,11 +190,41 @@ def _cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
     return cycles
 
 
-def test_no_import_cycles() -> None:
-    """No cycle among the imports that run when a module loads (module level)."""
+#: Every module's imports, ``if TYPE_CHECKING:`` blocks counted (as at load).
+TYPED_GRAPH = {name: imports_in(path.read_text(encoding="utf-8"), name,
+                                path.name == "__init__.py", MODULES, typing=True)
+               for name, path in MODULES.items()}
+
+
+def load_cycles(graph: Mapping[str, Mapping[str, Import]]) -> list[list[str]]:
+    """The cycles among the imports of ``graph`` that run when a module loads (module level;
+    a package's own parents left out: importing a.b.c runs them first)."""
     edges = {m: {d for d, i in deps.items() if not i.deferred and d not in _parents(m)}
-             for m, deps in GRAPH.items()}
-    assert _cycles(edges) == []
+             for m, deps in graph.items()}
+    return _cycles(edges)
+
+
+def test_no_import_cycles() -> None:
+    """No cycle among the imports that run when a module loads (module level), counting the
+    imports a type checker reads (``if TYPE_CHECKING:``): a planner that names the run's type
+    there while the run imports the planner is a circle the checker sees and the reader
+    follows, though Python never runs it."""
+    assert load_cycles(TYPED_GRAPH) == []
+
+
+def test_a_type_checking_import_closes_a_cycle() -> None:
+    planner = ("from typing import TYPE_CHECKING\n"
+               "if TYPE_CHECKING:\n"
+               "    from mel_opt.live.rounds import LiveRun\n")
+    rounds = "from mel_opt.live.planners import planner_for\n"
+    known = ("mel_opt.live.rounds", "mel_opt.live.planners")
+    graph = {"mel_opt.live.planners": imports_in(planner, "mel_opt.live.planners", known=known,
+                                                 typing=True),
+             "mel_opt.live.rounds": imports_in(rounds, "mel_opt.live.rounds", known=known,
+                                               typing=True)}
+    assert load_cycles(graph) == [["mel_opt.live.planners", "mel_opt.live.rounds",
+                                   "mel_opt.live.planners"]]
+    assert imports_in(planner, "mel_opt.live.planners", known=known) == {}  # as Python runs it
 
 
 # ---- the layers ------------------------------------------------------------------------------
@@ -211,7 +243,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("mel_opt.api", "mel_opt.batch", "mel_opt.sweep", "mel_opt.compare", "mel_opt.export",
      "mel_opt.plot", "mel_opt.examples", "mel_opt.schemas", "mel_opt.settings",
      "mel_opt.ray_local", "mel_opt.reproduce", "mel_opt.training", "mel_opt.live",
-     "mel_opt.subset_benchmarking", "mel_opt.arena"),
+     "mel_opt.subset_benchmarking", "mel_opt.arena", "mel_opt.schemes"),
     ("mel_opt.cli",),
 )
 #: mel_opt.problems.<pkg>: the problem packages (the registry's other modules are shared).
@@ -229,6 +261,13 @@ APART: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     # partition): it stands on training/, which never knows the alternatives
     (("mel_opt.training",), ("mel_opt.arena",),
      "the arena's alternatives run on the emulator's pieces, not the other way round"),
+    # the schemes' registry and rules stand below both the arena and live runs, which carry
+    # them (a virtual clock, learner processes); neither wing, nor the registry, knows a
+    # problem: a problem declares its work clock and its live capabilities in its cycle
+    (("mel_opt.schemes",), ("mel_opt.arena", "mel_opt.live"),
+     "the schemes are declared below the wings that run them"),
+    (("mel_opt.schemes", "mel_opt.arena", "mel_opt.live"), PROBLEM_PACKAGES,
+     "the schemes, the arena and live runs read what a problem's learning cycle declares"),
 )
 #: Modules only some may import: (module, who may, why).
 ONLY_FROM: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -379,13 +418,13 @@ def test_the_import_rules_see_a_function_level_import() -> None:
 
 
 # Who may import an optional heavy library (anywhere in the module, deferred imports too): a
-# package prefix (ending in a dot) or a module. Flower: the apps, the strategy, the engines'
-# runner, the SuperNode and SuperExec wrappers, the patches of Flower's internals and the record
-# mapping; the rest of live/ (rounds, planners, learner, estimates, settings, report, the
-# process side, the tuning) stays plain Python.
-OWNERS = {"flwr": ("mel_opt.live.client", "mel_opt.live.flower_patches", "mel_opt.live.run",
-                   "mel_opt.live.server", "mel_opt.live.strategy", "mel_opt.live.superexec",
-                   "mel_opt.live.supernode", "mel_opt.live.wire"),
+# package prefix (ending in a dot) or a module. Flower: the apps, the grid's exchange, the
+# engines' runner, the SuperNode and SuperExec wrappers, the patches of Flower's internals and
+# the record mapping; the rest of live/ (rounds, the loop, planners, learner, estimates,
+# settings, report, the process side, the tuning) stays plain Python.
+OWNERS = {"flwr": ("mel_opt.live.client", "mel_opt.live.flower_exchange",
+                   "mel_opt.live.flower_patches", "mel_opt.live.run", "mel_opt.live.server",
+                   "mel_opt.live.superexec", "mel_opt.live.supernode", "mel_opt.live.wire"),
           "highspy": ("mel_opt.solvers.",), "cyipopt": ("mel_opt.solvers.",)}
 
 
@@ -405,3 +444,68 @@ def test_optional_libraries_stay_in_their_package(library: str) -> None:
                     _owner(name, OWNERS[library]):
                 wrong.append(name)
     assert wrong == []
+
+
+# ---- names compared ---------------------------------------------------------------------------
+#: Where no problem's name may be compared (or key a table): the generic wings read what a
+#: problem's learning cycle declares (its work clock, its columns, its live capabilities).
+PROBLEM_BLIND = ("mel_opt.live", "mel_opt.arena", "mel_opt.training", "mel_opt.schemes")
+#: Where a scheme's name may be compared: its registry alone.
+SCHEME_REGISTRY = "mel_opt.schemes"
+
+
+def _strings(node: ast.AST) -> list[ast.Constant]:
+    """The string constants of ``node``, itself or the elements of a literal container."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [c for e in node.elts for c in _strings(e)]
+    return []
+
+
+def names_compared(source: str, names: Iterable[str]) -> list[str]:
+    """Where ``source`` compares a value with one of ``names`` (``==``, ``!=``, ``in``, ``is``,
+    also against a literal tuple, list or set of them) or keys a literal dict by one:
+    ``"line: name"`` each."""
+    wanted = set(names)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        operands: list[ast.AST] = []
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.Dict):
+            operands = [k for k in node.keys if k is not None]
+        for op in operands:
+            found.extend(f"{c.lineno}: {c.value}" for c in _strings(op) if c.value in wanted)
+    return found
+
+
+def _problem_names() -> set[str]:
+    from mel_opt.problems import all_problems
+
+    return set(all_problems())
+
+
+def test_no_problem_is_named_in_the_generic_wings() -> None:
+    names = _problem_names()
+    assert {"mel-async", "dab"} <= names
+    found = {m: hits for m, path in MODULES.items() if _under(m, PROBLEM_BLIND)
+             and (hits := names_compared(path.read_text(encoding="utf-8"), names))}
+    assert found == {}
+
+
+def test_no_scheme_is_named_outside_its_registry() -> None:
+    from mel_opt.schemes import SCHEMES
+
+    found = {m: hits for m, path in MODULES.items() if not _under(m, (SCHEME_REGISTRY,))
+             and (hits := names_compared(path.read_text(encoding="utf-8"), SCHEMES))}
+    assert found == {}
+
+
+def test_the_name_rule_sees_comparisons_and_tables() -> None:
+    source = ('if inst.problem == "dab":\n    pass\n'
+              'ok = kind in ("oort", "fedbuff")\n'
+              'CLOCKS = {"mel-async": 1}\n'
+              'text = "dab"  # a name that is not compared\n')
+    assert names_compared(source, {"dab", "mel-async", "fedbuff"}) == [
+        "1: dab", "3: fedbuff", "4: mel-async"]
