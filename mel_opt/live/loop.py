@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from mel_opt.errors import MelOptError
+from mel_opt.errors import MelOptError, UsageError
 from mel_opt.live import claims
 from mel_opt.live.exchange import PROBE, TRAIN, Arrival, Asked, Exchange
 from mel_opt.live.plan import Answer, RoundPlan
@@ -52,8 +52,10 @@ def run_live(run: LiveRun, exchange: Exchange, on_round: Observer = _nothing,
         from mel_opt.live.fedbuff import serve_buffered
 
         serve_buffered(run, exchange, on_round, log)
-    else:
+    elif run.scheme.loop is Loop.ALLOCATION:
         allocation_rounds(run, exchange, on_round, log)
+    else:  # the registry says where each scheme runs; the settings refuse the others
+        raise UsageError(f"{run.scheme.name} does not run live")
     return run
 
 
