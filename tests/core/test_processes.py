@@ -27,6 +27,8 @@ from mel_opt.processes import (
 )
 
 SLEEP = "import time; time.sleep(60)"
+# a child that says it runs (so it has exec'd: its command line is its own) and waits
+READY = "print('ready', flush=True); import time; time.sleep(60)"
 # a child that starts a grandchild, prints its pid and waits
 PARENT = ("import subprocess, sys\n"
           f"g = subprocess.Popen([sys.executable, '-c', {SLEEP!r}])\n"
@@ -139,8 +141,12 @@ def test_the_public_parent_reader_agrees_with_the_fast_one(spawn, monkeypatch):
 
 
 def test_the_command_line_is_read(spawn):
-    child = spawn(SLEEP, "marker-argument")
-    assert command_line(child.pid) == [sys.executable, "-c", SLEEP, "marker-argument"]
+    child = spawn(READY, "marker-argument")
+    # Popen returns once the exec has passed its point of no return, before the new program's
+    # arguments are in place: until then /proc shows an empty (or the parent's) command line.
+    # A line from the child proves that it runs its own program.
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    assert command_line(child.pid) == [sys.executable, "-c", READY, "marker-argument"]
 
 
 def test_send_never_signals_the_init_process_a_group_or_itself():

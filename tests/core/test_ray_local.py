@@ -14,9 +14,11 @@ import pytest
 from mel_opt.processes import is_alive, start_time
 from mel_opt.ray_local import ray_descendants, reap
 
-# ignores SIGTERM, as a Ray helper that outlives ray.shutdown; ends only when killed
+# ignores SIGTERM, as a Ray helper that outlives ray.shutdown; ends only when killed; says
+# when it runs
 STUBBORN = ("import signal, time\n"
             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\n"
             "time.sleep(120)\n")
 
 
@@ -25,14 +27,20 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(*args: str, code: str = STUBBORN) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([sys.executable, "-c", code, *args])
+        """A child that runs its own program: Popen returns before the exec has put the new
+        command line in place (until then /proc shows an empty one, or this process's, which
+        names this file and so "ray"), so the child's first line is awaited."""
+        proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE)
         procs.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
         return proc
 
     yield start
     for proc in procs:
         proc.kill()
         proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def test_ray_descendants_are_the_children_whose_command_line_names_ray(spawn):
