@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -101,8 +100,13 @@ def test_a_link_is_shaped_each_way() -> None:
 def test_an_error_inside_removes_namespaces_and_processes() -> None:
     with pytest.raises(RuntimeError, match="boom"):
         with ShapedLinks([(1e6, 1e6), (4e6, 4e6)], tag="err") as links:
-            sleeper = subprocess.Popen([*links.prefix(links.links[1].namespace), "sleep", "60"])
-            time.sleep(0.2)
+            # it says when it runs inside the namespace (ip netns exec joins it, then execs the
+            # shell): a fixed pause could end before that on a busy machine
+            sleeper = subprocess.Popen([*links.prefix(links.links[1].namespace), "sh", "-c",
+                                        "echo ready; exec sleep 60"], stdout=subprocess.PIPE,
+                                       text=True)
+            assert sleeper.stdout is not None and sleeper.stdout.readline() == "ready\n"
+            sleeper.stdout.close()
             assert netns.pids_in(links.links[1].namespace) == [sleeper.pid]
             raise RuntimeError("boom")
     assert sleeper.wait(timeout=10) != 0  # ended by the clean-up, not by itself
