@@ -25,7 +25,6 @@ import gc
 import hashlib
 import json
 import os
-import signal
 import time
 import traceback
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -38,6 +37,7 @@ from mel_opt.io.atomic import atomic_write, target_of_temp
 from mel_opt.io.csvsafe import csv_text
 from mel_opt.io.json_io import read_json_or_none
 from mel_opt.io.lock import output_lock
+from mel_opt.processes import pool_worker_init
 
 SUMMARY_FIELDS = (
     "instance", "file", "problem", "method", "status", "objective", "proven", "key_metrics",
@@ -284,15 +284,6 @@ def _problem_modules() -> list[str]:
             if m.ispkg]
 
 
-def _ignore_sigint() -> None:
-    """Pool worker initializer: Ctrl-C reaches the whole process group, and the parent decides.
-
-    Without this every worker prints a KeyboardInterrupt traceback and dies, and the pool
-    respawns it for the next task.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 #: Where POSIX semaphores (a process pool's locks) are files on Linux
 SHM_DIR = "/dev/shm"
 
@@ -317,7 +308,9 @@ def _pool(executor: str, jobs: int, address: str | None) -> tuple[Any, bool]:
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["mel_opt.api", "mel_opt.batch", *_problem_modules()])
         try:
-            return ctx.Pool(processes=jobs, initializer=_ignore_sigint), False
+            # the workers leave Ctrl-C to the parent (which terminates the pool), and are never
+            # ended holding the lock of the result queue (which would hang terminate)
+            return ctx.Pool(processes=jobs, initializer=pool_worker_init), False
         except OSError as exc:  # its semaphores and pipes: a full /dev/shm, no processes left
             raise UsageError(_pool_error_text(exc, jobs)) from None
     if executor == "ray":

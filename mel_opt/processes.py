@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,8 @@ from typing import Any
 import psutil
 
 __all__ = ["ProcInfo", "command_line", "descendants", "end_process_group", "is_alive",
-           "listening_sockets", "parent_map", "process_table", "send", "start_time"]
+           "listening_sockets", "parent_map", "pool_worker_init", "process_table", "send",
+           "start_time"]
 
 
 @dataclass(frozen=True)
@@ -275,3 +277,59 @@ def listening_sockets(pids: Iterable[int]) -> list[tuple[int, str, str, int]]:
             if listening:
                 found.setdefault((name, str(conn.laddr[0]), int(conn.laddr[1])), pid)
     return [(pid, name, host, port) for (name, host, port), pid in found.items()]
+
+
+# -- the workers of a process pool ------------------------------------------------------------
+class _SigtermWaits:
+    """A lock whose holder blocks SIGTERM until it has let the lock go (then a SIGTERM that
+    came meanwhile acts)."""
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> Any:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            return self._lock.__enter__()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            raise
+
+    def __exit__(self, *exc: Any) -> Any:
+        try:
+            return self._lock.__exit__(*exc)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lock, name)
+
+
+def pool_worker_init() -> None:
+    """Initializer of the workers of a :class:`multiprocessing.pool.Pool` that may be
+    terminated: Ctrl-C is left to the parent (SIGINT ignored, no traceback per worker), and
+    SIGTERM waits while the worker sends a result.
+
+    ``Pool.terminate`` sends SIGTERM to every worker, then joins its task handler, which puts
+    a sentinel through the result queue under the write lock the workers share with it. A
+    worker ended while it held that lock (sending its result, or half of it) leaves the lock
+    taken for good and ``terminate`` waits for ever: a parallel ``melopt batch`` stopped by a
+    full disk hung so, now and then, when the second worker's result was on its way as the
+    first one's stopped the batch. Here the worker blocks SIGTERM while it holds that lock,
+    and the signal acts as soon as it lets the lock go, its result sent whole; a worker
+    running a job or waiting for one still ends at once. Where the worker's queue cannot be
+    found (another multiprocessing) or signals cannot be blocked, only SIGINT is ignored.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not hasattr(signal, "pthread_sigmask"):
+        return
+    import multiprocessing.pool
+
+    code = getattr(getattr(multiprocessing.pool, "worker", None), "__code__", None)
+    frame: Any = sys._getframe(1)  # the pool's worker loop called this initializer
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    queue: Any = None if frame is None else frame.f_locals.get("outqueue")
+    lock = getattr(queue, "_wlock", None)
+    if lock is not None:
+        queue._wlock = _SigtermWaits(lock)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems import get_problem
 from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
+from mel_opt.processes import pool_worker_init
 from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.mlp import init_params, layers_for
@@ -169,11 +169,6 @@ class _Shared:
 _SHARED: list[_Shared | None] = [None]
 
 
-def _ignore_sigint() -> None:
-    """A worker leaves Ctrl-C to the parent, which ends the pool (no traceback per worker)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _train_job(job: tuple[str, int]) -> list[dict[str, Any]]:
     shared = _SHARED[0]
     assert shared is not None, "a training worker forked without its runs"
@@ -277,7 +272,9 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
     _SHARED[0] = shared
     ctx = multiprocessing.get_context("fork")
     try:
-        with ctx.Pool(processes, initializer=_ignore_sigint) as pool:
+        # a worker leaves Ctrl-C to the parent, which ends the pool, and is never ended
+        # holding the lock of the result queue (that would hang the pool's terminate)
+        with ctx.Pool(processes, initializer=pool_worker_init) as pool:
             for (scheme, seed), rows in zip(jobs, pool.imap(_train_job, jobs), strict=True):
                 run.rows.extend(rows)
                 for r in rows:

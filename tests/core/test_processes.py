@@ -201,3 +201,33 @@ def test_processes_that_are_gone_are_skipped(spawn):
     assert listening_sockets([child.pid]) == []
     assert descendants([child.pid]) == set()
     assert command_line(child.pid) is None
+
+
+def _inside_a_pool_worker() -> tuple[bool, bool, bool]:
+    """In a worker of a pool started with pool_worker_init: (SIGINT ignored, SIGTERM free
+    while the job runs, a SIGTERM sent while the result queue's lock is held waits)."""
+    import gc
+    import multiprocessing.queues
+
+    free = signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    [queue] = [q for q in gc.get_objects() if isinstance(q, multiprocessing.queues.SimpleQueue)
+               and type(q._wlock).__name__ == "_SigtermWaits"]
+    with queue._wlock:
+        os.kill(os.getpid(), signal.SIGTERM)
+        waits = signal.SIGTERM in signal.sigpending()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # drop it: this worker lives on
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN, free, waits
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="blocks signals")
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_a_pool_worker_is_never_ended_holding_the_result_queues_lock(method):
+    # Pool.terminate waits for a sentinel put through the result queue under the lock the
+    # workers share with it: a worker killed while sending its result held it for good
+    import multiprocessing
+
+    from mel_opt.processes import pool_worker_init
+
+    with multiprocessing.get_context(method).Pool(1, initializer=pool_worker_init) as pool:
+        assert pool.apply(_inside_a_pool_worker) == (True, True, True)
