@@ -11,6 +11,7 @@ import contextlib
 import functools
 import http.server
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,10 +214,13 @@ def test_download_failures_are_clear(shard_dir: Path) -> None:
     with serve(shard_dir) as base:
         with pytest.raises(BenchmarkError, match="HTTP 404"):
             time_download([base + "/missing.bin"], timeout=5)
-        port = int(base.rsplit(":", 1)[1])
-    # the server is closed now: nothing listens on that port
-    with pytest.raises(BenchmarkError, match="failed"):
-        time_download([f"http://127.0.0.1:{port}/shard0.bin"], timeout=2)
+    # a port held bound and not listening refuses every connection (a port merely freed could
+    # be listened on by another process meanwhile)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        with pytest.raises(BenchmarkError, match="failed"):
+            time_download([f"http://127.0.0.1:{port}/shard0.bin"], timeout=2)
     (shard_dir / "empty.bin").write_bytes(b"")
     with serve(shard_dir) as base, pytest.raises(BenchmarkError, match="no data"):
         time_download([base + "/empty.bin"], timeout=5)
