@@ -19,6 +19,7 @@ from mel_opt.problems.med.search import branch_and_bound, bundle, companion, exc
 from mel_opt.problems.med.search.bounding import floor_levels
 from mel_opt.problems.med.search.companion_search import CompanionSearch
 from mel_opt.problems.med.search.local import greedy
+from mel_opt.problems.med.search.search_clock import SearchClock
 from mel_opt.problems.med.search.types import parts_of
 
 # Linux's fork; the tests that start a companion force it (pytest-timeout's thread, or Ray
@@ -184,6 +185,14 @@ class _FakeBox:
         return got
 
 
+def _restart_clock(search, time_limit: float) -> None:
+    """Start ``search``'s time limit now, for every part of it: a phase's share counts from
+    the start, so time a busy machine spent before the phase a test runs would be taken from
+    it (the companion then skipped the root's hand-over and the test failed under load)."""
+    clock = SearchClock.starting_now(time_limit)
+    search.clock = search.bounding.clock = search.primal.clock = clock
+
+
 def test_companion_work_publishes_improvements_and_takes_the_parents(monkeypatch):
     # the companion's body run here (its mailboxes faked) for 3 s on 40 x 5: everything it
     # publishes is feasible, valued by its own evaluator (not the parent's made-up claim)
@@ -197,6 +206,7 @@ def test_companion_work_publishes_improvements_and_takes_the_parents(monkeypatch
     lag = Lagrangian(inst, coef, search.ev.binds, floor_levels(inst, coef), math.inf)
     m, n = inst.n_tasks, inst.n_learners
     root = Node(np.full(n, -1, dtype=np.int64), np.zeros((m, n), dtype=bool), np.zeros(n), 0.0)
+    _restart_clock(search, 3.0)  # the root's share of the 3 s, whatever the set-up took
     root_bound, cover = search.bounding.root(lag, root, math.inf)
     parent_value = 46.2  # a made-up claim: the companion values the allocation itself
     # the root's starting points as the mailboxes hand them over: the master's rounding
@@ -205,6 +215,7 @@ def test_companion_work_publishes_improvements_and_takes_the_parents(monkeypatch
     rounding = bundle.rounded_assignment(lag, search.bounding.columns, 10.0)
     starts = ([] if rounding is None else [rounding]) + [search.primal.cover_assignment(cover)]
     box = _FakeBox((parent_value, start), start, (root_bound, starts))
+    _restart_clock(search, 3.0)  # and the companion's 3 s
     CompanionSearch(search.primal).run(box, start, float(floor_levels(inst, coef).sum()))
     assert box.root is None  # the root's hand-over was taken
     assert box.published
