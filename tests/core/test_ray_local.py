@@ -3,6 +3,7 @@ descendants count as Ray's, and what is killed after the wait."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -64,3 +65,23 @@ def test_reap_leaves_a_process_whose_start_time_is_not_the_recorded_one(spawn):
     assert start is not None
     reap([(other.pid, start - 1.0)], until=time.monotonic())  # as if its pid were reused
     assert is_alive(other.pid, start) and other.poll() is None
+
+
+def test_a_local_ray_runs_its_workers_at_this_processs_priority(monkeypatch):
+    # Ray's default niceness 15 let any busy process take the learners' cores (their measured
+    # times were the machine's load); a niceness set in the environment is kept
+    from mel_opt.ray_local import init_local_ray
+
+    class FakeRay:
+        def init(self, **kwargs: object) -> None:
+            self.kwargs = kwargs
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # no Ray imported into the suite's process
+    for name in ("RAY_worker_niceness", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"):
+        monkeypatch.setenv(name, "")  # each put back as it was after the test
+        monkeypatch.delenv(name)
+    init_local_ray(FakeRay(), 2)
+    assert os.environ["RAY_worker_niceness"] == "0"
+    monkeypatch.setenv("RAY_worker_niceness", "5")
+    init_local_ray(FakeRay(), 2)
+    assert os.environ["RAY_worker_niceness"] == "5"
