@@ -60,7 +60,10 @@ def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
     summary = live(check(settings, LiveOptions(engine="simulation", nodes=3)), out)
     rows = rows_from_csv(out / "rounds.csv")
     assert [r["learner"] for r in rows] == [0, 1, 2]  # --nodes 3: the first three learners
-    assert all(r["status"] == "ok" and r["shards"] >= 1 for r in rows)
+    # every learner answered and was aggregated; whether by the deadline is a wall-clock
+    # verdict: each claims the most shards its own probe says fit in D, so its plan ends
+    # within a shard's time of D and a busy machine makes it late
+    assert all(r["status"] in ("ok", "late") and r["shards"] >= 1 for r in rows), rows
     # each learner claimed its shards, and they came with the model: a_k shards of 1437 // 60
     # 8 x 8 digits in float32 and their one-byte labels
     assert all(r["shipped_bytes"] == r["shards"] * (1437 // 60) * (64 * 4 + 1) for r in rows)
@@ -149,7 +152,9 @@ def test_med_trains_one_model_per_task(tmp_path: Path, ray: Any) -> None:
     out = tmp_path / "med"
     summary = live(check(settings, LiveOptions(engine="simulation")), out)
     rows = rows_from_csv(out / "rounds.csv")
-    assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
+    # every learner answered and was aggregated (by its task's deadline or late: a
+    # wall-clock verdict on plans solved to fill the deadlines from measured speeds)
+    assert len(rows) == 8 and all(r["status"] in ("ok", "late") for r in rows), rows
     for r in rows:  # each learner trained its round's task and shards
         alloc = summary["rounds"][r["round"]]["allocation"]
         assert r["task"] == alloc["assignment"][r["learner"]]
