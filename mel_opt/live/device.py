@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mel_opt.errors import UsageError
-from mel_opt.live.federation import check_address, free_ports, node_env, supernode_command
+from mel_opt.live.federation import HeldPorts, check_address, node_env, supernode_command
 from mel_opt.live.flwr_cli import flower_env
 from mel_opt.live.process_trees import ProcessTrees
 from mel_opt.live.tuning import DEFAULT_TUNING, NodeTuning
@@ -101,7 +101,9 @@ class DeviceNode(ProcessTrees):
         """Start the SuperNode (its output goes to this process's stdout and stderr)."""
         home = self.open_home("melopt-node-")
         try:
-            port = self.port if self.port is not None else free_ports(1)[0]
+            port = self.port
+            if port is None:  # a free one, held until the node has ended
+                port = self.hold(HeldPorts(1)).ports[0]
             self.env = flower_env(home, node_env(self.tuning, self.extra_env))
             self._proc = self.spawn(self.command(port))  # its output: this process's
             self.start_monitor()

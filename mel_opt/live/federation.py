@@ -14,7 +14,8 @@ and Control servers (0.0.0.0:9092/9093) start only when ``FLWR_INTERNAL_GRPC_FLE
 ``FLWR_INTERNAL_GRPC_CONTROL_API`` is ``1``, so both are removed from the environment
 (:func:`~mel_opt.live.flwr_cli.flower_env`). A SuperNode serves its ClientApps' Runtime API on
 its own ``--host``/``--port`` (default 127.0.0.1:9094). Nothing else listens (no
-``--health-server-address``). Ports are chosen free (:func:`free_ports`).
+``--health-server-address``). Ports are chosen free and held until the processes that bind
+them have ended (:class:`HeldPorts`).
 
 Ends: the SuperLink starts a SuperExec in a new session, which starts a ``flwr-serverapp`` per
 run; each SuperNode starts a SuperExec, which starts a ClientApp process per message. The
@@ -67,7 +68,8 @@ from mel_opt.live.tuning import DEFAULT_TUNING, NodeTuning
 from mel_opt.processes import send
 
 __all__ = ["LOCAL_FEDERATION", "LOOPBACK", "REMOTE_FEDERATION", "FederationError",
-           "LocalFederation", "RemoteFederation", "check_address", "free_ports", "node_env",
+           "HeldPorts", "LocalFederation", "RemoteFederation", "check_address", "free_ports",
+           "node_env",
            "port_open", "supernode_command"]
 
 LOCAL_FEDERATION = "melopt-local"
@@ -88,6 +90,48 @@ def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
     finally:  # all held until all are chosen, so that no two are the same
         for s in socks:
             s.close()
+
+
+#: Whether a bound socket that does not listen can hold its port for another process to bind
+#: (Linux: both set ``SO_REUSEADDR``; BSD's ``SO_REUSEADDR`` never binds one address and port
+#: twice, so there the ports are only chosen, as :func:`free_ports` does).
+HOLDS_PORTS = sys.platform.startswith("linux")
+
+
+class HeldPorts:
+    """``count`` distinct ports on ``host``, held for processes about to bind them.
+
+    A port found free and released (:func:`free_ports`) can be taken by anyone in the seconds
+    before the process it was chosen for has started and bound it: by another process's bind
+    to port 0, or as the local port of any outgoing connection. Here each port stays bound by
+    a socket of this process (``SO_REUSEADDR``, never listening) until :meth:`close`: the
+    kernel hands it to no bind to port 0 and to no outgoing connection, while the process it
+    is meant for still binds it (uvicorn, which serves Flower's SuperLink and SuperNodes, sets
+    ``SO_REUSEADDR`` too, and Linux lets such a socket bind beside one that does not listen).
+    Where that does not hold (:data:`HOLDS_PORTS`) the ports are released at once.
+    """
+
+    def __init__(self, count: int, host: str = LOOPBACK) -> None:
+        self._socks: list[socket.socket] = []
+        try:
+            for _ in range(count):  # each held while the next is bound: all distinct
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                self._socks.append(s)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind((host, 0))
+        except BaseException:
+            self.close()
+            raise
+        self.ports = [int(s.getsockname()[1]) for s in self._socks]
+        if not HOLDS_PORTS:
+            self.close()
+
+    def close(self) -> None:
+        """Release the ports (idempotent)."""
+        socks, self._socks = self._socks, []
+        for s in socks:
+            s.close()
+
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -277,7 +321,7 @@ class LocalFederation(ProcessTrees):
         """Start the SuperLink, wait until it listens, then start the SuperNodes."""
         home = self.open_home("melopt-flower-")
         try:
-            ports = free_ports(1 + self.nodes)
+            ports = self.hold(HeldPorts(1 + self.nodes)).ports
             self.port = ports[0]
             self.env = flower_env(home, node_env(self.tuning, self.extra_env))
             self._link = self.spawn([

@@ -37,7 +37,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Protocol, Self, TypeVar
 
 from mel_opt.live.throttle import Throttle
 from mel_opt.processes import (
@@ -50,11 +50,20 @@ from mel_opt.processes import (
     start_time,
 )
 
-__all__ = ["MONITOR_PERIOD_S", "ProcessTrees"]
+__all__ = ["MONITOR_PERIOD_S", "Closable", "ProcessTrees"]
 
 #: Seconds between two records of the descendants (a process that starts and ends within one
 #: period is never seen, and needs no ending).
 MONITOR_PERIOD_S = 0.25
+
+
+class Closable(Protocol):
+    """Something held for the processes and closed once they have ended."""
+
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
 
 
 class ProcessTrees:
@@ -85,6 +94,7 @@ class ProcessTrees:
         self._halt = threading.Event()
         self._monitor: threading.Thread | None = None
         self._throttle: Throttle | None = None
+        self._held: list[Closable] = []  # what the processes need until they end (ports)
 
     def __enter__(self) -> Self:
         self.start()
@@ -139,6 +149,12 @@ class ProcessTrees:
         self.track(proc.pid)
         return proc
 
+    def hold(self, resource: C) -> C:
+        """Keep ``resource`` (the ports its processes will bind, :class:`~mel_opt.live.
+        federation.HeldPorts`) until the processes have ended, then close it."""
+        self._held.append(resource)
+        return resource
+
     def track(self, pid: int) -> None:
         """Record ``pid`` (a process started elsewhere) as the root of a tree to end."""
         with self._lock:
@@ -183,6 +199,9 @@ class ProcessTrees:
             for proc in self._roots():
                 if proc.poll() is None:
                     end_process_group(proc, grace=1.0)
+            held, self._held = self._held, []
+            for resource in held:  # their processes have ended
+                resource.close()
             if self.home is not None:
                 shutil.rmtree(self.home, ignore_errors=True)
                 self.home = None

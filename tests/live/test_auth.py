@@ -30,8 +30,8 @@ from mel_opt.live.appdir import write_app_dir  # noqa: E402
 from mel_opt.live.certs import make_node_key  # noqa: E402
 from mel_opt.live.federation import (  # noqa: E402
     LOCAL_FEDERATION,
+    HeldPorts,
     LocalFederation,
-    free_ports,
     port_open,
 )
 from mel_opt.live.flwr_cli import register_supernodes, supernode_ids  # noqa: E402
@@ -100,7 +100,10 @@ def test_only_registered_supernodes_join_and_everything_ends(tmp_path: Path,
         rogue_log, device_log = tmp_path / "rogue.log", tmp_path / "device.log"
         rogue = _melopt_node(rogue_log, *common, "--partition-id", "2",
                              "--auth-key", str(bad.private))
-        device_port = free_ports(1)[0]
+        # held until the device has ended: a port only found free could be taken by another
+        # process in the seconds before the device binds it
+        held = HeldPorts(1)
+        device_port = held.ports[0]
         device = _melopt_node(device_log, *common, "--partition-id", "2", "--auth-key",
                               str(good.private), "--clientapp-port", str(device_port))
         try:
@@ -136,6 +139,7 @@ def test_only_registered_supernodes_join_and_everything_ends(tmp_path: Path,
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
+            held.close()
         processes = fed.processes()
     assert fed.home is None and not home.exists()
     assert not any(is_alive(p, s) for p, s in processes.items())

@@ -18,8 +18,10 @@ import pytest
 from mel_opt.errors import UsageError
 from mel_opt.live.appdir import write_app_dir
 from mel_opt.live.federation import (
+    HOLDS_PORTS,
     REMOTE_FEDERATION,
     FederationError,
+    HeldPorts,
     LocalFederation,
     RemoteFederation,
 )
@@ -63,6 +65,31 @@ def test_bad_remote_settings_are_usage_errors(address, cert, insecure):
 def test_bad_local_settings_are_usage_errors(kwargs):
     with pytest.raises(UsageError):
         LocalFederation(**kwargs)
+
+
+# -- ports ---------------------------------------------------------------------------------
+@pytest.mark.skipif(not HOLDS_PORTS, reason="holds ports on Linux only")
+def test_held_ports_go_to_no_one_else_but_their_process_binds_them():
+    import socket
+
+    held = HeldPorts(3)
+    try:
+        assert len(set(held.ports)) == 3
+        for _ in range(2000):  # a bind to port 0 (as any other process's) never gets one
+            with socket.socket() as other:
+                other.bind(("127.0.0.1", 0))
+                assert other.getsockname()[1] not in held.ports
+        with socket.socket() as plain, pytest.raises(OSError):
+            plain.bind(("127.0.0.1", held.ports[0]))  # nor an explicit one
+        # the server it is held for binds and listens (uvicorn sets SO_REUSEADDR)
+        with socket.socket() as server:
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind(("127.0.0.1", held.ports[1]))
+            server.listen()
+            socket.create_connection(("127.0.0.1", held.ports[1]), timeout=10).close()
+    finally:
+        held.close()
+        held.close()  # idempotent
 
 
 # -- the deployment --------------------------------------------------------------------------
