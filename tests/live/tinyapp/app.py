@@ -3,7 +3,8 @@
 Run config (all optional): ``tiny-rounds`` (rounds, 1), ``tiny-nodes`` (nodes to wait for,
 1), ``tiny-timeout`` (seconds per round and for the nodes to appear, 20), ``tiny-poll``
 (seconds between the server's pulls; 0 uses ``Grid.send_and_receive``, whose pulls are 3 s
-apart), ``tiny-fail`` (the ServerApp raises at once).
+apart), ``tiny-replies`` (a round ends once this many nodes replied without an error; 0, the
+default: every node it asked), ``tiny-fail`` (the ServerApp raises at once).
 Each round prints one line ``tinyapp round=R seconds=S partitions=[...] warm=[...]`` (the
 partition ids of the nodes that replied, and for each whether its ClientApp ran in a process
 forked from mel_opt's warm SuperExec), which the local federation streams back to the test.
@@ -22,7 +23,8 @@ server_app = ServerApp()
 client_app = ClientApp()
 
 
-def _exchange(grid: Grid, messages: list[Message], timeout: float, poll: float) -> list[Message]:
+def _exchange(grid: Grid, messages: list[Message], timeout: float, poll: float,
+              enough: int = 0) -> list[Message]:
     if poll <= 0:
         return list(grid.send_and_receive(messages, timeout=timeout))
     # our own loop: pulls every `poll` seconds instead of the Grid's fixed 3 s
@@ -33,6 +35,8 @@ def _exchange(grid: Grid, messages: list[Message], timeout: float, poll: float) 
         got = list(grid.pull_messages(pending))
         replies += got
         pending -= {m.metadata.reply_to_message_id for m in got}
+        if enough and sum(not m.has_error() for m in replies) >= enough:
+            break
         if pending:
             time.sleep(poll)
     return replies
@@ -47,6 +51,7 @@ def main(grid: Grid, context: Context) -> None:
     want = int(cfg.get("tiny-nodes", 1))
     timeout = float(cfg.get("tiny-timeout", 20.0))
     poll = float(cfg.get("tiny-poll", 0.05))
+    enough = int(cfg.get("tiny-replies", 0))
     end = time.monotonic() + timeout
     nodes = list(grid.get_node_ids())
     while len(nodes) < want and time.monotonic() < end:
@@ -57,7 +62,7 @@ def main(grid: Grid, context: Context) -> None:
                             dst_node_id=node, message_type=MessageType.QUERY)
                     for node in nodes]
         t0 = time.monotonic()
-        replies = _exchange(grid, messages, timeout, poll)
+        replies = _exchange(grid, messages, timeout, poll, enough)
         seconds = time.monotonic() - t0
         ok = sorted((m for m in replies if not m.has_error()),
                     key=lambda m: int(m.content["metrics"]["partition-id"]))
