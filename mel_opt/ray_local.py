@@ -114,8 +114,14 @@ def ray_descendants() -> list[tuple[int, float | None]]:
     return out
 
 
+#: The longest wait for killed processes to be gone [s] (SIGKILL ends a process, but it
+#: still leaves an uninterruptible wait and frees its memory first).
+KILLED_WAIT_S = 10.0
+
+
 def reap(procs: Sequence[tuple[int, float | None]], until: float) -> None:
-    """Wait until ``until`` (monotonic seconds) for ``procs`` to end; kill what is left.
+    """Wait until ``until`` (monotonic seconds) for ``procs`` to end; kill what is left, and
+    return once the killed ones are gone too (so that none outlives the caller).
 
     A pid reused by another process since, told apart by its start time, is left alone. At
     least one second is waited (``ray.shutdown`` may have used the whole wait).
@@ -127,3 +133,8 @@ def reap(procs: Sequence[tuple[int, float | None]], until: float) -> None:
         left = [p for p in left if is_alive(*p)]
     for pid, _ in left:
         send(pid, signal.SIGKILL)
+    stop = time.monotonic() + KILLED_WAIT_S
+    while left and time.monotonic() < stop:
+        left = [p for p in left if is_alive(*p)]  # a zombie counts as gone
+        if left:
+            time.sleep(0.01)

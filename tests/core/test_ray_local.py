@@ -56,6 +56,7 @@ def test_reap_kills_what_outlives_the_wait(spawn):
     stubborn = spawn()
     start = start_time(stubborn.pid)
     reap([(stubborn.pid, start)], until=time.monotonic())  # the wait is already over
+    assert not is_alive(stubborn.pid, start)  # gone (a zombie) when reap returns
     assert stubborn.wait(timeout=10) == -signal.SIGKILL
 
 
