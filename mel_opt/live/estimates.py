@@ -13,7 +13,10 @@ within a few cycles, and one outlier moves it by at most the weight ``alpha``.
 A measurement is ignored, with a reason, when it is not a finite positive number, lies outside
 [:data:`MIN_SECONDS`, :data:`MAX_SECONDS`] per sample-pass, or jumps more than :data:`MAX_JUMP`
 times away from the current estimate: a confused or hostile learner can never poison the
-allocation.
+allocation. One jump is an outlier; the same jump twice in a row (two measurements off by more
+than :data:`MAX_JUMP` that agree within :data:`AGREE` times) is the learner's speed: the
+estimate starts again from the newer one (a probe taken while the learner was starved of its
+core would otherwise have every later reply refused for the rest of the run).
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ import numpy as np
 
 from mel_opt.live.settings import LiveSettings
 
-__all__ = ["Estimates", "Measurement", "Transfers", "read_measurement"]
+__all__ = ["AGREE", "Estimates", "Measurement", "Transfers", "read_measurement"]
 
 #: Weight of the newest measurement in the average (the run's ``alpha`` setting's default).
 ALPHA: float = LiveSettings.setting("alpha").default
 MIN_SECONDS = 1e-9  # seconds per sample-pass: faster than any CPU does a TwoNN sample
 MAX_SECONDS = 60.0  # slower than a minute per sample is a stalled or broken learner
-MAX_JUMP = 100.0  # a measurement this many times off the estimate is not believed
+MAX_JUMP = 100.0  # a measurement this many times off the estimate is not believed...
+AGREE = 2.0  # ... unless the one refused before it was as far off, within this factor
 
 
 @dataclass(frozen=True)
@@ -121,12 +125,32 @@ class Estimates:
                     f"estimate {now:.3g}")
         return ""
 
+    def _jumped_before(self, m: Measurement) -> bool:
+        """Whether ``m`` is off the estimate by more than :data:`MAX_JUMP` (and within the
+        bounds), as the learner's measurement before it was, within :data:`AGREE` times."""
+        x = m.seconds_per_sample
+        now = float(self.seconds[m.learner])
+        if not (math.isfinite(x) and MIN_SECONDS <= x <= MAX_SECONDS and math.isfinite(now)):
+            return False
+        before = next((h for h in reversed(self.history) if h["learner"] == m.learner), None)
+        if before is None or before["accepted"] or not before.get("jump"):
+            return False
+        y = float(before["seconds_per_sample"])
+        return y / AGREE <= x <= y * AGREE
+
     def update(self, m: Measurement, cycle: int) -> str:
-        """Fold ``m`` into the estimate; returns why it was refused ('' when accepted)."""
+        """Fold ``m`` into the estimate; returns why it was refused ('' when accepted). The
+        second of two measurements in a row that jump as far from the estimate (module
+        docstring) replaces it."""
         why = self.judge(m)
         x = m.seconds_per_sample
+        again = bool(why) and self._jumped_before(m)
+        jump = bool(why) and not again and "times off the estimate" in why
         self.history.append({"cycle": cycle, "learner": m.learner, "seconds_per_sample": x,
-                             "accepted": not why, "reason": why})
+                             "accepted": not why or again, "reason": why, "jump": jump})
+        if again:  # the same jump twice: the learner's speed, not an outlier
+            self.seconds[m.learner] = x
+            return ""
         if why:
             return why
         now = float(self.seconds[m.learner])

@@ -54,3 +54,26 @@ def test_absurd_measurements_are_refused_and_leave_the_estimate_alone() -> None:
     assert est.seconds[0] == before
     assert [h["accepted"] for h in est.history] == [True, False, False, False]
     assert np.isfinite(est.seconds).all()
+
+
+def test_the_same_jump_twice_is_the_learners_speed() -> None:
+    # a probe taken while the learner was starved of its core: 1 ms per sample-pass
+    est = Estimates.unknown(2, alpha=0.5)
+    est.update(Measurement(0, 1.0, 1000.0), 0)
+    # round 1 measures 0.5 s per sample-pass, 500 times the probe: an outlier, refused
+    assert "times off the estimate" in est.update(Measurement(0, 500.0, 1000.0), 1)
+    assert est.seconds[0] == pytest.approx(1e-3)
+    # round 2 measures 0.6 s, as far off, within 2 times of round 1's: believed, from scratch
+    assert est.update(Measurement(0, 600.0, 1000.0), 2) == ""
+    assert est.seconds[0] == pytest.approx(0.6)
+    assert [h["accepted"] for h in est.history] == [True, False, True]
+    # an outlier after it is refused again; two that disagree are both refused
+    assert "times off" in est.update(Measurement(0, 1.0, 1000.0), 3)
+    assert "times off" in est.update(Measurement(0, 0.2, 1000.0), 4)  # 5x the one before
+    assert est.seconds[0] == pytest.approx(0.6)
+    # a jump, then a measurement out of range, then the jump again: not two in a row
+    est.update(Measurement(1, 1.0, 1000.0), 0)
+    est.update(Measurement(1, 500.0, 1000.0), 1)
+    est.update(Measurement(1, 1e6, 1.0), 2)
+    assert "times off" in est.update(Measurement(1, 500.0, 1000.0), 3)
+    assert est.seconds[1] == pytest.approx(1e-3)
