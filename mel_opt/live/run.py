@@ -38,6 +38,7 @@ import dataclasses
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -334,6 +335,10 @@ def live(job: LiveJob, out_dir: str | os.PathLike[str],
     return summary
 
 
+#: How long the simulation's Ray processes may take to end after its shutdown [s].
+RAY_REAP_S = 10.0
+
+
 def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[str], None],
                 speeds: list[float] | None = None, instance: Instance | None = None) -> None:
     """Flower's simulation runtime with the server app in this process (``instance``: the
@@ -345,7 +350,7 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[st
     from mel_opt.live.flower_patches import one_scan_per_sweep
     from mel_opt.live.report import write_outputs
     from mel_opt.live.server import make_server_app
-    from mel_opt.ray_local import init_local_ray
+    from mel_opt.ray_local import init_local_ray, ray_descendants, reap
 
     cpus = os.cpu_count() or 1
     init_local_ray(ray, cpus)
@@ -369,7 +374,11 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[st
                            backend_config={"client_resources": {"num_cpus": share,
                                                                 "num_gpus": 0.0}})
     finally:
+        # Ray's shutdown leaves some of its helper processes to end by themselves, seconds
+        # later: they are waited for and, past the wait, ended (as a Ray pool's are)
+        left = ray_descendants()
         ray.shutdown()
+        reap(left, time.monotonic() + RAY_REAP_S)
     _final_figure(out)
 
 
