@@ -88,6 +88,10 @@ class Run:
     def options(self) -> ArenaSettings:
         return self.settings
 
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([p.size for p in self.pools], dtype=np.int64)
+
     def utilities(self, model: Params, learners: np.ndarray) -> np.ndarray:
         """Oort's statistical utility of each learner: its samples' losses at ``model``."""
         x, y = self.data.x_train, self.data.y_train
@@ -156,8 +160,8 @@ def rounds_run(run: Run, policy: RoundPolicy) -> Iterator[dict[str, Any]]:
         kept = close.kept
         moved += 2 * mb * ids.size
         idle += float(np.clip(close.duration_s - times[kept], 0.0, None).sum())
+        policy.learned(model, ids, times, close, r, exploited)
         if kept.any():
-            policy.learned(model, ids[kept], r, exploited)
             trained, n_k = train_from(run, model, ids[kept], passes[kept], policy.mu)
             model = weighted_average(trained, n_k)
         t += close.duration_s

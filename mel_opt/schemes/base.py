@@ -83,6 +83,10 @@ class RoundContext(Protocol):
     def options(self) -> Any:
         """The run's settings (each scheme reads its own declared options there)."""
 
+    @property
+    def sizes(self) -> np.ndarray:
+        """Samples each learner holds (its local data set's size)."""
+
     def utilities(self, model: Any, learners: np.ndarray) -> np.ndarray:
         """Oort's statistical utility of each of ``learners`` at ``model``."""
 
@@ -105,9 +109,12 @@ class RoundPolicy(Protocol):
     def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
         """Who is kept and how long the round lasts, from each invited learner's busy time."""
 
-    def learned(self, model: Any, kept: np.ndarray, r: int, exploited: np.ndarray) -> None:
-        """What the scheme keeps of round ``r``'s kept learners (Oort: their utilities at
-        the round's starting ``model``)."""
+    def learned(self, model: Any, invited: np.ndarray, times: np.ndarray, close: RoundClose,
+                r: int, exploited: np.ndarray) -> None:
+        """What the scheme keeps of round ``r`` (Oort: the kept learners' utilities at the
+        round's starting ``model`` and every invited learner's observed duration):
+        ``invited`` as :meth:`invite` gave them, ``times`` each one's busy time on the clock
+        (noise included: what the server observes), ``close`` as :meth:`close` gave it."""
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,8 @@ class DeadlinePolicy:
     def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
         return close_round(times, self.ctx.clock.budget_s, self.ctx.m)
 
-    def learned(self, model: Any, kept: np.ndarray, r: int, exploited: np.ndarray) -> None:
+    def learned(self, model: Any, invited: np.ndarray, times: np.ndarray, close: RoundClose,
+                r: int, exploited: np.ndarray) -> None:
         pass
 
 

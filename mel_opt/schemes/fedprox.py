@@ -130,7 +130,8 @@ class FedProxPolicy:
         duration = float(times[kept].max()) if kept.any() else self.ctx.clock.budget_s
         return RoundClose(kept, duration)
 
-    def learned(self, model: Any, kept: np.ndarray, r: int, exploited: np.ndarray) -> None:
+    def learned(self, model: Any, invited: np.ndarray, times: np.ndarray, close: RoundClose,
+                r: int, exploited: np.ndarray) -> None:
         pass
 
 

@@ -229,7 +229,11 @@ class OortPolicy:
     def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
         return close_round(times, self.ctx.clock.budget_s, self.ctx.m)
 
-    def learned(self, model: Any, kept: np.ndarray, r: int, exploited: np.ndarray) -> None:
+    def learned(self, model: Any, invited: np.ndarray, times: np.ndarray, close: RoundClose,
+                r: int, exploited: np.ndarray) -> None:
+        kept = invited[close.kept]
+        if kept.size == 0:
+            return
         self.selector.update(kept, self.ctx.utilities(model, kept), r, exploited)
 
 
