@@ -9,6 +9,7 @@ as ``melopt train`` does), then runs every (scheme, seed): each starts from
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
 from mel_opt.problems.work import WorkClock
 from mel_opt.schemes import ALLOCATION, SCHEMES, Loop, SchemeSpec
+from mel_opt.stats import DEFAULT_TIME_CV
 from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import make_pools, parse_partition, proportional_sizes
@@ -93,6 +95,21 @@ def _cycle(problem: str) -> LearningCycle:
     return cycle
 
 
+def spread(s: ArenaSettings) -> float:
+    """The run-to-run spread (``time_cv``) the arena gives every learner whose instance gives
+    it none (or 0): the setting, else :data:`~mel_opt.stats.DEFAULT_TIME_CV`."""
+    return DEFAULT_TIME_CV if s.time_cv is None else float(s.time_cv)
+
+
+def noisy_clock(inst: Instance, s: ArenaSettings) -> WorkClock:
+    """The problem's work clock with every learner's run-to-run spread: the instance's where
+    it gives one, else :func:`spread`'s (None where both are 0: the model's times exactly)."""
+    clock = work_clock(inst)
+    own = np.zeros(clock.K) if clock.time_cv is None else np.asarray(clock.time_cv, float)
+    cv = np.where(own > 0, own, spread(s))
+    return dataclasses.replace(clock, time_cv=cv if np.any(cv > 0) else None)
+
+
 def work_clock(inst: Instance) -> WorkClock:
     """The work clock of ``inst``'s problem (its learning cycle's declaration), or UsageError:
     the arena times every scheme by it."""
@@ -116,13 +133,13 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, s: ArenaSettings, sc
     pools = make_pools(ds.y_train, proportional_sizes(shares, N), parse_partition(s.partition),
                        ds.classes, rng)
     init = init_params(layers_for(s.model, ds.features, ds.classes), seed, ds.x_train.dtype)
-    run = Run(ds, init, pools, work_clock(inst), s, rng, horizon, s.threads or 1)
+    run = Run(ds, init, pools, noisy_clock(inst, s), s, rng, horizon, s.threads or 1)
     spec = scheme_of(api.problem_of(inst), scheme)
     rows: Iterable[dict[str, Any]]
     if spec.loop is Loop.ALLOCATION:
         assert solution is not None
         ctx = RunContext(scheme, solution, seed, np.array([p.size for p in pools]), {},
-                         sample_bytes=sample_bytes(ds.features))
+                         sample_bytes=sample_bytes(ds.features), time_cv=spread(s))
         rows = allocation_run(run, cycle, inst, ctx)
     elif spec.loop is Loop.BUFFERED:
         rows = buffered_run(run, spec)
@@ -131,7 +148,7 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, s: ArenaSettings, sc
         rows = rounds_run(run, spec.policy(run))
     out: list[dict[str, Any]] = []
     for r in rows:
-        if r["time_s"] > horizon and out:  # past the horizon: not part of the comparison
+        if r["time_s"] > horizon * (1 + 1e-9) and out:  # past the horizon: not compared
             break
         out.append({"scheme": scheme, "seed": seed, **r})
     return out

@@ -26,7 +26,6 @@ end of its round; an asynchronous learner never waits).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -38,20 +37,70 @@ from mel_opt.errors import UsageError
 from mel_opt.problems.learning import CyclePlan, LearningCycle, RunContext, weighted_average
 from mel_opt.problems.work import WorkClock
 from mel_opt.schemes.base import RoundPolicy, SchemeSpec
+from mel_opt.schemes.fedbuff import default_buffer
 from mel_opt.schemes.fedprox import prox_sgd
 from mel_opt.schemes.oort import statistical_utility
 from mel_opt.training.data import Dataset
 from mel_opt.training.emulate import Trainer, run_cycles
-from mel_opt.training.local import broadcast, evaluate, local_sgd, make_schedule
+from mel_opt.training.local import Schedule, broadcast, evaluate, local_sgd, make_schedule
 from mel_opt.training.mlp import Params, output_loss, stacked_forward
-from mel_opt.training.partition import draw
 
-__all__ = ["MAX_STEPS", "Run", "allocation_run", "buffered_run", "model_bytes", "rounds_run",
-           "train_from"]
+__all__ = ["MAX_STEPS", "Run", "Tally", "Work", "allocation_run", "buffered_run", "model_bytes",
+           "rounds_run", "train_from", "work_for"]
 
 #: A run stops after this many aggregations whatever its clock says (a guard against rounds
 #: that take no time).
 MAX_STEPS = 100_000
+
+
+@dataclass
+class Tally:
+    """What a run has spent so far (cumulative), beside its curve.
+
+    Attributes
+    ----------
+    model_bytes : float
+        One copy of the model [bytes].
+    moved : float
+        Model bytes moved: a download and an upload per learner put to work (dropped updates
+        count: they were sent).
+    idle_s : float
+        Learner-seconds idle: a kept learner that has finished waits for its round's end (an
+        asynchronous learner never waits).
+    busy_s : float
+        Learner-seconds busy: each learner's time at work (a dropped learner until its round
+        ended).
+    updates : float
+        Sample-updates that reached the model (samples x passes of every aggregated update).
+    stragglers : int
+        Learner-rounds whose busy time passed the round's budget (kept or not).
+    dropped : int
+        Updates trained (or started) and not aggregated.
+    """
+
+    model_bytes: float
+    moved: float = 0.0
+    idle_s: float = 0.0
+    busy_s: float = 0.0
+    updates: float = 0.0
+    stragglers: int = 0
+    dropped: int = 0
+
+    def round(self, invited: int, busy: np.ndarray, idle: np.ndarray, stragglers: int,
+              dropped: int, updates: float) -> None:
+        """Add one synchronous round: ``invited`` learners at work, their busy and the kept
+        ones' idle seconds."""
+        self.moved += 2 * self.model_bytes * invited
+        self.busy_s += float(np.sum(busy))
+        self.idle_s += float(np.clip(idle, 0.0, None).sum())
+        self.stragglers += stragglers
+        self.dropped += dropped
+        self.updates += updates
+
+    def columns(self) -> dict[str, float]:
+        return {"bytes": self.moved, "idle_s": self.idle_s, "busy_s": self.busy_s,
+                "updates": self.updates, "stragglers": self.stragglers,
+                "dropped": self.dropped}
 
 
 @dataclass
@@ -68,11 +117,12 @@ class Run:
     horizon_s: float
     threads: int = 1
 
-    def row(self, step: int, t: float, model: Params, moved: float,
-            idle: float) -> dict[str, Any]:
+    def row(self, step: int, t: float, model: Params, tally: Tally) -> dict[str, Any]:
+        """The run's state after aggregation ``step`` at virtual time ``t``: the model's
+        loss and accuracy on the test split (and on the validation split, where the run has
+        one) and the resources spent so far."""
         loss, acc = evaluate(model, self.data.x_test, self.data.y_test)
-        return {"step": step, "time_s": t, "loss": loss, "accuracy": acc,
-                "bytes": moved, "idle_s": idle}
+        return {"step": step, "time_s": t, "loss": loss, "accuracy": acc, **tally.columns()}
 
     @property
     def m(self) -> int:
@@ -90,6 +140,7 @@ class Run:
 
     @property
     def sizes(self) -> np.ndarray:
+        """Samples each learner holds."""
         return np.array([p.size for p in self.pools], dtype=np.int64)
 
     def utilities(self, model: Params, learners: np.ndarray) -> np.ndarray:
@@ -110,81 +161,116 @@ def model_bytes(model: Params) -> float:
     return float(sum(a.nbytes for a in model))
 
 
-def _work(run: Run, learners: np.ndarray,
-          passes: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-    """Samples and whole passes of each learner for ``passes`` (a fraction below one is one
-    pass over that fraction of its samples; more than one rounds down)."""
-    samples, whole = [], []
-    for k, p in zip(learners, passes, strict=True):
-        pool = run.pools[int(k)]
-        if p >= 1:
-            samples.append(pool)
-            whole.append(int(math.floor(p + 1e-9)))
-        else:
-            samples.append(draw(pool, max(1, int(round(p * pool.size))), run.rng))
-            whole.append(1)
-    return samples, np.array(whole, dtype=np.int64)
+@dataclass(frozen=True)
+class Work:
+    """What a fixed local work is for each learner of a round, in whole minibatch steps.
+
+    ``p`` passes over a learner's ``n`` samples in minibatches of ``B`` are
+    ``floor(p ceil(n / B))`` steps (a pass is ``ceil(n / B)`` steps, its last minibatch short):
+    whole passes, then the first steps of one more. Training runs exactly these steps, and the
+    clock charges exactly their samples (:attr:`passes`), so a fraction of a pass that is not
+    trained is not charged either.
+
+    Attributes
+    ----------
+    steps : ndarray of int
+        Minibatch steps of each learner.
+    updates : ndarray of int
+        Sample-updates of each learner (the samples of its steps).
+    passes : ndarray
+        ``updates / n``: the passes the clock charges.
+    """
+
+    steps: np.ndarray
+    updates: np.ndarray
+    passes: np.ndarray
 
 
-def train_from(run: Run, model: Params, learners: np.ndarray, passes: np.ndarray,
-               mu: float = 0.0) -> tuple[Params, np.ndarray]:
-    """The learners' local models from ``model`` (stacked) and their sample counts."""
+def work_for(run: Run, learners: np.ndarray, passes: np.ndarray | float) -> Work:
+    """The whole-step :class:`Work` of ``learners`` for ``passes`` each.
+
+    Examples: 100 samples in minibatches of 32 make a pass of 4 steps (32, 32, 32, 4); 1.5
+    passes are 6 steps, 100 + 64 = 164 sample-updates, 1.64 passes charged.
+    """
+    ids = np.asarray(learners, dtype=np.int64)
+    n = run.sizes[ids]
+    per_epoch = -(-n // run.settings.batch_size)
+    p = np.broadcast_to(np.asarray(passes, dtype=float), ids.shape)
+    steps = np.floor(np.clip(p, 0.0, None) * per_epoch + 1e-9).astype(np.int64)
+    full, rem = np.divmod(steps, np.maximum(per_epoch, 1))
+    updates = full * n + np.minimum(rem * run.settings.batch_size, n)
+    return Work(steps, updates, updates / np.maximum(n, 1))
+
+
+def train_from(run: Run, model: Params, learners: np.ndarray, work: Work,
+               mu: float = 0.0) -> Params:
+    """The learners' local models after ``work`` from ``model`` (stacked)."""
     s = run.settings
-    samples, whole = _work(run, learners, passes)
-    sched = make_schedule(samples, whole, s.batch_size, run.rng, run.data.x_train.dtype)
-    start = broadcast(model, len(samples))
+    ids = np.asarray(learners, dtype=np.int64)
+    per_epoch = -(-run.sizes[ids] // s.batch_size)
+    epochs = -(-work.steps // np.maximum(per_epoch, 1))
+    sched = make_schedule([run.pools[int(k)] for k in ids], epochs, s.batch_size, run.rng,
+                          run.data.x_train.dtype)
+    sched = Schedule(sched.index, sched.weight, np.minimum(sched.steps, work.steps))
+    start = broadcast(model, ids.size)
     x, y = run.data.x_train, run.data.y_train
     if mu > 0:
-        trained = prox_sgd(start, x, y, sched, s.lr, mu)
-    else:
-        trained = local_sgd(start, x, y, sched, s.lr, run.threads)
-    return trained, np.array([a.size for a in samples], dtype=float)
+        return prox_sgd(start, x, y, sched, s.lr, mu)
+    return local_sgd(start, x, y, sched, s.lr, run.threads)
 
 
 def rounds_run(run: Run, policy: RoundPolicy) -> Iterator[dict[str, Any]]:
     """Synchronous rounds of ``policy``'s scheme until the horizon: each round the policy
-    invites, sets the work, closes the round on the noisy times and learns from the kept
-    learners; the kept learners' models are averaged by their samples."""
+    invites, sets the work (whole minibatch steps, :func:`work_for`), closes the round on the
+    noisy times and learns from what it observed; the kept learners' models are averaged by
+    their data sizes (FedAvg's n_k, whatever work each did)."""
     clock = run.clock
     model = [a.copy() for a in run.init]
-    mb = model_bytes(model)
-    t = moved = idle = 0.0
-    yield run.row(0, t, model, moved, idle)
+    tally = Tally(model_bytes(model))
+    yield run.row(0, 0.0, model, tally)
+    t = 0.0
     r = 0
     while t < run.horizon_s and r < MAX_STEPS:
         r += 1
         ids, exploited = policy.invite(r)
-        passes = policy.work(ids)
-        times = clock.noisy(ids, clock.seconds(ids, passes), run.rng)
-        close = policy.close(times, passes)
-        kept = close.kept
-        moved += 2 * mb * ids.size
-        idle += float(np.clip(close.duration_s - times[kept], 0.0, None).sum())
+        work = work_for(run, ids, policy.work(ids))
+        times = clock.noisy(ids, clock.seconds(ids, work.passes), run.rng)
+        close = policy.close(times, work.passes)
+        if close.work is not None:  # stopped at the round's end: what it completed
+            work = work_for(run, ids, close.work)
+        kept = close.kept & (work.steps > 0)
+        tally.round(ids.size, np.minimum(times, close.duration_s), close.duration_s - times[kept],
+                    int((times > clock.budget_s * (1 + 1e-9)).sum()),
+                    int(ids.size - kept.sum()), float(work.updates[kept].sum()))
         policy.learned(model, ids, times, close, r, exploited)
         if kept.any():
-            trained, n_k = train_from(run, model, ids[kept], passes[kept], policy.mu)
-            model = weighted_average(trained, n_k)
+            chosen = ids[kept]
+            part = Work(work.steps[kept], work.updates[kept], work.passes[kept])
+            trained = train_from(run, model, chosen, part, policy.mu)
+            model = weighted_average(trained, run.sizes[chosen].astype(float))
         t += close.duration_s
-        yield run.row(r, t, model, moved, idle)
+        yield run.row(r, t, model, tally)
 
 
 def buffered_run(run: Run, spec: SchemeSpec) -> list[dict[str, Any]]:
     """An asynchronous scheme's server loop (``spec.serve``: FedBuff's) on the virtual
-    clock's learners until the horizon: ``m`` learners training at once, a row per server
-    step."""
+    clock's learners until the horizon: ``concurrency x K`` learners training at once (every
+    one by default), a row per server step."""
     from mel_opt.arena.virtual import VirtualWorkers
 
     assert spec.serve is not None
     s = run.settings
     workers = VirtualWorkers(run)
-    rows = [run.row(0, 0.0, run.init, 0.0, 0.0)]
+    rows = [run.row(0, 0.0, run.init, workers.tally)]
 
     def on_step(step: Any, model: Params) -> None:
         workers.stepped()
-        rows.append(run.row(step.version, workers.now, model, workers.moved, 0.0))
+        rows.append(run.row(step.version, workers.now, model, workers.tally))
 
+    concurrency = max(1, min(run.clock.K, round(s.concurrency * run.clock.K)))
+    buffer = default_buffer(concurrency) if s.buffer is None else min(s.buffer, concurrency)
     spec.serve(workers, range(run.clock.K), [a.copy() for a in run.init],
-               buffer=min(s.buffer, run.m), concurrency=run.m, steps=MAX_STEPS,
+               buffer=buffer, concurrency=concurrency, steps=MAX_STEPS,
                server_lr=s.server_lr, pick=workers.pick,
                until=lambda: workers.now >= run.horizon_s, on_step=on_step)
     return rows
@@ -194,22 +280,24 @@ def allocation_run(run: Run, cycle: LearningCycle, inst: Any,
                    ctx: RunContext) -> Iterator[dict[str, Any]]:
     """The method's allocation trained by the emulator's own cycle loop
     (:func:`mel_opt.training.emulate.run_cycles`: the same draws in the same order) until the
-    horizon, observed for the bytes moved and the idle learner-seconds of each cycle."""
+    horizon, observed for the resources of each cycle (:class:`Tally`; a straggler is a
+    learner whose noisy time passed the budget: the cycle waited for it)."""
     s = run.settings
-    mb = model_bytes(run.init)
-    tally = {"bytes": 0.0, "idle_s": 0.0}
+    tally = Tally(model_bytes(run.init))
+    budget = run.clock.budget_s
 
     def observe(plan: CyclePlan, seconds: np.ndarray, duration_s: float) -> None:
         if plan.batch == 0 or not plan.restart:
             raise UsageError("the arena trains cycles whose learners take minibatch passes "
                              "from the global model")
-        tally["bytes"] += 2 * mb * len(plan.learners)
-        tally["idle_s"] += float(np.clip(duration_s - seconds, 0.0, None).sum())
+        updates = float((plan.column("samples") * plan.column("passes")).sum())
+        tally.round(len(plan.learners), np.minimum(seconds, duration_s), duration_s - seconds,
+                    int((seconds > budget * (1 + 1e-9)).sum()), 0, updates)
 
     trainer = Trainer(run.data, run.init, s.lr, s.batch_size, run.threads)
     for rec in run_cycles(trainer, cycle, inst, ctx, run.pools, None, run.rng,
                           observe=observe):
         yield {"step": rec.cycle, "time_s": rec.time_s, "loss": rec.loss,
-               "accuracy": rec.accuracy, **tally}
+               "accuracy": rec.accuracy, **tally.columns()}
         if rec.time_s >= run.horizon_s or rec.cycle >= MAX_STEPS:
             return

@@ -16,6 +16,7 @@ from mel_opt.schemes import Loop, scheme_options, schemes_for
 from mel_opt.schemes.deadline import DEFAULT_OVERCOMMIT
 from mel_opt.schemes.fedprox import DEFAULT_MU
 from mel_opt.settings import Declared, Setting
+from mel_opt.stats import DEFAULT_TIME_CV
 from mel_opt.training.settings import DATA_SETTINGS, DTYPES
 
 __all__ = ["ALTERNATIVES", "ARENA_SETTINGS", "ArenaSettings"]
@@ -38,6 +39,11 @@ ARENA_SETTINGS = (
             minimum=0.0, minimum_open=True, maximum=1.0, many=True, flag="--target"),
     Setting("dtype", str, "float32", "Precision of the data, the model and its training.",
             choices=DTYPES),
+    Setting("time_cv", float, None, "Run-to-run spread (coefficient of variation) of every "
+            "learner's time, for every scheme: each busy time is drawn around the model's with "
+            "a lognormal factor of mean 1 (0: the model's times exactly).", minimum=0.0,
+            maximum=2.0, nullable=True,
+            default_doc=f"the instance's time_cv; where it gives none, {DEFAULT_TIME_CV:g}"),
     *scheme_options("arena"),
     Setting("time_limit", float, 60.0, "Solver time limit per method [s].", minimum=0.0,
             minimum_open=True, nullable=True, default_doc="none"),
@@ -64,11 +70,13 @@ class ArenaSettings(Declared):
     max_test: int | None = None
     targets: tuple[float, ...] = (0.8, 0.9)
     dtype: str = "float32"
-    participation: float = 0.5
+    time_cv: float | None = None
+    participation: float = 1.0
     overcommit: float = DEFAULT_OVERCOMMIT
     passes: float | None = None
     mu: float = DEFAULT_MU
-    buffer: int = 10
+    concurrency: float = 1.0
+    buffer: int | None = None
     server_lr: float = 1.0
     alpha: float = 2.0
     time_limit: float | None = 60.0

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mel_opt.arena.runner import Run, model_bytes, train_from
+from mel_opt.arena.runner import Run, Tally, model_bytes, train_from, work_for
 from mel_opt.schemes.fedbuff import Model, Update
 
 __all__ = ["VirtualWorkers"]
@@ -35,16 +35,16 @@ class VirtualWorkers:
     ----------
     now : float
         The virtual time of the last answer pulled [s].
-    moved : float
-        Model bytes moved so far: one copy down per push, one up per answer.
+    tally : Tally
+        What the run spent so far: model bytes moved (one copy down per push, one up per
+        answer), and the busy learner-seconds and sample-updates of the answers pulled.
     """
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.now = 0.0
-        self.moved = 0.0
-        self._mb = model_bytes(run.init)
-        self._events: list[tuple[float, int, int]] = []  # (answer time, seq, node)
+        self.tally = Tally(model_bytes(run.init))
+        self._events: list[tuple[float, int, int, float]] = []  # (answer, seq, node, busy)
         self._seq = 0
         self._untrained: list[tuple[int, Model]] = []  # pushed, not trained: (node, start)
         self._trained: dict[int, Model] = {}
@@ -62,19 +62,23 @@ class VirtualWorkers:
     def push(self, node: int, model: Model, version: int) -> None:
         run = self.run
         ids = np.array([node])
-        busy = run.clock.noisy(ids, run.clock.seconds(ids, run.passes), run.rng)
-        heapq.heappush(self._events, (self.now + float(busy[0]), self._seq, node))
+        work = work_for(run, ids, run.passes)
+        busy = float(run.clock.noisy(ids, run.clock.seconds(ids, work.passes), run.rng)[0])
+        heapq.heappush(self._events, (self.now + busy, self._seq, node, busy))
         self._seq += 1
-        self.moved += self._mb
+        self.tally.moved += self.tally.model_bytes
         self._untrained.append((node, model))
 
     def pull(self) -> list[tuple[int, Update]]:
         if not self._events:
             return []
-        self.now, _, node = heapq.heappop(self._events)
+        self.now, _, node, busy = heapq.heappop(self._events)
         if node not in self._trained:
             self._train_started()
-        self.moved += self._mb
+        t = self.tally
+        t.moved += t.model_bytes
+        t.busy_s += busy
+        t.updates += float(work_for(self.run, np.array([node]), self.run.passes).updates[0])
         return [(node, self._trained.pop(node))]
 
     def overdue(self) -> list[int]:
@@ -90,7 +94,7 @@ class VirtualWorkers:
             return
         ids = np.array([n for n, _ in self._untrained], dtype=np.int64)
         start = self._untrained[0][1]  # pushed since the last step: one global model
-        trained, _ = train_from(self.run, start, ids, np.full(ids.size, self.run.passes))
+        trained = train_from(self.run, start, ids, work_for(self.run, ids, self.run.passes))
         for i, k in enumerate(ids):
             self._trained[int(k)] = [a[i] for a in trained]
         self._untrained.clear()

@@ -18,6 +18,7 @@ where several learners' models travel together.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -136,6 +137,13 @@ class CyclePlan:
     def learner_ids(self) -> np.ndarray:
         return np.array([p.learner for p in self.learners], dtype=np.int64)
 
+    def with_spread(self, time_cv: float) -> CyclePlan:
+        """This plan with ``time_cv`` as the run-to-run spread of every learner whose plan
+        gives none (or 0)."""
+        return dataclasses.replace(self, learners=tuple(
+            p if p.time_cv else dataclasses.replace(p, time_cv=float(time_cv))
+            for p in self.learners))
+
     def column(self, name: str) -> np.ndarray:
         """One attribute of every learner plan as an array (``samples``, ``weight``...)."""
         return np.array([getattr(p, name) for p in self.learners])
@@ -165,6 +173,9 @@ class RunContext:
         Bytes of one training sample as the papers store it (its features in float32:
         :func:`sample_bytes`), so that a problem whose allocation is in bytes (dab's shards)
         knows how many samples it holds; 0 where unknown.
+    time_cv : float or None
+        Run-to-run spread of the time of every learner whose plan gives none or 0 (the
+        arena's, so that no scheme runs on a deterministic clock); None: none added.
     """
 
     scheme: str
@@ -174,6 +185,7 @@ class RunContext:
     options: Mapping[str, Any] = field(default_factory=dict)
     memo: dict[str, Any] = field(default_factory=dict, compare=False)
     sample_bytes: float = 0.0
+    time_cv: float | None = None
 
     @property
     def dataset_size(self) -> int:
@@ -438,12 +450,15 @@ class LearningCycle(abc.ABC):
         """How long the cycle lasted, its truancy and the late learners.
 
         The cycle lasts ``plan.duration_s`` when the model fixes it (no reply can be later
-        than that on the model's clock), otherwise until the last reply; with a deadline, the
-        truancy is the time past it in % of it and the late learners are those whose time
-        passed it.
+        than that on the model's clock, unless the plan's learners' times vary run to run:
+        then a synchronous cycle waits for its last reply, ``max(duration_s, last)``),
+        otherwise until the last reply; with a deadline, the truancy is the time past it in %
+        of it and the late learners are those whose time passed it.
         """
         last = max((r.seconds for r in replies), default=0.0)
         duration = plan.duration_s if plan.duration_s is not None else last
+        if plan.duration_s is not None and any(p.time_cv for p in plan.learners):
+            duration = max(plan.duration_s, last)
         own = {p.learner: p.deadline_s for p in plan.learners if p.deadline_s is not None}
         if own:  # learners with deadlines of their own (med's tasks): each judged by its own
             judged = [(r, D) for r in replies

@@ -58,10 +58,15 @@ class RoundClose:
         Per invited learner (the order of its times): its update is aggregated.
     duration_s : float
         The round's length on the clock [s].
+    work : ndarray or None
+        Per invited learner, the passes it completed when that is less than it was given (a
+        learner that stops at the round's end, FedProx's partial work); None: all it was
+        given.
     """
 
     kept: np.ndarray
     duration_s: float
+    work: np.ndarray | None = None
 
 
 class RoundContext(Protocol):

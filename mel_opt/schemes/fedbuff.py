@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mel_opt.schemes.base import Loop, SchemeSpec
-from mel_opt.schemes.options import PARTICIPATION, PASSES
+from mel_opt.schemes.options import PASSES
 from mel_opt.settings import Setting
 
 __all__ = ["PAPER_BUFFER", "SPEC", "FedBuffBuffer", "FedBuffOutcome", "Model", "Step", "Update",
@@ -364,8 +364,12 @@ def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
 
 # -- its declaration --------------------------------------------------------------------------
 #: The arena's buffer: the paper's 10, capped at the concurrency.
-ARENA_BUFFER = Setting("buffer", int, PAPER_BUFFER, "fedbuff's buffer: updates per server step "
-                       "(the paper's 10; at most the concurrency).", minimum=1)
+ARENA_BUFFER = Setting("buffer", int, None, "fedbuff's buffer: updates per server step (at "
+                       "most the concurrency).", minimum=1, nullable=True,
+                       default_doc="the paper's 10, at most half the concurrency")
+ARENA_CONCURRENCY = Setting("concurrency", float, 1.0, "fedbuff's concurrency: the share of the "
+                            "K learners training at once.", minimum=0.0, minimum_open=True,
+                            maximum=1.0, default_doc="1: every learner, as the allocation")
 ARENA_SERVER_LR = Setting("server_lr", float, 1.0, "fedbuff's server learning rate.",
                           minimum=0.0, minimum_open=True)
 LIVE_BUFFER = Setting("buffer", int, None, "FedBuff's K: updates per server step (--scheme "
@@ -380,7 +384,7 @@ LIVE_SERVER_LR = Setting("server_lr", float, 1.0, "FedBuff's server learning rat
 SPEC = SchemeSpec(
     "fedbuff", "FedBuff: asynchronous, a server step every K updates, stale ones down-weighted",
     Loop.BUFFERED,
-    options={"arena": (PARTICIPATION, PASSES, ARENA_BUFFER, ARENA_SERVER_LR),
+    options={"arena": (PASSES, ARENA_CONCURRENCY, ARENA_BUFFER, ARENA_SERVER_LR),
              "live": (LIVE_BUFFER, LIVE_CONCURRENCY, LIVE_SERVER_LR)},
     needs=("work_clock",), engines=("arena", "live"), serve=run, columns=("staleness",),
     label="fedbuff", title="FedBuff")

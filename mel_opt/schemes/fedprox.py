@@ -21,14 +21,14 @@ from mel_opt.settings import Setting
 from mel_opt.training.local import Schedule
 from mel_opt.training.mlp import Params, stacked_gradients
 
-__all__ = ["DEFAULT_MU", "MU", "SPEC", "FedProxPolicy", "fitting_work", "prox_gradient",
-           "prox_sgd"]
+__all__ = ["DEFAULT_MU", "MU", "SPEC", "FedProxPolicy", "completed", "fitting_work",
+           "prox_gradient", "prox_sgd"]
 
 #: mu of the paper's MNIST and FEMNIST runs.
 DEFAULT_MU = 1.0
 
-MU = Setting("mu", float, DEFAULT_MU, "fedprox's proximal weight (the paper's MNIST value).",
-             minimum=0.0)
+MU = Setting("mu", float, DEFAULT_MU, "fedprox's proximal weight mu (its authors tune it per data "
+             "set over 0.001, 0.01, 0.1, 0.5 and 1: arena --tune does).", minimum=0.0)
 
 
 def fitting_work(passes: float, per_pass_s: np.ndarray, fixed_s: np.ndarray,
@@ -108,13 +108,42 @@ def prox_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule, lr: 
     return out
 
 
+def completed(passes: np.ndarray, predicted_s: np.ndarray, times: np.ndarray,
+              per_pass_s: np.ndarray, fixed_s: np.ndarray, budget_s: float) -> np.ndarray:
+    """The passes each learner completes within the budget when its real time is its
+    predicted time ``predicted_s`` for ``passes`` times a slow-down ``times / predicted_s``
+    (the run-to-run noise): all of them when ``times <= budget_s``, else the most that fit,
+    ``(budget_s / f - fixed_s) / per_pass_s`` with ``f`` the slow-down (none when even the
+    transfers do not fit).
+
+    Examples
+    --------
+    2 passes of 2 s each after 1 s of transfers, predicted 5 s, ran 10 s (twice as slow):
+    within a budget of 6 s it does (6 / 2 - 1) / 2 = 1 pass.
+
+    >>> completed(np.array([2.0]), np.array([5.0]), np.array([10.0]), np.array([2.0]),
+    ...           np.array([1.0]), 6.0).tolist()
+    [1.0]
+    """
+    p = np.asarray(passes, dtype=float)
+    f = np.asarray(times, dtype=float) / np.maximum(np.asarray(predicted_s, dtype=float), 1e-300)
+    per = np.asarray(per_pass_s, dtype=float)
+    fit = (float(budget_s) / np.maximum(f, 1e-300) - np.asarray(fixed_s, dtype=float)) / \
+        np.where(per > 0, per, 1.0)
+    late = np.asarray(times, dtype=float) > float(budget_s) * (1 + 1e-9)
+    return np.where(late, np.clip(np.minimum(fit, p), 0.0, None), p)
+
+
 class FedProxPolicy:
     """FedProx as a synchronous scheme: ``m`` invited at random, each doing the passes that
-    fit its budget (none dropped), trained with the proximal term ``mu``."""
+    fit its budget (none dropped; one slowed by the noise past the budget stops there with
+    what it completed), trained with the proximal term ``mu``; the round ends when the last
+    learner is done, at the budget at the latest."""
 
     def __init__(self, ctx: RoundContext) -> None:
         self.ctx = ctx
         self.mu = float(ctx.options.mu)
+        self._invited = np.empty(0, np.int64)
 
     def invite(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         c = self.ctx
@@ -122,13 +151,19 @@ class FedProxPolicy:
 
     def work(self, invited: np.ndarray) -> np.ndarray:
         clock = self.ctx.clock
+        self._invited = invited
         return fitting_work(self.ctx.passes, clock.per_pass_s[invited], clock.fixed_s[invited],
                             clock.budget_s)
 
     def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
-        kept = passes > 0
-        duration = float(times[kept].max()) if kept.any() else self.ctx.clock.budget_s
-        return RoundClose(kept, duration)
+        clock = self.ctx.clock
+        ids = self._invited
+        budget = clock.budget_s
+        done = completed(passes, clock.seconds(ids, passes), times, clock.per_pass_s[ids],
+                         clock.fixed_s[ids], budget)
+        kept = done > 0
+        duration = min(float(times.max()), budget) if times.size else budget
+        return RoundClose(kept, duration, done)
 
     def learned(self, model: Any, invited: np.ndarray, times: np.ndarray, close: RoundClose,
                 r: int, exploited: np.ndarray) -> None:

@@ -12,9 +12,9 @@ from mel_opt.settings import Setting
 __all__ = ["PARTICIPATION", "PASSES"]
 
 PARTICIPATION = Setting(
-    "participation", float, 0.5, "Share of the K learners a round of deadline, oort and "
-    "fedprox aggregates, and fedbuff's concurrency.", minimum=0.0, minimum_open=True,
-    maximum=1.0)
+    "participation", float, 1.0, "Share of the K learners a round of deadline, oort and "
+    "fedprox aggregates.", minimum=0.0, minimum_open=True, maximum=1.0,
+    default_doc="1: every learner may take part, as in the allocation")
 PASSES = Setting(
     "passes", float, None, "Local passes of deadline, oort and fedbuff, and the most fedprox "
     "aims at.", minimum=0.0, minimum_open=True, nullable=True,

@@ -162,6 +162,8 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
     yield tr.record(0, t, model)
     for c in (range(1, cycles + 1) if cycles is not None else itertools.count(1)):
         plan = cycle.configure_cycle(inst, ctx, c)
+        if ctx.time_cv:  # the run's spread for learners whose plan gives none
+            plan = plan.with_spread(ctx.time_cv)
         ids = plan.learner_ids
         samples = [draw(pools[k], int(n), rng) for k, n in zip(ids, plan.column("samples"),
                                                                   strict=True)]

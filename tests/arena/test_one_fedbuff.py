@@ -14,7 +14,15 @@ import pytest
 
 from mel_opt.api import load_instance, parse_instance
 from mel_opt.arena.run import work_clock
-from mel_opt.arena.runner import MAX_STEPS, Run, buffered_run, model_bytes, train_from
+from mel_opt.arena.runner import (
+    MAX_STEPS,
+    Run,
+    Tally,
+    buffered_run,
+    model_bytes,
+    train_from,
+    work_for,
+)
 from mel_opt.arena.settings import ArenaSettings
 from mel_opt.schemes import SCHEMES
 from mel_opt.schemes.fedbuff import FedBuffBuffer
@@ -32,45 +40,49 @@ def reference(run: Run) -> list[dict[str, Any]]:
     """FedBuff as one event queue (the arena's loop of the previous release)."""
     s, clock = run.settings, run.clock
     model = [a.copy() for a in run.init]
-    mb = model_bytes(model)
-    buf = FedBuffBuffer(min(s.buffer, run.m), s.server_lr)
-    version, t, moved, seq = 0, 0.0, 0.0, 0
-    events: list[tuple[float, int, int, int]] = []
+    tally = Tally(model_bytes(model))
+    m = max(1, min(clock.K, round(s.concurrency * clock.K)))
+    buf = FedBuffBuffer(min(s.buffer, m), s.server_lr)
+    version, t, seq = 0, 0.0, 0
+    events: list[tuple[float, int, int, int, float]] = []
     untrained: list[int] = []
     deltas: dict[int, Any] = {}
     busy = np.zeros(clock.K, dtype=bool)
 
     def start(k: int, now: float) -> None:
-        nonlocal seq, moved
+        nonlocal seq
         busy[k] = True
-        dt = clock.noisy(np.array([k]), clock.seconds(np.array([k]), run.passes), run.rng)
-        heapq.heappush(events, (now + float(dt[0]), seq, k, version))
+        work = work_for(run, np.array([k]), run.passes)
+        dt = clock.noisy(np.array([k]), clock.seconds(np.array([k]), work.passes), run.rng)
+        heapq.heappush(events, (now + float(dt[0]), seq, k, version, float(dt[0])))
         seq += 1
-        moved += mb
+        tally.moved += tally.model_bytes
         untrained.append(k)
 
     def train_started() -> None:
         if untrained:
             ids = np.array(untrained, dtype=np.int64)
-            trained, _ = train_from(run, model, ids, np.full(ids.size, run.passes))
+            trained = train_from(run, model, ids, work_for(run, ids, run.passes))
             for i, k in enumerate(ids):
                 deltas[int(k)] = [a[i] - b for a, b in zip(trained, model, strict=True)]
             untrained.clear()
 
-    rows = [run.row(0, t, model, moved, 0.0)]
-    for k in run.rng.choice(clock.K, run.m, replace=False):
+    rows = [run.row(0, t, model, tally)]
+    for k in run.rng.choice(clock.K, m, replace=False):
         start(int(k), 0.0)
     while events and t < run.horizon_s and version < MAX_STEPS:
-        t, _, k, v = heapq.heappop(events)
+        t, _, k, v, dt = heapq.heappop(events)
         if k not in deltas:
             train_started()
-        moved += mb
+        tally.moved += tally.model_bytes
+        tally.busy_s += dt
+        tally.updates += float(work_for(run, np.array([k]), run.passes).updates[0])
         busy[k] = False
         if buf.add(deltas.pop(k), version - v):
             train_started()
             model = [a.astype(run.init[i].dtype) for i, a in enumerate(buf.flush(model))]
             version += 1
-            rows.append(run.row(version, t, model, moved, 0.0))
+            rows.append(run.row(version, t, model, tally))
         start(int(run.rng.choice(np.flatnonzero(~busy))), t)
     return rows
 
@@ -90,7 +102,7 @@ def make_run(doc: dict[str, Any], s: ArenaSettings, seed: int) -> Run:
                          [(0.4, 2, 0), (0.5, 10, 1), (1.0, 3, 2), (0.1, 1, 3)])
 def test_the_arenas_fedbuff_is_the_reference_event_queue(participation: float, buffer: int,
                                                          seed: int) -> None:
-    s = ArenaSettings(cycles=3, model="softmax", participation=participation, buffer=buffer,
+    s = ArenaSettings(cycles=3, model="softmax", concurrency=participation, buffer=buffer,
                       server_lr=0.8)
     got = buffered_run(make_run(MEL_ASYNC, s, seed), SCHEMES["fedbuff"])
     want = reference(make_run(MEL_ASYNC, s, seed))
@@ -109,6 +121,6 @@ def test_with_run_to_run_noise_dab() -> None:
                          "time_cv": float(v)}
                         for n, c, b, v in zip(inst.learner_names, inst.train_rate,
                                               inst.bandwidth, inst.time_cv, strict=True)]}
-    s = ArenaSettings(cycles=4, model="softmax", participation=0.5, buffer=2)
+    s = ArenaSettings(cycles=4, model="softmax", concurrency=0.5, buffer=2)
     got = buffered_run(make_run(doc, s, 0), SCHEMES["fedbuff"])
     assert got == reference(make_run(doc, s, 0))

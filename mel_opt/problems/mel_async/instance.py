@@ -54,6 +54,12 @@ FIELDS: tuple[Field, ...] = (
                      doc="P_m S_d, model bits that grow with the samples (Eq. 4)"),
           )),
     Field("learners", "list", doc="the learners", names="learner", name_default="learner{i}",
+          fields=(
+              number("time_cv", 0.0, 2.0, sign="non-negative", required=False, default=0.0,
+                     doc="coefficient of variation of the learner's actual time around t_k, "
+                         "run to run (training emulator and arena only; the methods plan on "
+                         "t_k)"),
+          ),
           forms=(
               Form("physical", ("cpu_hz", "rate_bps"), (
                   number("cpu_hz", 1e-3, 1e15, unit="Hz", doc="f_k, CPU clock"),
@@ -98,6 +104,10 @@ class MelAsyncInstance(Instance):
     learner_names : tuple of str
     mode : str
         ``task-parallel`` or ``distributed-data``.
+    time_cv : ndarray, shape (K,), or None
+        Run-to-run spread (coefficient of variation) of each learner's actual time around t_k
+        (0: it runs exactly to Eq. (5); None: not given). The methods plan on t_k; the
+        training emulator and the arena draw each time with it.
     """
 
     problem: ClassVar[str] = "mel-async"
@@ -110,6 +120,7 @@ class MelAsyncInstance(Instance):
     c0: np.ndarray
     learner_names: tuple[str, ...]
     mode: str = "task-parallel"
+    time_cv: np.ndarray | None = None
 
     @property
     def K(self) -> int:
@@ -155,6 +166,7 @@ def parse(doc: Mapping[str, Any], source: str | None = None) -> MelAsyncInstance
         learner_names=tuple(f["learners"].names),
         mode=f["mode"],
         description=desc if isinstance(desc, str) else "",
+        time_cv=readonly_array(f["learners"].col("time_cv")),
     )
 
 

@@ -46,6 +46,13 @@ def _allocation(solution: Mapping[str, Any] | None) -> tuple[np.ndarray, np.ndar
             np.asarray(solution["tau"], dtype=np.int64))
 
 
+def _spread(inst: MelAsyncInstance) -> np.ndarray | None:
+    """The learners' run-to-run ``time_cv``, or None where the instance gives none (every
+    learner runs exactly to Eq. (5))."""
+    cv = inst.time_cv
+    return None if cv is None or not np.any(np.asarray(cv) > 0) else np.asarray(cv, dtype=float)
+
+
 class MelAsyncCycle(LearningCycle):
     """tau_k passes over d_k samples per learner, averaged by d_k, every T seconds."""
 
@@ -71,9 +78,11 @@ class MelAsyncCycle(LearningCycle):
         busy = np.asarray(inst.times(df, tau.astype(float)))  # Eq. (5)
         comm = np.asarray(inst.c1 * df + inst.c0)  # Eq. (3)-(4): samples and model moved
         sizes = np.asarray(ctx.data_sizes, dtype=np.int64)
+        cv = _spread(inst)
         plans = tuple(
             LearnerPlan(learner=k, samples=int(sizes[k]), passes=int(tau[k]), weight=float(df[k]),
                         predicted_s=float(busy[k]), comm_s=float(comm[k]),
+                        time_cv=None if cv is None else float(cv[k]),
                         columns={"d": int(d[k]), "tau": int(tau[k])})
             for k in range(inst.K))
         return CyclePlan(plans, duration_s=float(inst.cycle_time))
@@ -87,8 +96,8 @@ class MelAsyncCycle(LearningCycle):
         per = np.asarray(inst.c2, dtype=float) * u
         fixed = np.asarray(inst.c1, dtype=float) * u + np.asarray(inst.c0, dtype=float)
         T = float(inst.cycle_time)
-        return WorkClock(T, per, fixed, max(1.0, median_fit(T, fixed, per)), share=u,
-                         passes_fitted=True)
+        return WorkClock(T, per, fixed, max(1.0, median_fit(T, fixed, per)), time_cv=_spread(inst),
+                         share=u, passes_fitted=True)
 
     def link_rates(self, inst: MelAsyncInstance, model_bytes: float) -> np.ndarray:
         """R_k such that the live model crosses down and up in the file's C0_k = 2 P_m S_m /
