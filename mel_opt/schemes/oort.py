@@ -8,9 +8,12 @@ A learner's utility (the paper's Eq. (2)) is its statistical utility
 rounds since it last took part, ``sqrt(0.1 ln R / L_i)`` (R the current round, L_i the round
 it last took part in: Algorithm 1), times the system penalty ``(T / t_i)^alpha`` when its round
 duration t_i exceeds the preferred duration T (1 otherwise). T is the ``threshold``-th
-percentile of the learners' durations; the pacer relaxes it (``threshold + delta``) when the
-summed utility of the last ``step`` rounds is not above that of the ``step`` rounds before
-(Algorithm 1, lines 2-4). A share epsilon of each round's picks explores learners not seen
+percentile of the learners' durations; the pacer (FedScale's, thirdparty/oort/oort.py 177-208)
+compares the summed utility of the last ``step`` rounds with that of the ``step`` rounds
+before, after every ``step``-th round from round ``2 step`` on (first before round 41 with
+the default step of 20): a change of at most 10 % relaxes T (``threshold + delta``, at most
+100), a change of at least 5 times the earlier sum tightens it (``threshold - delta``, at
+least ``delta``). A share epsilon of each round's picks explores learners not seen
 yet, the faster first; epsilon starts at 0.9 and decays by 0.98 a round down to 0.3. The rest
 exploit: learners whose utility is at least 95 % of the last one that would be picked are
 admitted, and the picks are drawn among them with probability proportional to their utility.
@@ -108,32 +111,44 @@ def preferred_duration(durations: np.ndarray, threshold: float) -> float:
 
 
 class Pacer:
-    """Oort's pacer: relaxes the preferred duration's percentile when utility stops rising.
+    """Oort's pacer (oort.py 177-208): relaxes the preferred duration's percentile when the
+    exploited utility is flat, tightens it when it jumps.
 
-    After every ``step``-th round from round ``2 step`` on, the summed exploited utility of the
-    last ``step`` rounds is compared with that of the ``step`` rounds before; if it is not
-    larger, the percentile rises by ``delta`` (at most 100).
+    :meth:`record` takes one round's exploited utility; after every ``step``-th round from
+    round ``2 step`` on, the sum of the last ``step`` entries is compared with the sum of the
+    ``step`` before: a change of at most ``flat`` (10 %) of the earlier sum raises the
+    percentile by ``delta`` (at most 100), a change of at least ``sharp`` (5) times the
+    earlier sum lowers it by ``delta`` (at least ``delta``).
 
     Examples
     --------
     >>> p = Pacer(step=2, delta=5.0, threshold=30.0)
-    >>> [p.record(u) for u in (3.0, 3.0, 4.0, 1.0)]  # 4 + 1 <= 3 + 3: relax
+    >>> [p.record(u) for u in (3.0, 3.0, 3.5, 2.9)]  # |6.4 - 6| <= 0.6: relax
     [30.0, 30.0, 30.0, 35.0]
+    >>> [p.record(u) for u in (20.0, 20.0)]  # |40 - 6.4| >= 5 x 6.4: tighten
+    [35.0, 30.0]
     """
 
-    def __init__(self, step: int, delta: float, threshold: float) -> None:
-        self.step = int(step)
+    def __init__(self, step: int, delta: float, threshold: float, flat: float = 0.1,
+                 sharp: float = 5.0) -> None:
+        self.step = max(1, int(step))
         self.delta = float(delta)
         self.threshold = float(threshold)
+        self.flat = float(flat)
+        self.sharp = float(sharp)
         self.history: list[float] = []
 
     def record(self, utility: float) -> float:
-        """Add one round's summed exploited utility; returns the percentile for the next."""
+        """Add one round's exploited utility; returns the percentile for the next round."""
         self.history.append(float(utility))
         n, s = len(self.history), self.step
         if n >= 2 * s and n % s == 0:
-            if sum(self.history[-s:]) <= sum(self.history[-2 * s:-s]):
+            before = sum(self.history[-2 * s:-s])
+            change = abs(sum(self.history[-s:]) - before)
+            if change <= self.flat * before:
                 self.threshold = min(100.0, self.threshold + self.delta)
+            elif change >= self.sharp * before:
+                self.threshold = max(self.delta, self.threshold - self.delta)
         return self.threshold
 
 

@@ -49,14 +49,29 @@ def test_preferred_duration_percentile() -> None:
     assert preferred_duration(t, 100.0) == 10.0
 
 
-def test_pacer_relaxes_when_utility_stops_rising() -> None:
+def test_pacer_relaxes_when_flat_and_tightens_on_a_jump() -> None:
     p = Pacer(step=2, delta=5.0, threshold=30.0)
-    # rounds 1-2 sum 6; rounds 3-4 sum 9 > 6: kept; rounds 5-6 sum 9 <= 9: relaxed to 35;
-    # rounds 7-8 sum 4 <= 9: 40
-    got = [p.record(u) for u in (3.0, 3.0, 4.0, 5.0, 4.0, 5.0, 2.0, 2.0)]
-    assert got == [30.0, 30.0, 30.0, 30.0, 30.0, 35.0, 35.0, 40.0]
+    # records 1-4: rounds 1-2 sum 10, rounds 3-4 sum 9.2: |9.2 - 10| = 0.8 <= 1 (10 %): a
+    # small fall relaxes too, to 35 (the old rule, "not larger", relaxed here as well);
+    # rounds 5-6 sum 10: |10 - 9.2| = 0.8 <= 0.92: a small rise relaxes, to 40 (the old rule
+    # did not); rounds 7-8 sum 60: |60 - 10| = 50 >= 5 x 10: tightens, to 35; rounds 9-10
+    # sum 20: |20 - 60| = 40, neither <= 6 nor >= 300: kept at 35
+    got = [p.record(u) for u in (5.0, 5.0, 4.6, 4.6, 5.0, 5.0, 30.0, 30.0, 10.0, 10.0)]
+    assert got == [30.0, 30.0, 30.0, 35.0, 35.0, 40.0, 40.0, 35.0, 35.0, 35.0]
+    # bounds: at most 100, at least delta
     q = Pacer(step=1, delta=50.0, threshold=90.0)
-    assert [q.record(1.0) for _ in range(3)] == [90.0, 100.0, 100.0]  # at most 100
+    assert [q.record(1.0) for _ in range(3)] == [90.0, 100.0, 100.0]
+    low = Pacer(step=1, delta=5.0, threshold=5.0)
+    assert [low.record(u) for u in (1.0, 6.0, 36.0)] == [5.0, 5.0, 5.0]  # 5x jumps, at 5
+
+
+def test_pacer_first_acts_after_twice_its_step() -> None:
+    # FedScale's step of 20 with a flat utility: the first comparison is after round 40
+    # (rounds 21-40 against 1-20), so round 41 is the first at 35
+    p = Pacer(step=20, delta=5.0, threshold=30.0)
+    got = [p.record(1.0) for _ in range(60)]
+    assert got[:39] == [30.0] * 39 and got[39] == 35.0
+    assert got[40:59] == [35.0] * 19 and got[59] == 40.0
 
 
 def test_selector_explores_then_exploits_the_useful() -> None:
