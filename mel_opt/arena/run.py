@@ -27,7 +27,7 @@ from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
 from mel_opt.problems.work import WorkClock
 from mel_opt.schemes import ALLOCATION, SCHEMES, Loop, SchemeSpec
 from mel_opt.stats import DEFAULT_TIME_CV
-from mel_opt.training.data import Dataset, load_dataset
+from mel_opt.training.data import Dataset, hold_out, load_dataset
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import make_pools, parse_partition, proportional_sizes
 
@@ -85,6 +85,11 @@ def _check(problem: str, s: ArenaSettings) -> tuple[str, ...]:
             raise SettingError("schemes", s.setting("schemes").flag,
                                f"unknown scheme {name!r} for {problem}; choose from "
                                f"{', '.join(known)}", ": ")
+    for name in s.overrides():
+        if name not in schemes:
+            raise SettingError("per_scheme", s.setting("per_scheme").flag,
+                               f"sets an option of {name!r}, which does not run (schemes: "
+                               f"{', '.join(schemes)})", ": ")
     return schemes
 
 
@@ -122,9 +127,11 @@ def work_clock(inst: Instance) -> WorkClock:
     return clock
 
 
-def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, s: ArenaSettings, scheme: str,
-         seed: int, solution: dict[str, Any] | None, horizon: float) -> list[dict[str, Any]]:
-    """The rows of one (scheme, seed) run."""
+def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSettings,
+         scheme: str, seed: int, solution: dict[str, Any] | None, horizon: float,
+         validation: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:
+    """The rows of one (scheme, seed) run (with the scheme's own settings)."""
+    s = settings.for_scheme(scheme)
     N = ds.y_train.size
     K = int(inst.K)  # type: ignore[attr-defined]
     rng = np.random.default_rng([seed, 7])
@@ -133,7 +140,8 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, s: ArenaSettings, sc
     pools = make_pools(ds.y_train, proportional_sizes(shares, N), parse_partition(s.partition),
                        ds.classes, rng)
     init = init_params(layers_for(s.model, ds.features, ds.classes), seed, ds.x_train.dtype)
-    run = Run(ds, init, pools, noisy_clock(inst, s), s, rng, horizon, s.threads or 1)
+    run = Run(ds, init, pools, noisy_clock(inst, s), s, rng, horizon, s.threads or 1,
+              validation)
     spec = scheme_of(api.problem_of(inst), scheme)
     rows: Iterable[dict[str, Any]]
     if spec.loop is Loop.ALLOCATION:
@@ -181,6 +189,9 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
     ds = data if data is not None else load_dataset(
         settings.dataset, max_train=settings.max_train, max_test=settings.max_test)
     ds = ds.astype(np.dtype(settings.dtype))
+    validation = None
+    if settings.validation is not None:
+        ds, validation = hold_out(ds, settings.validation)
     if ds.y_train.size < clock.K:
         raise UsageError(f"the data set has {ds.y_train.size} training samples, fewer than "
                          f"the {clock.K} learners")
@@ -201,7 +212,7 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
     with blas_threads(1):
         for i, (scheme, seed) in enumerate(jobs):
             out.rows.extend(_one(inst, cycle, ds, settings, scheme, seed,
-                                 solutions.get(scheme), horizon))
+                                 solutions.get(scheme), horizon, validation))
             if progress is not None:
                 progress(i + 1, len(jobs))
     return out

@@ -116,13 +116,17 @@ class Run:
     rng: np.random.Generator
     horizon_s: float
     threads: int = 1
+    validation: tuple[np.ndarray, np.ndarray] | None = None
 
     def row(self, step: int, t: float, model: Params, tally: Tally) -> dict[str, Any]:
         """The run's state after aggregation ``step`` at virtual time ``t``: the model's
-        loss and accuracy on the test split (and on the validation split, where the run has
-        one) and the resources spent so far."""
+        loss and accuracy on the test split (and, as ``val_accuracy``, on the validation
+        split, where the run has one) and the resources spent so far."""
         loss, acc = evaluate(model, self.data.x_test, self.data.y_test)
-        return {"step": step, "time_s": t, "loss": loss, "accuracy": acc, **tally.columns()}
+        out = {"step": step, "time_s": t, "loss": loss, "accuracy": acc, **tally.columns()}
+        if self.validation is not None:
+            out["val_accuracy"] = evaluate(model, *self.validation)[1]
+        return out
 
     @property
     def m(self) -> int:
@@ -294,10 +298,13 @@ def allocation_run(run: Run, cycle: LearningCycle, inst: Any,
         tally.round(len(plan.learners), np.minimum(seconds, duration_s), duration_s - seconds,
                     int((seconds > budget * (1 + 1e-9)).sum()), 0, updates)
 
-    trainer = Trainer(run.data, run.init, s.lr, s.batch_size, run.threads)
+    trainer = Trainer(run.data, run.init, s.lr, s.batch_size, run.threads, run.validation)
     for rec in run_cycles(trainer, cycle, inst, ctx, run.pools, None, run.rng,
                           observe=observe):
-        yield {"step": rec.cycle, "time_s": rec.time_s, "loss": rec.loss,
+        row = {"step": rec.cycle, "time_s": rec.time_s, "loss": rec.loss,
                "accuracy": rec.accuracy, **tally.columns()}
+        if rec.val_accuracy is not None:
+            row["val_accuracy"] = rec.val_accuracy
+        yield row
         if rec.time_s >= run.horizon_s or rec.cycle >= MAX_STEPS:
             return

@@ -8,8 +8,9 @@ the registry's arena schemes declare (:func:`mel_opt.schemes.scheme_options`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from mel_opt.errors import SettingError
 from mel_opt.schemes import Loop, scheme_options, schemes_for
@@ -24,6 +25,10 @@ __all__ = ["ALTERNATIVES", "ARENA_SETTINGS", "ArenaSettings"]
 #: The field's alternatives in the arena (every arena scheme of the registry but mel_opt's
 #: allocation, which the arena names by its methods), each with its one line.
 ALTERNATIVES = {s.name: s.summary for s in schemes_for("arena") if s.loop is not Loop.ALLOCATION}
+
+#: Options every scheme may take a value of its own for (``--set SCHEME.lr=...``): the client
+#: learning rate, which every baseline's authors tune per task.
+PER_SCHEME_SHARED = ("lr",)
 
 ARENA_SETTINGS = (
     Setting("schemes", str, None, "Comma-separated schemes: methods of the instance's problem "
@@ -45,6 +50,13 @@ ARENA_SETTINGS = (
             maximum=2.0, nullable=True,
             default_doc=f"the instance's time_cv; where it gives none, {DEFAULT_TIME_CV:g}"),
     *scheme_options("arena"),
+    Setting("per_scheme", str, None, "SCHEME.OPTION=VALUE, comma-separated: an option for one "
+            "scheme alone (its own options, or the client learning rate lr), e.g. "
+            "fedprox.mu=0.01,fedbuff.server_lr=2.", many=True, nullable=True, flag="--set",
+            default_doc="none: every scheme runs the settings above"),
+    Setting("validation", int, None, "Training samples held out as a validation split "
+            "(its accuracy is reported as val_accuracy; tuning picks by it, the test split "
+            "judges).", minimum=1, nullable=True, default_doc="none"),
     Setting("time_limit", float, 60.0, "Solver time limit per method [s].", minimum=0.0,
             minimum_open=True, nullable=True, default_doc="none"),
     Setting("threads", int, None, "Threads that train the learners of one round.", minimum=1,
@@ -79,9 +91,43 @@ class ArenaSettings(Declared):
     buffer: int | None = None
     server_lr: float = 1.0
     alpha: float = 2.0
+    per_scheme: tuple[str, ...] | None = None
+    validation: int | None = None
     time_limit: float | None = 60.0
     threads: int | None = None
 
     def check_together(self) -> None:
         if self.schemes is not None and len(set(self.schemes)) != len(self.schemes):
             raise SettingError("schemes", self.setting("schemes").flag, "names a scheme twice")
+        self.overrides()
+
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        """``per_scheme`` parsed: scheme -> {option: value} (each value checked by its
+        declaration; the option must be one the scheme declares, or ``lr``)."""
+        flag = self.setting("per_scheme").flag
+        out: dict[str, dict[str, Any]] = {}
+        for item in self.per_scheme or ():
+            head, eq, value = item.partition("=")
+            scheme, dot, option = head.strip().partition(".")
+            if not (eq and dot and scheme and option):
+                raise SettingError("per_scheme", flag, f"{item!r} is not SCHEME.OPTION=VALUE")
+            if option not in PER_SCHEME_SHARED and not any(
+                    o.name == option for spec in schemes_for("arena") if spec.name == scheme
+                    for o in spec.options_for("arena")):
+                mine = sorted({o.name for spec in schemes_for("arena") if spec.name == scheme
+                               for o in spec.options_for("arena")} | set(PER_SCHEME_SHARED))
+                raise SettingError("per_scheme", flag,
+                                   f"{scheme!r} has no option {option!r} (it has "
+                                   f"{', '.join(mine)})", ": ")
+            try:
+                parsed = self.setting(option).parse(value.strip())
+            except SettingError as exc:
+                raise SettingError("per_scheme", flag, f"{item!r}: {exc}", ": ") from None
+            out.setdefault(scheme, {})[option] = parsed
+        return out
+
+    def for_scheme(self, scheme: str) -> ArenaSettings:
+        """The settings ``scheme`` runs with: these, with its own ``per_scheme`` values (an
+        allocation method's scheme is named by its method)."""
+        own = self.overrides().get(scheme, {})
+        return dataclasses.replace(self, **own) if own else self

@@ -294,6 +294,27 @@ def load_dataset(name: str, *, max_train: int | None = None,
     return subsample(ds, max_train, max_test)
 
 
+def hold_out(ds: Dataset, n: int) -> tuple[Dataset, tuple[np.ndarray, np.ndarray]]:
+    """``ds`` without ``n`` of its training samples, and those samples (features, labels): a
+    validation split disjoint from both the training and the test split (a fixed random
+    subset, the same for every run on ``ds``).
+
+    Raises
+    ------
+    UsageError
+        When ``n`` is not in [1, training samples - 1].
+    """
+    total = int(ds.y_train.size)
+    if not 1 <= n < total:
+        raise UsageError(f"a validation split needs 1 to {total - 1} of the {total} training "
+                         f"samples, got {n}")
+    held = np.zeros(total, dtype=bool)
+    held[np.random.default_rng(1).choice(total, n, replace=False)] = True
+    rest = Dataset(ds.name, ds.x_train[~held], ds.y_train[~held], ds.x_test, ds.y_test,
+                   ds.classes)
+    return rest, (ds.x_train[held], ds.y_train[held])
+
+
 def subsample(ds: Dataset, max_train: int | None, max_test: int | None) -> Dataset:
     """``ds`` with at most ``max_train`` / ``max_test`` samples (fixed random subsets)."""
     rng = np.random.default_rng(0)

@@ -49,6 +49,9 @@ class CycleRecord:
         the global model on the validation set.
     truancy : float or None
         Time of this cycle past the deadline, in % of the deadline (problems with one).
+    val_accuracy : float or None
+        The accuracy on a validation split held out of the training set, where the run has
+        one (the arena's tuning picks by it).
     """
 
     cycle: int
@@ -56,6 +59,7 @@ class CycleRecord:
     loss: float
     accuracy: float
     truancy: float | None = None
+    val_accuracy: float | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ class Trainer:
     threads : int
         Threads that train the learners of a cycle
         (:func:`~mel_opt.training.local.local_sgd`'s ``workers``).
+    validation : (features, labels) or None
+        A validation split held out of the training set, also evaluated at every record.
     """
 
     data: Dataset
@@ -81,11 +87,13 @@ class Trainer:
     lr: float
     batch_size: int
     threads: int = 1
+    validation: tuple[np.ndarray, np.ndarray] | None = None
 
     def record(self, cycle: int, t: float, model: Params,
                truancy: float | None = None) -> CycleRecord:
         loss, acc = evaluate(model, self.data.x_test, self.data.y_test)
-        return CycleRecord(cycle, t, loss, acc, truancy)
+        val = None if self.validation is None else evaluate(model, *self.validation)[1]
+        return CycleRecord(cycle, t, loss, acc, truancy, val)
 
 
 def emulated_seconds(plan: CyclePlan, rng: np.random.Generator) -> np.ndarray:
