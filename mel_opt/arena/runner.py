@@ -138,6 +138,17 @@ class Run:
         s = self.settings.passes
         return float(s) if s is not None else self.clock.passes
 
+    def fixed_work(self, learners: np.ndarray) -> np.ndarray:
+        """The passes of the fixed local work of ``learners``: :attr:`passes` each, or, with
+        the ``local_steps`` option, that many minibatch steps over each one's data (a pass is
+        ``ceil(n / batch)`` steps)."""
+        ids = np.asarray(learners, dtype=np.int64)
+        steps = self.settings.local_steps
+        if steps is None:
+            return np.full(ids.size, self.passes)
+        per_epoch = -(-self.sizes[ids] // self.settings.batch_size)
+        return steps / np.maximum(per_epoch, 1)
+
     @property
     def options(self) -> ArenaSettings:
         return self.settings

@@ -86,6 +86,7 @@ class ArenaSettings(Declared):
     participation: float = 1.0
     overcommit: float = DEFAULT_OVERCOMMIT
     passes: float | None = None
+    local_steps: int | None = None
     mu: float = DEFAULT_MU
     concurrency: float = 1.0
     buffer: int | None = None

@@ -62,7 +62,7 @@ class VirtualWorkers:
     def push(self, node: int, model: Model, version: int) -> None:
         run = self.run
         ids = np.array([node])
-        work = work_for(run, ids, run.passes)
+        work = work_for(run, ids, run.fixed_work(ids))
         busy = float(run.clock.noisy(ids, run.clock.seconds(ids, work.passes), run.rng)[0])
         heapq.heappush(self._events, (self.now + busy, self._seq, node, busy))
         self._seq += 1
@@ -78,7 +78,8 @@ class VirtualWorkers:
         t = self.tally
         t.moved += t.model_bytes
         t.busy_s += busy
-        t.updates += float(work_for(self.run, np.array([node]), self.run.passes).updates[0])
+        one = np.array([node])
+        t.updates += float(work_for(self.run, one, self.run.fixed_work(one)).updates[0])
         return [(node, self._trained.pop(node))]
 
     def overdue(self) -> list[int]:
@@ -94,7 +95,8 @@ class VirtualWorkers:
             return
         ids = np.array([n for n, _ in self._untrained], dtype=np.int64)
         start = self._untrained[0][1]  # pushed since the last step: one global model
-        trained = train_from(self.run, start, ids, work_for(self.run, ids, self.run.passes))
+        trained = train_from(self.run, start, ids, work_for(self.run, ids,
+                                                            self.run.fixed_work(ids)))
         for i, k in enumerate(ids):
             self._trained[int(k)] = [a[i] for a in trained]
         self._untrained.clear()

@@ -84,6 +84,11 @@ class RoundContext(Protocol):
     def passes(self) -> float:
         """The round's fixed local work [passes]."""
 
+    def fixed_work(self, learners: np.ndarray) -> np.ndarray:
+        """The passes each of ``learners`` does for the round's fixed local work: the
+        ``passes``, or the passes the ``local_steps`` option's minibatch steps make over the
+        learner's data."""
+
     @property
     def options(self) -> Any:
         """The run's settings (each scheme reads its own declared options there)."""

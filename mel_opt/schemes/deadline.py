@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
-from mel_opt.schemes.options import PARTICIPATION, PASSES
+from mel_opt.schemes.options import LOCAL_STEPS, PARTICIPATION, PASSES
 from mel_opt.settings import Setting
 
 __all__ = ["DEFAULT_OVERCOMMIT", "OVERCOMMIT", "SPEC", "DeadlinePolicy", "RoundClose",
@@ -105,7 +105,7 @@ class DeadlinePolicy:
         return invited(c.rng, c.clock.K, c.m, c.options.overcommit), np.empty(0, np.int64)
 
     def work(self, invited: np.ndarray) -> np.ndarray:
-        return np.full(invited.size, self.ctx.passes)
+        return self.ctx.fixed_work(invited)
 
     def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
         return close_round(times, self.ctx.clock.budget_s, self.ctx.m)
@@ -117,5 +117,5 @@ class DeadlinePolicy:
 
 SPEC = SchemeSpec(
     "deadline", "FedAvg, fixed local work, round deadline, the late dropped (over-commitment)",
-    Loop.ROUNDS, options={"arena": (PARTICIPATION, OVERCOMMIT, PASSES)},
+    Loop.ROUNDS, options={"arena": (PARTICIPATION, OVERCOMMIT, PASSES, LOCAL_STEPS)},
     needs=("work_clock",), policy=DeadlinePolicy)

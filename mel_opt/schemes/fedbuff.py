@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mel_opt.schemes.base import Loop, SchemeSpec
-from mel_opt.schemes.options import PASSES
+from mel_opt.schemes.options import LOCAL_STEPS, PASSES
 from mel_opt.settings import Setting
 
 __all__ = ["PAPER_BUFFER", "SPEC", "FedBuffBuffer", "FedBuffOutcome", "Model", "Step", "Update",
@@ -384,7 +384,7 @@ LIVE_SERVER_LR = Setting("server_lr", float, 1.0, "FedBuff's server learning rat
 SPEC = SchemeSpec(
     "fedbuff", "FedBuff: asynchronous, a server step every K updates, stale ones down-weighted",
     Loop.BUFFERED,
-    options={"arena": (PASSES, ARENA_CONCURRENCY, ARENA_BUFFER, ARENA_SERVER_LR),
+    options={"arena": (PASSES, LOCAL_STEPS, ARENA_CONCURRENCY, ARENA_BUFFER, ARENA_SERVER_LR),
              "live": (LIVE_BUFFER, LIVE_CONCURRENCY, LIVE_SERVER_LR)},
     needs=("work_clock",), engines=("arena", "live"), serve=run, columns=("staleness",),
     label="fedbuff", title="FedBuff")

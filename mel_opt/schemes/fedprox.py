@@ -16,7 +16,7 @@ import numpy as np
 
 from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
 from mel_opt.schemes.deadline import invited
-from mel_opt.schemes.options import PARTICIPATION, PASSES
+from mel_opt.schemes.options import LOCAL_STEPS, PARTICIPATION, PASSES
 from mel_opt.settings import Setting
 from mel_opt.training.local import Schedule
 from mel_opt.training.mlp import Params, stacked_gradients
@@ -31,7 +31,7 @@ MU = Setting("mu", float, DEFAULT_MU, "fedprox's proximal weight mu (its authors
              "set over 0.001, 0.01, 0.1, 0.5 and 1: arena --tune does).", minimum=0.0)
 
 
-def fitting_work(passes: float, per_pass_s: np.ndarray, fixed_s: np.ndarray,
+def fitting_work(passes: float | np.ndarray, per_pass_s: np.ndarray, fixed_s: np.ndarray,
                  budget_s: float) -> np.ndarray:
     """Passes each learner does: the round's ``passes``, or the most that fit its budget.
 
@@ -42,8 +42,8 @@ def fitting_work(passes: float, per_pass_s: np.ndarray, fixed_s: np.ndarray,
 
     Parameters
     ----------
-    passes : float
-        E, the round's local work [passes].
+    passes : float or ndarray
+        E, the round's local work [passes] (of each learner, where an array).
     per_pass_s : ndarray
         Computing time of one pass over each learner's local data [s].
     fixed_s : ndarray
@@ -59,7 +59,7 @@ def fitting_work(passes: float, per_pass_s: np.ndarray, fixed_s: np.ndarray,
     per = np.asarray(per_pass_s, dtype=float)
     room = float(budget_s) - np.asarray(fixed_s, dtype=float)
     fit = np.where(per > 0, room / np.where(per > 0, per, 1.0), np.inf)
-    return np.clip(np.minimum(fit, float(passes)), 0.0, None)
+    return np.clip(np.minimum(fit, np.asarray(passes, dtype=float)), 0.0, None)
 
 
 def prox_gradient(grad: Params, w: Params, anchor: Params, mu: float) -> Params:
@@ -152,8 +152,8 @@ class FedProxPolicy:
     def work(self, invited: np.ndarray) -> np.ndarray:
         clock = self.ctx.clock
         self._invited = invited
-        return fitting_work(self.ctx.passes, clock.per_pass_s[invited], clock.fixed_s[invited],
-                            clock.budget_s)
+        return fitting_work(self.ctx.fixed_work(invited), clock.per_pass_s[invited],
+                            clock.fixed_s[invited], clock.budget_s)
 
     def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
         clock = self.ctx.clock
@@ -172,5 +172,6 @@ class FedProxPolicy:
 
 SPEC = SchemeSpec(
     "fedprox", "FedProx: each learner does what fits the budget, proximal term mu",
-    Loop.ROUNDS, options={"arena": (PARTICIPATION, PASSES, MU)}, needs=("work_clock",),
+    Loop.ROUNDS, options={"arena": (PARTICIPATION, PASSES, LOCAL_STEPS, MU)},
+    needs=("work_clock",),
     policy=FedProxPolicy)

@@ -79,7 +79,7 @@ import numpy as np
 
 from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
 from mel_opt.schemes.deadline import OVERCOMMIT, close_round, invited
-from mel_opt.schemes.options import PARTICIPATION, PASSES
+from mel_opt.schemes.options import LOCAL_STEPS, PARTICIPATION, PASSES
 from mel_opt.settings import Setting
 
 __all__ = ["ALPHA", "SPEC", "OortParams", "OortPolicy", "OortSelector", "Pacer",
@@ -395,7 +395,8 @@ class OortPolicy:
     def __init__(self, ctx: RoundContext) -> None:
         self.ctx = ctx
         sizes = np.asarray(ctx.sizes, dtype=float)
-        self.selector = OortSelector(sizes * min(1.0, float(ctx.passes)),
+        work = ctx.fixed_work(np.arange(sizes.size))
+        self.selector = OortSelector(sizes * np.minimum(1.0, work),
                                      OortParams(alpha=ctx.options.alpha), ctx.rng)
 
     def invite(self, r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -408,7 +409,7 @@ class OortPolicy:
         return np.union1d(exploited, explored), exploited
 
     def work(self, invited: np.ndarray) -> np.ndarray:
-        return np.full(invited.size, self.ctx.passes)
+        return self.ctx.fixed_work(invited)
 
     def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
         return close_round(times, self.ctx.clock.budget_s, self.ctx.m)
@@ -428,5 +429,5 @@ class OortPolicy:
 
 SPEC = SchemeSpec(
     "oort", "Oort: learners picked by statistical utility x system penalty, with a pacer",
-    Loop.ROUNDS, options={"arena": (PARTICIPATION, OVERCOMMIT, PASSES, ALPHA)},
+    Loop.ROUNDS, options={"arena": (PARTICIPATION, OVERCOMMIT, PASSES, LOCAL_STEPS, ALPHA)},
     needs=("work_clock",), policy=OortPolicy)

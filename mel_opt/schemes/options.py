@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mel_opt.settings import Setting
 
-__all__ = ["PARTICIPATION", "PASSES"]
+__all__ = ["LOCAL_STEPS", "PARTICIPATION", "PASSES"]
 
 PARTICIPATION = Setting(
     "participation", float, 1.0, "Share of the K learners a round of deadline, oort and "
@@ -19,3 +19,7 @@ PASSES = Setting(
     "passes", float, None, "Local passes of deadline, oort and fedbuff, and the most fedprox "
     "aims at.", minimum=0.0, minimum_open=True, nullable=True,
     default_doc="dab's mu; mel-async: what the median learner fits in T")
+LOCAL_STEPS = Setting(
+    "local_steps", int, None, "Local minibatch steps of deadline, oort and fedbuff, and the "
+    "most fedprox aims at, in place of passes (FedScale's default local work is 20 steps).",
+    minimum=1, nullable=True, default_doc="none: the passes")

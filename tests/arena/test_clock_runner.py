@@ -151,3 +151,21 @@ def _first(problem: str) -> str:
     from pathlib import Path
 
     return sorted(p.name for p in Path("instances", problem).glob("*.json"))[0]
+
+
+def test_deadline_with_fedscales_fixed_local_steps() -> None:
+    """--local-steps 3: every learner takes 3 minibatches of 32 whatever its data (143 or 144
+    samples), so a round charges 96 / n of a pass: a's kind 0.55 + 0.5 x 96 / n s, b's
+    1.1 + 96 / n s; nobody is late, so the round lasts the slowest's time."""
+    doc = _ten()
+    run = _run(ArenaSettings(cycles=1, model="softmax", local_steps=3, time_cv=0.0), doc)
+    assert run.clock.time_cv is None
+    rows = list(rounds_run(run, SCHEMES["deadline"].policy(run)))
+    n = run.sizes
+    assert rows[1]["updates"] == 96 * 10 and rows[1]["dropped"] == 0
+    slowest = max(1.1 + 96 / n[k] for k in range(1, 10, 2))
+    assert rows[1]["time_s"] == pytest.approx(slowest)
+    busy = sum(0.55 + 0.5 * 96 / n[k] for k in range(0, 10, 2)) + sum(
+        1.1 + 96 / n[k] for k in range(1, 10, 2))
+    assert rows[1]["busy_s"] == pytest.approx(busy)
+    assert rows[1]["idle_s"] == pytest.approx(10 * slowest - busy)

@@ -49,6 +49,7 @@ def policy(sizes: Sequence[float], utilities: Sequence[float], m: int, overcommi
     ctx = SimpleNamespace(rng=SpyRng(), clock=clock, m=m, passes=passes,
                           options=SimpleNamespace(alpha=2.0, overcommit=overcommit),
                           sizes=np.array(sizes, dtype=np.int64),
+                          fixed_work=lambda learners: np.full(len(learners), float(passes)),
                           utilities=lambda model, learners: table[np.asarray(learners)])
     return OortPolicy(ctx)  # type: ignore[arg-type]
 
