@@ -127,24 +127,48 @@ def work_clock(inst: Instance) -> WorkClock:
     return clock
 
 
+def allocated_updates(inst: Instance, cycle: LearningCycle, method: str,
+                      solution: dict[str, Any], dataset_size: int, seed: int,
+                      features: int) -> np.ndarray:
+    """Each learner's sample-updates in one cycle of the allocation ``solution`` (its plan's
+    samples x passes, on the data sizes the allocation gives: what an ablation reproduces).
+
+    Reads the problem's own plan (its first cycle), so it draws no random number."""
+    sizes = proportional_sizes(cycle.data_shares(inst, method, solution, dataset_size),
+                               dataset_size)
+    ctx = RunContext(method, solution, seed, np.asarray(sizes), {},
+                     sample_bytes=sample_bytes(features))
+    plan = cycle.configure_cycle(inst, ctx, 1)
+    out = np.zeros(int(inst.K))  # type: ignore[attr-defined]
+    out[plan.learner_ids] = plan.column("samples") * plan.column("passes")
+    return out
+
+
 def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSettings,
          scheme: str, seed: int, solution: dict[str, Any] | None, horizon: float,
-         validation: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:
-    """The rows of one (scheme, seed) run (with the scheme's own settings)."""
+         validation: tuple[np.ndarray, np.ndarray] | None = None,
+         method: str = "") -> list[dict[str, Any]]:
+    """The rows of one (scheme, seed) run (with the scheme's own settings); ``solution`` is
+    the allocation of ``method`` (the scheme's own, or the one an ablation reads)."""
     s = settings.for_scheme(scheme)
     N = ds.y_train.size
     K = int(inst.K)  # type: ignore[attr-defined]
     rng = np.random.default_rng([seed, 7])
-    shares = (cycle.data_shares(inst, scheme, solution, N) if solution is not None
+    spec = scheme_of(api.problem_of(inst), scheme)
+    allocating = spec.loop is Loop.ALLOCATION
+    shares = (cycle.data_shares(inst, scheme, solution, N) if allocating and solution
               else np.ones(K))
     pools = make_pools(ds.y_train, proportional_sizes(shares, N), parse_partition(s.partition),
                        ds.classes, rng)
     init = init_params(layers_for(s.model, ds.features, ds.classes), seed, ds.x_train.dtype)
+    allocated = None
+    if spec.reads_allocation:
+        assert solution is not None
+        allocated = allocated_updates(inst, cycle, method, solution, N, seed, ds.features)
     run = Run(ds, init, pools, noisy_clock(inst, s), s, rng, horizon, s.threads or 1,
-              validation)
-    spec = scheme_of(api.problem_of(inst), scheme)
+              validation, allocated)
     rows: Iterable[dict[str, Any]]
-    if spec.loop is Loop.ALLOCATION:
+    if allocating:
         assert solution is not None
         ctx = RunContext(scheme, solution, seed, np.array([p.size for p in pools]), {},
                          sample_bytes=sample_bytes(ds.features), time_cv=spread(s))
@@ -198,21 +222,32 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
     horizon = settings.cycles * clock.budget_s
     out = ArenaRun(inst.name, problem, settings, schemes, horizon)
     solutions: dict[str, dict[str, Any]] = {}
-    for scheme in schemes:
-        if scheme_of(problem, scheme).loop is not Loop.ALLOCATION:
-            continue
-        res = api.solve(inst, scheme, time_limit=settings.time_limit, seed=0)
+    methods = [s for s in schemes if scheme_of(problem, s).loop is Loop.ALLOCATION]
+    # the allocation an ablation reads: the first method that runs, else the default one
+    reference = methods[0] if methods else get_problem(problem).default_method
+    needed = methods + ([reference] if any(scheme_of(problem, s).reads_allocation
+                                           for s in schemes) else [])
+    why: dict[str, str] = {}
+    for method in dict.fromkeys(needed):
+        res = api.solve(inst, method, time_limit=settings.time_limit, seed=0)
         if not res.ok:
-            out.infeasible[scheme] = res.status.value + (f": {res.message}" if res.message
-                                                         else "")
+            why[method] = res.status.value + (f": {res.message}" if res.message else "")
             continue
-        cycle.check(inst, scheme, res.solution)
-        solutions[scheme] = dict(res.solution)
+        cycle.check(inst, method, res.solution)
+        solutions[method] = dict(res.solution)
+    for scheme in schemes:
+        spec = scheme_of(problem, scheme)
+        if spec.loop is Loop.ALLOCATION and scheme in why:
+            out.infeasible[scheme] = why[scheme]
+        elif spec.reads_allocation and reference in why:
+            out.infeasible[scheme] = f"{reference} has no allocation ({why[reference]})"
     jobs = [(scheme, seed) for scheme in out.ran for seed in range(settings.seeds)]
     with blas_threads(1):
         for i, (scheme, seed) in enumerate(jobs):
+            allocation = scheme_of(problem, scheme).loop is Loop.ALLOCATION
+            method = scheme if allocation else reference
             out.rows.extend(_one(inst, cycle, ds, settings, scheme, seed,
-                                 solutions.get(scheme), horizon, validation))
+                                 solutions.get(method), horizon, validation, method))
             if progress is not None:
                 progress(i + 1, len(jobs))
     return out

@@ -117,6 +117,7 @@ class Run:
     horizon_s: float
     threads: int = 1
     validation: tuple[np.ndarray, np.ndarray] | None = None
+    allocated: np.ndarray | None = None
 
     def row(self, step: int, t: float, model: Params, tally: Tally) -> dict[str, Any]:
         """The run's state after aggregation ``step`` at virtual time ``t``: the model's
@@ -146,8 +147,10 @@ class Run:
         steps = self.settings.local_steps
         if steps is None:
             return np.full(ids.size, self.passes)
-        per_epoch = -(-self.sizes[ids] // self.settings.batch_size)
-        return steps / np.maximum(per_epoch, 1)
+        n = self.sizes[ids]
+        B = self.settings.batch_size
+        full, rest = np.divmod(steps, np.maximum(-(-n // B), 1))
+        return full + rest * B / np.maximum(n, 1)
 
     @property
     def options(self) -> ArenaSettings:
@@ -180,11 +183,11 @@ def model_bytes(model: Params) -> float:
 class Work:
     """What a fixed local work is for each learner of a round, in whole minibatch steps.
 
-    ``p`` passes over a learner's ``n`` samples in minibatches of ``B`` are
-    ``floor(p ceil(n / B))`` steps (a pass is ``ceil(n / B)`` steps, its last minibatch short):
-    whole passes, then the first steps of one more. Training runs exactly these steps, and the
-    clock charges exactly their samples (:attr:`passes`), so a fraction of a pass that is not
-    trained is not charged either.
+    ``p`` passes over a learner's ``n`` samples in minibatches of ``B`` are ``floor(p)`` whole
+    passes (``ceil(n / B)`` steps each, the last minibatch of a pass short), then as many full
+    minibatches of one more pass as fit in the rest, ``floor((p - floor(p)) n / B)``. Training
+    runs exactly these steps, and the clock charges exactly their samples (:attr:`passes`, never
+    more than ``p``), so a fraction of a step is neither trained nor charged.
 
     Attributes
     ----------
@@ -205,15 +208,18 @@ def work_for(run: Run, learners: np.ndarray, passes: np.ndarray | float) -> Work
     """The whole-step :class:`Work` of ``learners`` for ``passes`` each.
 
     Examples: 100 samples in minibatches of 32 make a pass of 4 steps (32, 32, 32, 4); 1.5
-    passes are 6 steps, 100 + 64 = 164 sample-updates, 1.64 passes charged.
+    passes are 4 steps and floor(50 / 32) = 1 more, 100 + 32 = 132 sample-updates, 1.32
+    passes charged.
     """
     ids = np.asarray(learners, dtype=np.int64)
     n = run.sizes[ids]
-    per_epoch = -(-n // run.settings.batch_size)
-    p = np.broadcast_to(np.asarray(passes, dtype=float), ids.shape)
-    steps = np.floor(np.clip(p, 0.0, None) * per_epoch + 1e-9).astype(np.int64)
-    full, rem = np.divmod(steps, np.maximum(per_epoch, 1))
-    updates = full * n + np.minimum(rem * run.settings.batch_size, n)
+    B = run.settings.batch_size
+    per_epoch = -(-n // B)
+    p = np.clip(np.broadcast_to(np.asarray(passes, dtype=float), ids.shape), 0.0, None)
+    full = np.floor(p + 1e-9)
+    part = np.floor(np.clip(p - full, 0.0, None) * n / B + 1e-9)
+    steps = (full * per_epoch + part).astype(np.int64)
+    updates = (full * n + part * B).astype(np.int64)
     return Work(steps, updates, updates / np.maximum(n, 1))
 
 

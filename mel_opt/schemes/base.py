@@ -97,6 +97,11 @@ class RoundContext(Protocol):
     def sizes(self) -> np.ndarray:
         """Samples each learner holds (its local data set's size)."""
 
+    @property
+    def allocated(self) -> np.ndarray | None:
+        """Each learner's sample-updates a cycle under the problem's allocation (for a scheme
+        that needs ``allocation``; None otherwise)."""
+
     def utilities(self, model: Any, learners: np.ndarray) -> np.ndarray:
         """Oort's statistical utility of each of ``learners`` at ``model``."""
 
@@ -146,7 +151,8 @@ class SchemeSpec:
     needs : tuple of str
         What a problem's learning cycle must give: ``work_clock`` (a time for any fixed work,
         :meth:`~mel_opt.problems.learning.LearningCycle.work_clock`), ``emulated`` (the
-        emulator trains it).
+        emulator trains it), ``allocation`` (the work of the problem's allocation: the arena
+        solves its method first).
     engines : tuple of str
         Where it runs (:data:`ENGINES`).
     policy : callable, optional
@@ -186,6 +192,11 @@ class SchemeSpec:
         unknown = (set(self.engines) | set(self.options)) - set(ENGINES)
         if unknown:
             raise ValueError(f"{self.name}: unknown engines {sorted(unknown)}")
+
+    @property
+    def reads_allocation(self) -> bool:
+        """True when it reads the work of the problem's allocation (``needs`` it)."""
+        return "allocation" in self.needs
 
     def options_for(self, engine: str) -> tuple[Setting, ...]:
         """Its declared options in ``engine`` (none where it does not run there)."""

@@ -30,7 +30,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
 def test_table_csv_and_json_agree(outputs: tuple[str, Path]) -> None:
     text, out = outputs
     summary = json.loads((out / "summary.json").read_text())
-    assert list(summary["schemes"]) == ["exact", "deadline", "oort", "fedbuff", "fedprox"]
+    assert list(summary["schemes"]) == ["exact", "deadline", "oort", "fedbuff", "fedprox",
+                                        "fill", "equal-data"]
     with (out / "arena.csv").open() as f:
         rows = list(csv.DictReader(f))
     runs: dict[str, dict[str, list[dict[str, str]]]] = defaultdict(lambda: defaultdict(list))

@@ -32,7 +32,8 @@ DOC = {"problem": "mel-async", "schema_version": 1, "name": "two", "cycle_time_s
 
 
 def test_every_scheme_is_declared_once_with_what_its_loop_needs() -> None:
-    assert list(SCHEMES) == ["allocation", "deadline", "oort", "fedbuff", "fedprox"]
+    assert list(SCHEMES) == ["allocation", "deadline", "oort", "fedbuff", "fedprox", "fill",
+                             "equal-data"]
     for name, spec in SCHEMES.items():
         assert spec.name == name and spec.summary and spec.title
         assert (spec.policy is not None) == (spec.loop is Loop.ROUNDS)
@@ -44,7 +45,8 @@ def test_the_engines_list_their_schemes_from_the_registry() -> None:
     assert [s.name for s in schemes_for("live")] == ["allocation", "fedbuff"]
     assert LIVE_SCHEMES == ("allocation", "fedbuff")
     assert LiveSettings.setting("scheme").choices == LIVE_SCHEMES
-    assert list(ALTERNATIVES) == ["deadline", "oort", "fedbuff", "fedprox"]
+    assert list(ALTERNATIVES) == ["deadline", "oort", "fedbuff", "fedprox", "fill",
+                                  "equal-data"]
     doc = ArenaSettings.setting("schemes").doc
     assert all(name in doc for name in ALTERNATIVES)
     with pytest.raises(Exception, match="unknown scheme 'oort'; choose from allocation, "
