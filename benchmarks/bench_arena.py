@@ -1,20 +1,22 @@
-"""The arena at scale: mel_opt's allocations beside the field's alternatives.
+"""The fair arena at scale: mel_opt's allocations beside the field's alternatives, tuned alike.
 
 Usage::
 
-    python benchmarks/bench_arena.py [--learners 100,1000] [--seeds 5]
-        [--datasets digits,fashion-mnist] [--problems mel-async,dab] [--cycles 20]
-        [--max-train N] [--max-test N] [--targets 0.8,0.9] [--out DIR]
+    python benchmarks/bench_arena.py [--problems mel-async,dab] [--learners 100,1000]
+        [--datasets digits,fashion-mnist] [--partitions iid,dirichlet:0.1]
+        [--time-cv 0.06] [--seeds 10] [--cycles 20] [--tune] [--trials 8] [--tune-seeds 2]
+        [--schemes S1,S2] [--max-train N] [--max-test N] [--targets 0.7,0.8] [--out DIR]
 
-For each problem and K it generates a population with ``melopt generate PROBLEM --preset
-random --learners K --seed 1`` (the coefficient form of mel-async; dab's thesis set-up), then
-runs :func:`mel_opt.arena.run.arena` with the default schemes (the problem's default method,
-deadline, oort, fedbuff, fedprox), TwoNN, IID, the given seeds and horizon, on the 8 x 8
-digits and on Fashion-MNIST where installed. It prints, per (problem, K, data set), the table
-``melopt arena`` prints (time to 0.8 and 0.9 with 95 % intervals over seeds and how many seeds
-reached each, final accuracy, MB moved, learner-seconds idle), the winner of each target, the
-wall time and the peak resident memory of this process so far. Wall times are on whatever else
-the machine runs.
+For each (problem, K, data set, partition, time spread) it generates a population with
+``melopt generate PROBLEM --preset random --learners K --seed 1``, runs
+:func:`mel_opt.arena.run.arena` (every scheme of the registry by default: the problem's default
+method, deadline, oort, fedbuff, fedprox and the two ablations; with ``--tune`` each picked
+from its declared grid with the same number of trials, on a validation split) and writes the
+run's outputs (``arena.csv``, ``curve.csv``, ``summary.json``, ``arena.png``) under ``--out``.
+It prints the tables ``melopt arena`` prints, the verdicts, then the same as one Markdown
+table (what the how-to's tables are copied from), the wall time and the peak resident memory
+of this process so far. Wall times are on whatever else the machine runs: run it alone, one
+benchmark at a time, to quote them.
 """
 
 from __future__ import annotations
@@ -25,20 +27,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from rich.console import Console
 
 from mel_opt.api import load_instance
-from mel_opt.arena.report import summarise
+from mel_opt.arena.report import write_outputs
 from mel_opt.arena.run import arena
 from mel_opt.arena.settings import ArenaSettings
+from mel_opt.cli.arena import arena_table
 from mel_opt.training.data import dataset_dir
-
-
-def _cell(iv: dict, digits: int = 4) -> str:
-    if iv["mean"] is None:
-        return "-"
-    if iv["n"] > 1 and iv["hi"] - iv["lo"] > 1e-9 * max(1.0, abs(iv["mean"])):
-        return f"{iv['mean']:.{digits}g} [{iv['lo']:.{digits}g}, {iv['hi']:.{digits}g}]"
-    return f"{iv['mean']:.{digits}g}"
 
 
 def _population(problem: str, K: int, out: Path) -> Path:
@@ -50,31 +48,75 @@ def _population(problem: str, K: int, out: Path) -> Path:
     return path
 
 
-def _table(summary: dict, wall: float) -> None:
-    targets = list(next(iter(summary["schemes"].values()))["targets"])
-    head = ["scheme", *[f"to {t} [s] (seeds)" for t in targets], "final acc", "MB moved",
-            "learner-s idle"]
-    print(" | ".join(head))
-    print(" | ".join("---" for _ in head))
-    for scheme, e in summary["schemes"].items():
-        mb = {**e["bytes"], **{k: None if e["bytes"][k] is None else e["bytes"][k] / 1e6
-                                for k in ("mean", "lo", "hi")}}
-        print(" | ".join([scheme, *[f"{_cell(e['targets'][t]['seconds'])} "
-                                    f"({e['targets'][t]['reached']})" for t in targets],
-                          _cell(e["final_accuracy"], 3), _cell(mb, 3), _cell(e["idle_s"])]))
-    for t, who in summary["winners"].items():
-        print(f"target {t}: " + (f"{who} wins" if who else "no scheme reaches it"))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"wall {wall:.1f} s, peak resident memory {peak:.0f} MB\n")
+def _num(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}g}"
+
+
+def _median(t: dict[str, Any], horizon: float) -> str:
+    m = t.get("median") or {}
+    if m.get("seconds") is None:
+        return f"> {horizon:g} ({t['reached']})"
+    hi = "inf" if m.get("hi") is None else _num(m["hi"])
+    return f"{_num(m['seconds'])} [{_num(m.get('lo'))}, {hi}] ({t['reached']})"
+
+
+def _paired(p: dict[str, Any] | None) -> str:
+    if not p:
+        return "ref."
+    if p.get("median") is None:
+        return "-"
+    lo = "-inf" if p.get("lo") is None else f"{p['lo']:+.3g}"
+    hi = "+inf" if p.get("hi") is None else f"{p['hi']:+.3g}"
+    return f"{p['median']:+.3g} [{lo}, {hi}]"
+
+
+def _mean(iv: dict[str, Any] | None, scale: float = 1.0) -> str:
+    if not iv or iv.get("mean") is None:
+        return "-"
+    return _num(iv["mean"] / scale)
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The run as one Markdown table: per scheme, each target's Kaplan-Meier median [95 %]
+    (reached/seeds) and paired difference against the allocation, accuracy at the horizon,
+    millions of sample-updates, busy and idle learner-seconds, stragglers and dropped updates
+    (means over seeds), and the values tuning chose."""
+    schemes = summary["schemes"]
+    targets = list(next(iter(schemes.values()))["targets"]) if schemes else []
+    tuning = summary.get("tuning") or {}
+    head = ["scheme", *[f"to {t} [s]" for t in targets], *[f"{t}: vs alloc." for t in targets],
+            "acc @ horizon", "M sample-upd.", "busy l-s", "idle l-s", "stragglers", "dropped"]
+    if tuning:
+        head.append("tuned")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, e in schemes.items():
+        cells = [name]
+        cells += [_median(e["targets"][t], summary["horizon_s"]) for t in targets]
+        cells += [_paired(e["targets"][t].get("paired")) for t in targets]
+        cells += [_mean(e.get("horizon_accuracy")), _mean(e.get("updates"), 1e6),
+                  _mean(e.get("busy_s")), _mean(e.get("idle_s")), _mean(e.get("stragglers")),
+                  _mean(e.get("dropped"))]
+        if tuning:
+            chosen = (tuning.get(name) or {}).get("chosen") or {}
+            cells.append(", ".join(f"{k} {v}" for k, v in chosen.items()) or "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [f"\ntarget {t}: {v}" for t, v in summary.get("verdicts", {}).items()]
+    return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--learners", default="100,1000")
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--datasets", default="digits,fashion-mnist")
     ap.add_argument("--problems", default="mel-async,dab")
+    ap.add_argument("--learners", default="100,1000")
+    ap.add_argument("--datasets", default="digits,fashion-mnist")
+    ap.add_argument("--partitions", default="iid")
+    ap.add_argument("--time-cv", default="0.06", help="comma-separated run-to-run spreads")
+    ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--cycles", type=int, default=20)
+    ap.add_argument("--schemes", default=None)
+    ap.add_argument("--tune", action="store_true", help="tune every scheme (melopt arena --tune)")
+    ap.add_argument("--trials", type=int, default=None)
+    ap.add_argument("--tune-seeds", type=int, default=None)
     ap.add_argument("--max-train", type=int, default=None,
                     help="use at most this many training samples (Fashion-MNIST has 60,000)")
     ap.add_argument("--max-test", type=int, default=None)
@@ -83,6 +125,7 @@ def main() -> None:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    console = Console(width=130)
     for dataset in a.datasets.split(","):
         if dataset != "digits" and dataset_dir(dataset) is None:
             print(f"{dataset}: not installed, skipped\n")
@@ -90,16 +133,37 @@ def main() -> None:
         for problem in a.problems.split(","):
             for K in (int(k) for k in a.learners.split(",")):
                 inst = load_instance(str(_population(problem, K, out)))
-                settings = ArenaSettings(seeds=a.seeds, cycles=a.cycles, dataset=dataset,
-                                         max_train=a.max_train, max_test=a.max_test,
-                                         targets=a.targets)
-                print(f"## {problem}, K = {K}, {dataset}, {a.seeds} seeds, horizon "
-                      f"{a.cycles} budgets, max_train {a.max_train or 'all'}", flush=True)
-                t0 = time.perf_counter()
-                run = arena(inst, settings)
-                wall = time.perf_counter() - t0
-                _table(summarise(run), wall)
-                sys.stdout.flush()
+                for partition in a.partitions.split(","):
+                    for cv in (float(c) for c in a.time_cv.split(",")):
+                        extra: dict[str, Any] = {}
+                        if a.tune:
+                            extra["tune"] = True
+                            if a.trials is not None:
+                                extra["trials"] = a.trials
+                            if a.tune_seeds is not None:
+                                extra["tune_seeds"] = a.tune_seeds
+                        if a.schemes:
+                            extra["schemes"] = a.schemes
+                        settings = ArenaSettings(
+                            seeds=a.seeds, cycles=a.cycles, dataset=dataset,
+                            partition=partition, time_cv=cv, max_train=a.max_train,
+                            max_test=a.max_test, targets=a.targets, **extra)
+                        name = (f"{problem}_k{K}_{dataset}_{partition.replace(':', '')}"
+                                f"_cv{cv:g}{'_tuned' if a.tune else ''}")
+                        print(f"## {problem}, K = {K}, {dataset}, {partition}, time_cv {cv:g}, "
+                              f"{a.seeds} seeds, horizon {a.cycles} budgets, "
+                              f"{'tuned' if a.tune else 'defaults'}, max_train "
+                              f"{a.max_train or 'all'}", flush=True)
+                        t0 = time.perf_counter()
+                        run = arena(inst, settings)
+                        wall = time.perf_counter() - t0
+                        (out / name).mkdir(parents=True, exist_ok=True)
+                        summary = write_outputs(run, out / name)
+                        console.print(arena_table(summary))
+                        print(markdown(summary))
+                        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                        print(f"\nwall {wall:.1f} s, peak resident memory {peak:.0f} MB, "
+                              f"outputs in {out / name}\n", flush=True)
 
 
 if __name__ == "__main__":
