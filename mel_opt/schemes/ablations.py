@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
+from mel_opt.schemes.base import GRID_BATCH, GRID_LR, Loop, RoundClose, RoundContext, SchemeSpec
 from mel_opt.schemes.fedprox import completed, fitting_work
 
 __all__ = ["EQUAL_DATA", "FILL", "EqualDataPolicy", "FillPolicy"]
@@ -87,8 +87,12 @@ class EqualDataPolicy(_EveryLearner):
 
 FILL = SchemeSpec(
     "fill", "ablation: every learner, equal data, as many passes as fit the budget",
-    Loop.ROUNDS, needs=("work_clock",), policy=FillPolicy, title="fill the budget")
+    Loop.ROUNDS, needs=("work_clock",), policy=FillPolicy, title="fill the budget",
+    # no options of their own: the allocation's grid (lr x batch_size, 9 points), so an
+    # ablation differs from the allocation only in what it takes away, not in its tuning
+    grid={"lr": GRID_LR, "batch_size": GRID_BATCH})
 EQUAL_DATA = SchemeSpec(
     "equal-data", "ablation: the allocation's work per learner, on equal data shares",
     Loop.ROUNDS, needs=("work_clock", "allocation"), policy=EqualDataPolicy,
-    title="the allocation's work on equal data")
+    title="the allocation's work on equal data",
+    grid={"lr": GRID_LR, "batch_size": GRID_BATCH})  # as fill's: the allocation's grid

@@ -30,14 +30,29 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mel_opt.errors import UsageError
 from mel_opt.problems.learning import LearningCycle
 from mel_opt.problems.work import WorkClock
 from mel_opt.settings import Setting
+from mel_opt.training.settings import BATCH_SIZE, LR
 
-__all__ = ["ENGINES", "Loop", "RoundClose", "RoundContext", "RoundPolicy", "SchemeSpec"]
+__all__ = ["ENGINES", "GRID_BATCH", "GRID_LR", "SHARED_OPTIONS", "Loop", "RoundClose",
+           "RoundContext", "RoundPolicy", "SchemeSpec"]
 
 #: Where a scheme may run: the arena's virtual clock, live learner processes.
 ENGINES = ("arena", "live")
+#: The arena's training settings every scheme may take a value of its own for (``--set
+#: SCHEME.lr=...``) and tune beside its own options (:attr:`SchemeSpec.grid`): the client
+#: learning rate and minibatch, which every baseline's authors tune per task.
+SHARED_OPTIONS = (LR.name, BATCH_SIZE.name)
+#: The client learning rates every scheme's grid tries: the arena's default 0.1 and a
+#: half-decade each way (FedProx's and FedBuff's authors tune the client rate on such a
+#: log grid per task).
+GRID_LR = (0.03, 0.1, 0.3)
+#: The minibatches of the grids of the schemes without options of their own (the allocation
+#: and its ablations): the default 32 and a factor 2 each way (FedAvg's authors tune the
+#: minibatch, B in {10, 50, all}, McMahan et al., AISTATS 2017, Section 3).
+GRID_BATCH = (16, 32, 64)
 
 
 class Loop(enum.Enum):
@@ -166,6 +181,11 @@ class SchemeSpec:
         How a run's summary names its method ("" : the allocating method's own name).
     title : str
         Its name in prose ("" : its name), as messages write it.
+    grid : Mapping of str to tuple
+        What ``melopt arena --tune`` tries (:mod:`mel_opt.arena.tune`): arena option ->
+        values, each option one the scheme declares for the arena or one of
+        :data:`SHARED_OPTIONS`, each value one its declaration accepts (None where it is
+        nullable: its default rule); the points are the grid's product.
     """
 
     name: str
@@ -179,6 +199,7 @@ class SchemeSpec:
     columns: tuple[str, ...] = ()
     label: str = ""
     title: str = ""
+    grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.loop is Loop.ROUNDS):
@@ -192,6 +213,29 @@ class SchemeSpec:
         unknown = (set(self.engines) | set(self.options)) - set(ENGINES)
         if unknown:
             raise ValueError(f"{self.name}: unknown engines {sorted(unknown)}")
+        self._check_grid()
+
+    def _check_grid(self) -> None:
+        """Every option of :attr:`grid` is one the scheme takes in the arena, with distinct
+        values its declaration accepts (ValueError)."""
+        if self.grid and "arena" not in self.engines:
+            raise ValueError(f"{self.name}: a grid is for the arena, where it does not run")
+        own = {o.name: o for o in self.options_for("arena")}
+        shared = {o.name: o for o in (LR, BATCH_SIZE)}
+        for name, values in self.grid.items():
+            if name not in own and name not in shared:
+                raise ValueError(f"{self.name}: its grid names {name!r}, not an arena option "
+                                 f"it declares ({', '.join(sorted(own)) or 'none'}) nor "
+                                 f"{' or '.join(SHARED_OPTIONS)}")
+            if not isinstance(values, tuple) or not values or len(set(values)) != len(values):
+                raise ValueError(f"{self.name}: its grid's {name!r} must be a tuple of "
+                                 f"distinct values, got {values!r}")
+            declaration = own[name] if name in own else shared[name]
+            for v in values:
+                try:
+                    declaration.parse(v)
+                except UsageError as exc:
+                    raise ValueError(f"{self.name}: its grid's {name!r}: {exc}") from None
 
     @property
     def reads_allocation(self) -> bool:

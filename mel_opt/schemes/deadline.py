@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
+from mel_opt.schemes.base import GRID_LR, Loop, RoundClose, RoundContext, SchemeSpec
 from mel_opt.schemes.options import LOCAL_STEPS, PARTICIPATION, PASSES
 from mel_opt.settings import Setting
 
@@ -118,4 +118,9 @@ class DeadlinePolicy:
 SPEC = SchemeSpec(
     "deadline", "FedAvg, fixed local work, round deadline, the late dropped (over-commitment)",
     Loop.ROUNDS, options={"arena": (PARTICIPATION, OVERCOMMIT, PASSES, LOCAL_STEPS)},
-    needs=("work_clock",), policy=DeadlinePolicy)
+    needs=("work_clock",), policy=DeadlinePolicy,
+    # 3 x 3 x 2 = 18 points. participation: FedAvg's C, which its authors vary over
+    # {0.1, 0.2, 0.5, 1} (McMahan et al., AISTATS 2017, Table 1), 0.1 FedScale's share;
+    # local_steps: the passes (None) or FedScale's fixed 20 steps, the work level that sets
+    # who meets the deadline; overcommit stays FedScale's 1.3.
+    grid={"lr": GRID_LR, "participation": (0.1, 0.3, 1.0), "local_steps": (None, 20)})

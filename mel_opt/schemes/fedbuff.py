@@ -37,7 +37,7 @@ from typing import Protocol, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from mel_opt.schemes.base import Loop, SchemeSpec
+from mel_opt.schemes.base import GRID_LR, Loop, SchemeSpec
 from mel_opt.schemes.options import LOCAL_STEPS, PASSES
 from mel_opt.settings import Setting
 
@@ -387,4 +387,12 @@ SPEC = SchemeSpec(
     options={"arena": (PASSES, LOCAL_STEPS, ARENA_CONCURRENCY, ARENA_BUFFER, ARENA_SERVER_LR),
              "live": (LIVE_BUFFER, LIVE_CONCURRENCY, LIVE_SERVER_LR)},
     needs=("work_clock",), engines=("arena", "live"), serve=run, columns=("staleness",),
-    label="fedbuff", title="FedBuff")
+    label="fedbuff", title="FedBuff",
+    # 3 x 2 x 3 x 3 = 54 points. Its authors tune the client and the server learning rates per
+    # task and train far more learners at once than a step waits for (concurrency 1000, buffer
+    # K = 10: Nguyen et al., AISTATS 2022, Section 5 and appendix): concurrency 0.3 or every
+    # learner; buffer the default rule (None: 10, at most half the concurrency), 3 or the
+    # paper's 10 (the arena caps it at the concurrency); server_lr 1 (plain FedAvg's step) and
+    # a half-decade each way.
+    grid={"lr": GRID_LR, "concurrency": (0.3, 1.0), "buffer": (None, 3, 10),
+          "server_lr": (0.3, 1.0, 3.0)})

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
+from mel_opt.schemes.base import GRID_LR, Loop, RoundClose, RoundContext, SchemeSpec
 from mel_opt.schemes.deadline import invited
 from mel_opt.schemes.options import LOCAL_STEPS, PARTICIPATION, PASSES
 from mel_opt.settings import Setting
@@ -174,4 +174,8 @@ SPEC = SchemeSpec(
     "fedprox", "FedProx: each learner does what fits the budget, proximal term mu",
     Loop.ROUNDS, options={"arena": (PARTICIPATION, PASSES, LOCAL_STEPS, MU)},
     needs=("work_clock",),
-    policy=FedProxPolicy)
+    policy=FedProxPolicy,
+    # 3 x 5 = 15 points. mu: its authors pick the best of {0.001, 0.01, 0.1, 1} per data set
+    # (Li et al., MLSys 2020, Section 5.3.3 and appendix), with 0.5 between the two largest
+    # as the reviewer's list has it; participation and work stay as the others run them.
+    grid={"lr": GRID_LR, "mu": (0.001, 0.01, 0.1, 0.5, 1.0)})

@@ -77,7 +77,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.schemes.base import Loop, RoundClose, RoundContext, SchemeSpec
+from mel_opt.schemes.base import GRID_LR, Loop, RoundClose, RoundContext, SchemeSpec
 from mel_opt.schemes.deadline import OVERCOMMIT, close_round, invited
 from mel_opt.schemes.options import LOCAL_STEPS, PARTICIPATION, PASSES
 from mel_opt.settings import Setting
@@ -430,4 +430,10 @@ class OortPolicy:
 SPEC = SchemeSpec(
     "oort", "Oort: learners picked by statistical utility x system penalty, with a pacer",
     Loop.ROUNDS, options={"arena": (PARTICIPATION, OVERCOMMIT, PASSES, LOCAL_STEPS, ALPHA)},
-    needs=("work_clock",), policy=OortPolicy)
+    needs=("work_clock",), policy=OortPolicy,
+    # 3 x 2 x 2 = 12 points. participation: Oort picks a few of many (its evaluation's 100
+    # participants a round of thousands, Lai et al., OSDI 2021, Section 7.1): 0.1 and 0.3,
+    # not 1 (everyone invited leaves nothing to select; that is deadline's); local_steps: the
+    # passes (None) or FedScale's 20 steps. alpha stays FedScale's round_penalty 2 (--alpha),
+    # which Oort's authors do not tune per task.
+    grid={"lr": GRID_LR, "participation": (0.1, 0.3), "local_steps": (None, 20)})
