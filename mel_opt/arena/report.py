@@ -45,6 +45,11 @@ partition and the model start, so the schemes are compared seed by seed. ``LEVEL
   ``updates`` (sample-updates), ``stragglers`` (learner-rounds past the round's budget),
   ``dropped`` (updates trained and not aggregated) and ``final_val_accuracy`` (accuracy on the
   validation split): each of the last five only where the rows carry it.
+- **Tuning** (``tuning``, ``tuning.csv``; with ``--tune``, :mod:`mel_opt.arena.tune`): per
+  scheme its grid, the values the user fixed, every trial's values and score (the
+  time-averaged validation accuracy on the tuning seeds), the values chosen and the metric;
+  everything above is then the chosen values' runs on the evaluation seeds, on the test
+  split. ``tuning.csv`` holds every trial's rows (:data:`TUNING_COLUMNS`). None untuned.
 """
 
 from __future__ import annotations
@@ -64,9 +69,10 @@ from mel_opt.io.csvsafe import csv_text as safe_csv_text
 from mel_opt.stats import band, kaplan_meier, km_band, km_median, sign_interval
 from mel_opt.training.report import interval
 
-__all__ = ["CSV_COLUMNS", "CURVE_COLUMNS", "LEVEL", "OPTIONAL_COLUMNS", "RESOURCES", "csv_text",
-           "curve_csv_text", "held_at", "paired", "reference_of", "summarise", "target_times",
-           "time_to", "verdict", "write_outputs"]
+__all__ = ["CSV_COLUMNS", "CURVE_COLUMNS", "LEVEL", "OPTIONAL_COLUMNS", "RESOURCES",
+           "TUNING_COLUMNS", "csv_text", "curve_csv_text", "held_at", "paired", "pairs_needed",
+           "reference_of", "summarise", "target_times", "time_to", "tuning_csv_text", "verdict",
+           "write_outputs"]
 
 CSV_COLUMNS = ("scheme", "seed", "step", "time_s", "loss", "accuracy", "bytes", "idle_s")
 #: Columns a run's rows may carry beside :data:`CSV_COLUMNS`; written and reported where present.
@@ -76,6 +82,9 @@ RESOURCES = {"bytes": "bytes", "idle_s": "idle_s", "busy_s": "busy_s", "updates"
              "stragglers": "stragglers", "dropped": "dropped",
              "final_val_accuracy": "val_accuracy"}
 CURVE_COLUMNS = ("scheme", "time_s", "accuracy_mean", "accuracy_lo", "accuracy_hi", "seeds")
+#: ``tuning.csv``'s columns: every tuning trial's rows (validation accuracy only: the test
+#: split is not read to tune).
+TUNING_COLUMNS = ("scheme", "trial", "seed", "step", "time_s", "val_accuracy")
 LEVEL = 0.95
 METHODS = {
     "time_to_target": "first aggregation reaching the target; a seed that never does is "
@@ -208,6 +217,18 @@ def _fmt(v: float | None) -> str:
     return "-inf" if v is None else f"{v:+.4g}"
 
 
+def pairs_needed(level: float = LEVEL) -> int:
+    """The fewest pairs whose sign interval at ``level`` is bounded (6 at 95 %).
+
+    >>> pairs_needed(0.95), pairs_needed(0.99)
+    (6, 8)
+    """
+    n = 1
+    while sign_interval(range(n), level).rank == 0:
+        n += 1
+    return n
+
+
 def verdict(times: dict[str, Times], medians: dict[str, float | None], horizon: float,
             level: float = LEVEL) -> tuple[str | None, str]:
     """The winner of one target (or None) and the sentence why (module docstring).
@@ -232,6 +253,7 @@ def verdict(times: dict[str, Times], medians: dict[str, float | None], horizon: 
     if len(order) == 1:
         return best, f"{best} wins: the only scheme run (median {m:.4g} s)"
     fails, passes = [], []
+    unbounded: dict[int, list[str]] = defaultdict(list)  # pairs -> schemes, said once
     for other in order:
         if other == best:
             continue
@@ -241,12 +263,20 @@ def verdict(times: dict[str, Times], medians: dict[str, float | None], horizon: 
         if p["n"] == 0:
             fails.append(f"{other} (no seed where either reaches it)")
         elif p["hi"] is None:
-            fails.append(f"{other} (unbounded: {p['n']} paired seeds are too few for a "
-                         f"{level:.0%} sign interval)")
+            unbounded[p["n"]].append(other)
         elif p["hi"] >= 0:
             fails.append(f"{other} ({iv} includes 0)")
         else:
             passes.append(f"{other} {iv}")
+    too_few = {n: (f"{n} paired seed{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} too "
+                   f"few for a {level:.0%} sign interval ({pairs_needed(level)} needed)")
+               for n in unbounded}
+    if not fails and len(unbounded) == 1:  # one reason for every other scheme: said once
+        n = next(iter(unbounded))
+        return None, (f"no clear winner: {best} has the least median ({m:.4g} s), but "
+                      f"{too_few[n]}" + ("" if len(unbounded[n]) == len(order) - 1 else
+                                         f" against {', '.join(unbounded[n])}"))
+    fails += [f"{', '.join(names)} (unbounded: {too_few[n]})" for n, names in unbounded.items()]
     if fails:
         return None, (f"no clear winner: {best} has the least median ({m:.4g} s) but its "
                       f"paired {level:.0%} interval does not exclude 0 against "
@@ -291,6 +321,7 @@ def summarise(run: ArenaRun) -> dict[str, Any]:
         "instance": run.instance,
         "problem": run.problem,
         "horizon_s": run.horizon_s,
+        "tuning": run.tuning,
         "settings": {k: (list(v) if isinstance(v, tuple) else v)
                      for k, v in vars(run.settings).items()},
         "infeasible": dict(run.infeasible),
@@ -314,6 +345,17 @@ def csv_text(run: ArenaRun) -> str:
     rows = ({"scheme": r["scheme"], "seed": r["seed"], "step": r["step"],
              **{c: fmt(r.get(c)) for c in (*CSV_COLUMNS[3:], *extra)}} for r in run.rows)
     return safe_csv_text((*CSV_COLUMNS, *extra), rows)
+
+
+def tuning_csv_text(run: ArenaRun) -> str:
+    """``tuning.csv``: every tuning trial's rows (:data:`TUNING_COLUMNS`; a trial's values
+    are summary.json's ``tuning[scheme]["trials"][trial]``)."""
+    rows = ({"scheme": r["scheme"], "trial": r["trial"], "seed": r["seed"], "step": r["step"],
+             "time_s": f"{float(r['time_s']):.9g}",
+             "val_accuracy": (None if r.get("val_accuracy") is None
+                              else f"{float(r['val_accuracy']):.9g}")}
+            for r in run.tuning_rows)
+    return safe_csv_text(TUNING_COLUMNS, rows)
 
 
 def curve_csv_text(summary: dict[str, Any]) -> str:
@@ -368,13 +410,16 @@ def plot_run(run: ArenaRun, path: Path, points: int = 200) -> Path | None:
 
 
 def write_outputs(run: ArenaRun, out_dir: str | Path) -> dict[str, Any]:
-    """Write ``arena.csv``, ``curve.csv``, ``summary.json`` and ``arena.png`` into ``out_dir``;
-    returns the summary (``figure``: the figure's file name or None)."""
+    """Write ``arena.csv``, ``curve.csv``, ``summary.json`` and ``arena.png`` into ``out_dir``
+    (and ``tuning.csv`` for a tuned run); returns the summary (``figure``: the figure's file
+    name or None)."""
     out = Path(out_dir)
     summary = summarise(run)
     fig = plot_run(run, out / "arena.png") if run.rows else None
     summary["figure"] = None if fig is None else fig.name
     atomic_write(out / "arena.csv", csv_text(run))
     atomic_write(out / "curve.csv", curve_csv_text(summary))
+    if run.tuning_rows:
+        atomic_write(out / "tuning.csv", tuning_csv_text(run))
     atomic_write(out / "summary.json", json.dumps(summary, indent=1, allow_nan=False) + "\n")
     return summary

@@ -4,7 +4,8 @@
 as ``melopt train`` does), then runs every (scheme, seed): each starts from
 ``init_params(layers, seed)``, draws its partition and its randomness from the generator seeded
 ``[seed, 7]`` (the emulator's), and runs for the same horizon of virtual time
-(:mod:`mel_opt.arena.runner`).
+(:mod:`mel_opt.arena.runner`). With ``tune`` it first picks every scheme's values from its
+declared grid, the same number of trials each (:mod:`mel_opt.arena.tune`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ class ArenaRun:
         ``loss``, ``accuracy``, ``bytes``, ``idle_s`` (the last two cumulative).
     infeasible : dict
         method -> why it has no allocation (not run).
+    tuning : dict or None
+        With ``tune``: per scheme, its grid, trials and scores, and the values chosen
+        (:func:`mel_opt.arena.tune.tuned`); the rows are then the chosen values' runs.
+    tuning_rows : list of dict
+        With ``tune``: every trial's rows (``trial`` added), on the tuning seeds.
     """
 
     instance: str
@@ -60,6 +66,8 @@ class ArenaRun:
     horizon_s: float
     rows: list[dict[str, Any]] = field(default_factory=list)
     infeasible: dict[str, str] = field(default_factory=dict)
+    tuning: dict[str, Any] | None = None
+    tuning_rows: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ran(self) -> list[str]:
@@ -198,7 +206,8 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
     data : Dataset, optional
         Use this data set instead of loading ``settings.dataset``.
     progress : callable, optional
-        Called as progress(done, total) after every (scheme, seed) run.
+        Called as progress(done, total) after every (scheme, seed) run (with ``tune``, every
+        trial's runs too).
 
     Raises
     ------
@@ -206,6 +215,10 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
         A problem without an arena clock or learning cycle, an unknown scheme, too little
         data for the learners.
     """
+    if settings.tune:
+        from mel_opt.arena.tune import tuned
+
+        return tuned(inst, settings, data=data, progress=progress)
     problem = api.problem_of(inst)
     clock = work_clock(inst)
     cycle = _cycle(problem)
@@ -241,7 +254,8 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
             out.infeasible[scheme] = why[scheme]
         elif spec.reads_allocation and reference in why:
             out.infeasible[scheme] = f"{reference} has no allocation ({why[reference]})"
-    jobs = [(scheme, seed) for scheme in out.ran for seed in range(settings.seeds)]
+    seeds = range(settings.first_seed, settings.first_seed + settings.seeds)
+    jobs = [(scheme, seed) for scheme in out.ran for seed in seeds]
     with blas_threads(1):
         for i, (scheme, seed) in enumerate(jobs):
             allocation = scheme_of(problem, scheme).loop is Loop.ALLOCATION

@@ -3,7 +3,9 @@
 The data, model and optimiser settings are the emulator's own (:data:`~mel_opt.training.
 settings.DATA_SETTINGS`), so an arena trains what ``melopt train`` trains; the rest say which
 schemes run and for how long; the schemes' own options (defaults from their papers) are those
-the registry's arena schemes declare (:func:`mel_opt.schemes.scheme_options`).
+the registry's arena schemes declare (:func:`mel_opt.schemes.scheme_options`); ``per_scheme``
+gives one scheme values of its own, ``tune`` picks them from each scheme's declared grid
+(:mod:`mel_opt.arena.tune`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, ClassVar
 
 from mel_opt.errors import SettingError
 from mel_opt.schemes import Loop, scheme_options, schemes_for
+from mel_opt.schemes.base import SHARED_OPTIONS
 from mel_opt.schemes.deadline import DEFAULT_OVERCOMMIT
 from mel_opt.schemes.fedprox import DEFAULT_MU
 from mel_opt.settings import Declared, Setting
@@ -26,9 +29,9 @@ __all__ = ["ALTERNATIVES", "ARENA_SETTINGS", "ArenaSettings"]
 #: allocation, which the arena names by its methods), each with its one line.
 ALTERNATIVES = {s.name: s.summary for s in schemes_for("arena") if s.loop is not Loop.ALLOCATION}
 
-#: Options every scheme may take a value of its own for (``--set SCHEME.lr=...``): the client
-#: learning rate, which every baseline's authors tune per task.
-PER_SCHEME_SHARED = ("lr",)
+#: Options every scheme may take a value of its own for (``--set SCHEME.lr=...``) beside its
+#: own: the client learning rate and minibatch, which every baseline's authors tune per task.
+PER_SCHEME_SHARED = SHARED_OPTIONS
 
 ARENA_SETTINGS = (
     Setting("schemes", str, None, "Comma-separated schemes: methods of the instance's problem "
@@ -38,6 +41,8 @@ ARENA_SETTINGS = (
     Setting("seeds", int, 10, "Runs per scheme (seeds 0 .. seeds-1); a winner needs 6 at "
             "least (a paired sign interval of 95 %), the Kaplan-Meier median's upper limit "
             "about 10.", minimum=1),
+    Setting("first_seed", int, 0, "The first seed: runs use seeds first_seed .. "
+            "first_seed+seeds-1.", minimum=0),
     Setting("cycles", int, 20, "Time horizon in budgets: every scheme runs for this many "
             "times the instance's round budget (mel-async T, dab D) of virtual time.",
             minimum=1),
@@ -53,12 +58,24 @@ ARENA_SETTINGS = (
             default_doc=f"the instance's time_cv; where it gives none, {DEFAULT_TIME_CV:g}"),
     *scheme_options("arena"),
     Setting("per_scheme", str, None, "SCHEME.OPTION=VALUE, comma-separated: an option for one "
-            "scheme alone (its own options, or the client learning rate lr), e.g. "
-            "fedprox.mu=0.01,fedbuff.server_lr=2.", many=True, nullable=True, flag="--set",
+            "scheme alone (its own options, or the client learning rate lr and minibatch "
+            "batch_size; none: an option's default rule), e.g. "
+            "fedprox.mu=0.01,fedbuff.server_lr=2,fedbuff.buffer=none.", many=True,
+            nullable=True, flag="--set",
             default_doc="none: every scheme runs the settings above"),
     Setting("validation", int, None, "Training samples held out as a validation split "
             "(its accuracy is reported as val_accuracy; tuning picks by it, the test split "
-            "judges).", minimum=1, nullable=True, default_doc="none"),
+            "judges).", minimum=1, nullable=True,
+            default_doc="none; with --tune, the test split's size, at most a sixth of the "
+            "training samples"),
+    Setting("tune", bool, False, "Tune every scheme first, with the same number of trials "
+            "each: --trials points of its declared grid, each run on --tune-seeds seeds of "
+            "their own and scored on the validation split; the best is then run on the "
+            "evaluation seeds and judged on the test split (--set values stay fixed)."),
+    Setting("trials", int, 8, "Tuning trials per scheme (points drawn from its grid, the same "
+            "every run).", minimum=1),
+    Setting("tune_seeds", int, 2, "Seeds per tuning trial (seeds of their own, from 1000, "
+            "never an evaluation seed).", minimum=1),
     Setting("time_limit", float, 60.0, "Solver time limit per method [s].", minimum=0.0,
             minimum_open=True, nullable=True, default_doc="none"),
     Setting("threads", int, None, "Threads that train the learners of one round.", minimum=1,
@@ -74,6 +91,7 @@ class ArenaSettings(Declared):
 
     schemes: tuple[str, ...] | None = None
     seeds: int = 10
+    first_seed: int = 0
     cycles: int = 20
     dataset: str = "digits"
     partition: str = "iid"
@@ -96,6 +114,9 @@ class ArenaSettings(Declared):
     alpha: float = 2.0
     per_scheme: tuple[str, ...] | None = None
     validation: int | None = None
+    tune: bool = False
+    trials: int = 8
+    tune_seeds: int = 2
     time_limit: float | None = 60.0
     threads: int | None = None
 
@@ -106,7 +127,8 @@ class ArenaSettings(Declared):
 
     def overrides(self) -> dict[str, dict[str, Any]]:
         """``per_scheme`` parsed: scheme -> {option: value} (each value checked by its
-        declaration; the option must be one the scheme declares, or ``lr``)."""
+        declaration, ``none`` the default rule of a nullable option; the option must be one
+        the scheme declares, or one of :data:`PER_SCHEME_SHARED`)."""
         flag = self.setting("per_scheme").flag
         out: dict[str, dict[str, Any]] = {}
         for item in self.per_scheme or ():
@@ -122,8 +144,10 @@ class ArenaSettings(Declared):
                 raise SettingError("per_scheme", flag,
                                    f"{scheme!r} has no option {option!r} (it has "
                                    f"{', '.join(mine)})", ": ")
+            declaration = self.setting(option)
             try:
-                parsed = self.setting(option).parse(value.strip())
+                parsed = (None if declaration.nullable and value.strip().lower() == "none"
+                          else declaration.parse(value.strip()))
             except SettingError as exc:
                 raise SettingError("per_scheme", flag, f"{item!r}: {exc}", ": ") from None
             out.setdefault(scheme, {})[option] = parsed

@@ -10,6 +10,9 @@ time for every scheme; summary.json also keeps that at each run's last aggregati
 sample-updates, busy and idle learner-seconds, stragglers and dropped updates (those the runs
 record), mean +-95 % half-width over seeds. A target's winner is named only where its paired
 interval excludes 0 against every other scheme; otherwise the verdict says why there is none.
+With ``--tune`` every scheme is first tuned with the same number of trials on a validation
+split (:mod:`mel_opt.arena.tune`); a third table (:func:`tuning_table`) shows the values
+chosen and their scores, and tuning.csv holds every trial's rows.
 """
 
 from __future__ import annotations
@@ -133,6 +136,35 @@ def resources_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+def _value(v: Any) -> str:
+    return "default" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def tuning_table(summary: dict[str, Any]) -> Table:
+    """Per scheme (of a tuned run): the values chosen, their score and the range of every
+    trial's score (the time-averaged validation accuracy on the tuning seeds), and the
+    options the user fixed."""
+    tuning = summary["tuning"]
+    first = next(iter(tuning.values()), None)
+    table = Table(title=f"tuning: {len(first['trials']) if first else 0} trials per scheme, "
+                        f"seeds {', '.join(map(str, first['seeds'])) if first else '-'}",
+                  caption="score: time-averaged validation accuracy over [0, horizon], mean "
+                          "over the tuning seeds; the chosen values are then run on the "
+                          "evaluation seeds and judged on the test split",
+                  caption_justify="left")
+    for title in ("scheme", "chosen", "score", "trials' scores", "fixed (--set)"):
+        table.add_column(title, justify="right" if "score" in title else "left")
+    for scheme, e in tuning.items():
+        scores = [t["score"] for t in e["trials"] if t["score"] is not None]
+        table.add_row(
+            Text(scheme),
+            Text(", ".join(f"{k}={_value(v)}" for k, v in e["chosen"].items()) or "-"),
+            Text("-" if e["score"] is None else f"{e['score']:.4f}"),
+            Text(f"{min(scores):.4f} .. {max(scores):.4f}" if scores else "-"),
+            Text(", ".join(f"{k}={_value(v)}" for k, v in e["fixed"].items()) or "-"))
+    return table
+
+
 def arena_table(summary: dict[str, Any]) -> Group:
     """The two tables ``melopt arena`` prints: :func:`times_table` (times to each target,
     paired differences against the allocation) and :func:`resources_table` (accuracy at the
@@ -144,7 +176,8 @@ def arena_table(summary: dict[str, Any]) -> Group:
 @click.argument("path", type=click.Path(dir_okay=False))
 @declared_options(*ARENA_SETTINGS)
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Directory for arena.csv, curve.csv, summary.json and arena.png.")
+              help="Directory for arena.csv, curve.csv, summary.json and arena.png (and "
+                   "tuning.csv with --tune).")
 def arena_cmd(path: str, out_dir: str, **values: Any) -> None:
     """Train PATH's population under mel_opt's allocations and the field's alternatives.
 
@@ -154,10 +187,12 @@ def arena_cmd(path: str, out_dir: str, **values: Any) -> None:
     Writes arena.csv, curve.csv, summary.json and arena.png. Times to a target are
     Kaplan-Meier medians (a seed that misses it is censored at the horizon), compared with the
     allocation seed by seed; a winner is named only where its paired 95 % interval excludes 0
-    against every other scheme.
+    against every other scheme. With --tune, every scheme (the allocation included) first gets
+    --trials points of its declared grid, each run on --tune-seeds seeds of their own and
+    scored on a validation split; the best of each is then run on the evaluation seeds.
     """
     with guarded():
-        for name in ("arena.csv", "curve.csv", "summary.json", "arena.png"):
+        for name in ("arena.csv", "curve.csv", "summary.json", "arena.png", "tuning.csv"):
             refuse_overwrite(str(Path(out_dir) / name), path)
         settings = ArenaSettings(**values)
         inst = load_instance(path)
@@ -167,10 +202,13 @@ def arena_cmd(path: str, out_dir: str, **values: Any) -> None:
         for scheme, why in run.infeasible.items():
             err.print(f"warning: scheme {scheme} has no allocation ({why}); not run",
                       markup=False)
+        if summary.get("tuning"):
+            out.print(tuning_table(summary))
         out.print(arena_table(summary))
         for target, sentence in summary["verdicts"].items():
             out.print(f"target {target}: {sentence}", markup=False)
         out.print(f"wrote arena.csv, curve.csv, summary.json"
+                  f"{', tuning.csv' if run.tuning_rows else ''}"
                   f"{', arena.png' if summary['figure'] else ''} to {out_dir}", markup=False)
         if not run.ran:
             fail("no scheme ran", 1)

@@ -29,8 +29,8 @@ def test_a_schemes_own_values() -> None:
 
 
 @pytest.mark.parametrize(("value", "message"), [
-    ("deadline.mu=0.1", "'deadline' has no option 'mu' (it has local_steps, lr, overcommit, "
-                        "participation, passes)"),
+    ("deadline.mu=0.1", "'deadline' has no option 'mu' (it has batch_size, local_steps, lr, "
+                        "overcommit, participation, passes)"),
     ("fedprox.mu", "is not SCHEME.OPTION=VALUE"),
     ("mu=0.1", "is not SCHEME.OPTION=VALUE"),
     ("fedprox.mu=-1", "'fedprox.mu=-1': mu must be a number >= 0"),
