@@ -45,10 +45,11 @@ ENGINES = ("arena", "live")
 #: SCHEME.lr=...``) and tune beside its own options (:attr:`SchemeSpec.grid`): the client
 #: learning rate and minibatch, which every baseline's authors tune per task.
 SHARED_OPTIONS = (LR.name, BATCH_SIZE.name)
-#: The client learning rates every scheme's grid tries: the arena's default 0.1 and a
-#: half-decade each way (FedProx's and FedBuff's authors tune the client rate on such a
-#: log grid per task).
-GRID_LR = (0.03, 0.1, 0.3)
+#: The client learning rates every scheme's grid tries: the arena's default 0.1, a half-decade
+#: below and a decade above in half-decade steps (FedProx's and FedBuff's authors tune the
+#: client rate on such a log grid per task; with 0.3 as the top, every scheme picked the top
+#: on the digits, so the grid reaches 1).
+GRID_LR = (0.03, 0.1, 0.3, 1.0)
 #: The minibatches of the grids of the schemes without options of their own (the allocation
 #: and its ablations): the default 32 and a factor 2 each way (FedAvg's authors tune the
 #: minibatch, B in {10, 50, all}, McMahan et al., AISTATS 2017, Section 3).
