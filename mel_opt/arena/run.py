@@ -30,7 +30,12 @@ from mel_opt.schemes import ALLOCATION, SCHEMES, Loop, SchemeSpec
 from mel_opt.stats import DEFAULT_TIME_CV
 from mel_opt.training.data import Dataset, hold_out, load_dataset
 from mel_opt.training.mlp import init_params, layers_for
-from mel_opt.training.partition import make_pools, parse_partition, proportional_sizes
+from mel_opt.training.partition import (
+    make_pools,
+    parse_partition,
+    parse_shares,
+    proportional_sizes,
+)
 
 __all__ = ["ArenaRun", "arena", "default_schemes"]
 
@@ -164,17 +169,24 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSetti
     rng = np.random.default_rng([seed, 7])
     spec = scheme_of(api.problem_of(inst), scheme)
     allocating = spec.loop is Loop.ALLOCATION
-    shares = (cycle.data_shares(inst, scheme, solution, N) if allocating and solution
-              else np.ones(K))
-    pools = make_pools(ds.y_train, proportional_sizes(shares, N), parse_partition(s.partition),
-                       ds.classes, rng)
+    if allocating and solution:
+        shares = cycle.data_shares(inst, scheme, solution, N)
+    elif spec.equal_shares:
+        shares = np.ones(K)
+    else:
+        shares = parse_shares(s.shares).draw(K, seed)
+    sizes = proportional_sizes(shares, N)
+    pools = make_pools(ds.y_train, sizes, parse_partition(s.partition), ds.classes, rng)
+    clock = noisy_clock(inst, s)
+    if not allocating and np.ptp(sizes) > 0:  # a pass over n_k samples: n_k / mean of them
+        scale = np.asarray(sizes, dtype=float) / float(np.mean(sizes))
+        clock = dataclasses.replace(clock, per_pass_s=np.asarray(clock.per_pass_s) * scale)
     init = init_params(layers_for(s.model, ds.features, ds.classes), seed, ds.x_train.dtype)
     allocated = None
     if spec.reads_allocation:
         assert solution is not None
         allocated = allocated_updates(inst, cycle, method, solution, N, seed, ds.features)
-    run = Run(ds, init, pools, noisy_clock(inst, s), s, rng, horizon, s.threads or 1,
-              validation, allocated)
+    run = Run(ds, init, pools, clock, s, rng, horizon, s.threads or 1, validation, allocated)
     rows: Iterable[dict[str, Any]]
     if allocating:
         assert solution is not None

@@ -21,6 +21,7 @@ from mel_opt.schemes.deadline import DEFAULT_OVERCOMMIT
 from mel_opt.schemes.fedprox import DEFAULT_MU
 from mel_opt.settings import Declared, Setting
 from mel_opt.stats import DEFAULT_TIME_CV
+from mel_opt.training.partition import parse_shares
 from mel_opt.training.settings import DATA_SETTINGS, DTYPES
 
 __all__ = ["ALTERNATIVES", "ARENA_SETTINGS", "ArenaSettings"]
@@ -51,6 +52,10 @@ ARENA_SETTINGS = (
             minimum=0.0, minimum_open=True, maximum=1.0, many=True, flag="--target"),
     Setting("dtype", str, "float32", "Precision of the data, the model and its training.",
             choices=DTYPES),
+    Setting("shares", str, "equal", "Data sizes of the learners of the schemes that do not "
+            "allocate data: equal, or lognormal:SIGMA (each learner's share a lognormal draw "
+            "of log-spread SIGMA, per seed; its time per pass grows with its data).",
+            check=parse_shares),
     Setting("time_cv", float, None, "Run-to-run spread (coefficient of variation) of every "
             "learner's time, for every scheme: each busy time is drawn around the model's with "
             "a lognormal factor of mean 1 (0: the model's times exactly).", minimum=0.0,
@@ -102,6 +107,7 @@ class ArenaSettings(Declared):
     max_test: int | None = None
     targets: tuple[float, ...] = (0.8, 0.9)
     dtype: str = "float32"
+    shares: str = "equal"
     time_cv: float | None = None
     participation: float = 1.0
     overcommit: float = DEFAULT_OVERCOMMIT

@@ -88,11 +88,12 @@ class EqualDataPolicy(_EveryLearner):
 FILL = SchemeSpec(
     "fill", "ablation: every learner, equal data, as many passes as fit the budget",
     Loop.ROUNDS, needs=("work_clock",), policy=FillPolicy, title="fill the budget",
+    equal_shares=True,
     # no options of their own: the allocation's grid (lr x batch_size, 9 points), so an
     # ablation differs from the allocation only in what it takes away, not in its tuning
     grid={"lr": GRID_LR, "batch_size": GRID_BATCH})
 EQUAL_DATA = SchemeSpec(
     "equal-data", "ablation: the allocation's work per learner, on equal data shares",
     Loop.ROUNDS, needs=("work_clock", "allocation"), policy=EqualDataPolicy,
-    title="the allocation's work on equal data",
+    title="the allocation's work on equal data", equal_shares=True,
     grid={"lr": GRID_LR, "batch_size": GRID_BATCH})  # as fill's: the allocation's grid

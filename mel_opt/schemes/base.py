@@ -187,6 +187,9 @@ class SchemeSpec:
         values, each option one the scheme declares for the arena or one of
         :data:`SHARED_OPTIONS`, each value one its declaration accepts (None where it is
         nullable: its default rule); the points are the grid's product.
+    equal_shares : bool
+        Its learners hold equal shares of the data whatever ``--shares`` says (the
+        ablations of the allocation, defined on equal data).
     """
 
     name: str
@@ -200,6 +203,7 @@ class SchemeSpec:
     columns: tuple[str, ...] = ()
     label: str = ""
     title: str = ""
+    equal_shares: bool = False
     grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

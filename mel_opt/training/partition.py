@@ -52,6 +52,43 @@ def parse_partition(text: str) -> Partition:
     raise UsageError(f"unknown partition {text!r}; choose iid, non-iid or dirichlet:ALPHA")
 
 
+@dataclass(frozen=True)
+class Shares:
+    """How large the learners' local data sets are relative to each other when nothing
+    allocates them: ``equal``, or ``lognormal:SIGMA`` (each learner's share a lognormal draw
+    of log-spread SIGMA: a few learners hold much of the data, as in the federated data sets
+    FedScale collects)."""
+
+    kind: str
+    sigma: float = 0.0
+
+    def __str__(self) -> str:
+        return f"lognormal:{self.sigma:g}" if self.kind == "lognormal" else self.kind
+
+    def draw(self, K: int, seed: int) -> np.ndarray:
+        """K relative shares for the run of ``seed`` (their own generator, seeded
+        ``[seed, 11]``: a run's other draws are untouched)."""
+        if self.kind == "equal" or self.sigma == 0:
+            return np.ones(K)
+        return np.random.default_rng([seed, 11]).lognormal(0.0, self.sigma, K)
+
+
+def parse_shares(text: str) -> Shares:
+    """``equal`` or ``lognormal:SIGMA`` (SIGMA >= 0)."""
+    t = text.strip().lower()
+    if t == "equal":
+        return Shares("equal")
+    if t.startswith("lognormal:"):
+        try:
+            sigma = float(t.split(":", 1)[1])
+        except ValueError:
+            sigma = float("nan")
+        if not sigma >= 0 or not np.isfinite(sigma) or sigma > 10:
+            raise UsageError(f"lognormal:SIGMA needs a number SIGMA in [0, 10], got {text!r}")
+        return Shares("lognormal", sigma)
+    raise UsageError(f"unknown shares {text!r}; choose equal or lognormal:SIGMA")
+
+
 def proportional_sizes(weights: np.ndarray, total: int) -> np.ndarray:
     """Whole sizes proportional to ``weights`` adding up to ``total``, each at least 1.
 
