@@ -5,7 +5,8 @@ Usage::
     python benchmarks/bench_arena.py [--problems mel-async,dab] [--learners 100,1000]
         [--datasets digits,fashion-mnist] [--partitions iid,dirichlet:0.1]
         [--time-cv 0.06] [--seeds 10] [--cycles 20] [--tune] [--trials 8] [--tune-seeds 2]
-        [--schemes S1,S2] [--max-train N] [--max-test N] [--targets 0.7,0.8] [--out DIR]
+        [--schemes S1,S2] [--max-train N] [--max-test N] [--targets 0.7,0.8]
+        [--setting NAME=VALUE ...] [--out DIR]
 
 For each (problem, K, data set, partition, time spread) it generates a population with
 ``melopt generate PROBLEM --preset random --learners K --seed 1``, runs
@@ -121,6 +122,8 @@ def main() -> None:
                     help="use at most this many training samples (Fashion-MNIST has 60,000)")
     ap.add_argument("--max-test", type=int, default=None)
     ap.add_argument("--targets", default="0.8,0.9")
+    ap.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="any other melopt arena setting, e.g. shares=lognormal:1 (repeat)")
     ap.add_argument("--out", default="/tmp/melopt-bench-arena")
     a = ap.parse_args()
     out = Path(a.out)
@@ -144,12 +147,17 @@ def main() -> None:
                                 extra["tune_seeds"] = a.tune_seeds
                         if a.schemes:
                             extra["schemes"] = a.schemes
+                        for item in a.setting:
+                            key, _, value = item.partition("=")
+                            extra[key.strip().replace("-", "_")] = value.strip()
                         settings = ArenaSettings(
                             seeds=a.seeds, cycles=a.cycles, dataset=dataset,
                             partition=partition, time_cv=cv, max_train=a.max_train,
                             max_test=a.max_test, targets=a.targets, **extra)
                         name = (f"{problem}_k{K}_{dataset}_{partition.replace(':', '')}"
-                                f"_cv{cv:g}{'_tuned' if a.tune else ''}")
+                                f"_cv{cv:g}{'_tuned' if a.tune else ''}"
+                                + "".join(f"_{x.replace('=', '').replace(':', '')}"
+                                          for x in a.setting))
                         print(f"## {problem}, K = {K}, {dataset}, {partition}, time_cv {cv:g}, "
                               f"{a.seeds} seeds, horizon {a.cycles} budgets, "
                               f"{'tuned' if a.tune else 'defaults'}, max_train "
