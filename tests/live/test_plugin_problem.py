@@ -117,11 +117,16 @@ def test_the_arena_runs_every_scheme_of_the_registry_on_the_plugged_in_problem(
     assert clock.share == 166 and clock.passes == 1.0
     assert clock.per_pass_s.tolist() == pytest.approx([0.332, 0.996])
     data = load_dataset("digits", max_train=300, max_test=100)
-    out = arena(inst, ArenaSettings(seeds=1, cycles=3, model="softmax", lr=0.5), data=data)
+    out = arena(inst, ArenaSettings(seeds=1, cycles=3, model="softmax", lr=0.5, time_cv=0.0,
+                                    participation=0.5, concurrency=0.5), data=data)
     times: dict[str, list[float]] = {}
     for r in out.rows:
         times.setdefault(r["scheme"], []).append(r["time_s"])
-    assert set(times) == {"fit", "deadline", "oort", "fedbuff", "fedprox"}
+    assert set(times) == {"fit", "deadline", "oort", "fedbuff", "fedprox", "fill",
+                          "equal-data"}
+    # fill: 150 samples each; 1 / 0.332 = 3.01 and 1 / 0.996 = 1.004 passes fit, whole
+    # minibatches of them: 3 and 1 passes (0.01 x 150 < 32), 0.996 s both: every round
+    assert set(np.round(np.diff(times["fill"]), 9)) == {0.996}
     # fit: d = (500, 166), a cycle lasts until the last update, max(1.0, 0.996) = 1 s
     assert times["fit"] == pytest.approx([0.0, 1.0, 2.0, 3.0])
     # deadline: m = 1 of 2, both invited (ceil 1.3), the first finish (0.332 s) closes it
