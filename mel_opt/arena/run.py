@@ -178,9 +178,12 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSetti
     sizes = proportional_sizes(shares, N)
     pools = make_pools(ds.y_train, sizes, parse_partition(s.partition), ds.classes, rng)
     clock = noisy_clock(inst, s)
-    if not allocating and np.ptp(sizes) > 0:  # a pass over n_k samples: n_k / mean of them
-        scale = np.asarray(sizes, dtype=float) / float(np.mean(sizes))
-        clock = dataclasses.replace(clock, per_pass_s=np.asarray(clock.per_pass_s) * scale)
+    held = np.array([p.size for p in pools], dtype=float)
+    if not allocating and np.ptp(held) > 0:
+        # a pass over the n_k samples a learner holds (unequal shares, or a Dirichlet split,
+        # which meets the shares only in expectation) costs n_k / mean(n) of an equal share's
+        clock = dataclasses.replace(clock, per_pass_s=np.asarray(clock.per_pass_s) * held /
+                                    float(np.mean(held)))
     init = init_params(layers_for(s.model, ds.features, ds.classes), seed, ds.x_train.dtype)
     allocated = None
     if spec.reads_allocation:

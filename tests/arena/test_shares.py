@@ -62,3 +62,30 @@ def test_the_ablations_keep_equal_shares() -> None:
                 max_test=100)
     assert arena(inst, ArenaSettings(**base)).rows == arena(
         inst, ArenaSettings(**base, shares="lognormal:1")).rows
+
+
+def test_a_dirichlet_split_charges_each_learner_for_the_data_it_holds() -> None:
+    """dirichlet:0.1 meets the equal shares only in expectation: one fixed pass costs each
+    learner its own n_k / mean(n) of an equal share's pass (no noise: busy time exactly)."""
+    from mel_opt.training import load_dataset
+    from mel_opt.training.partition import make_pools, parse_partition
+
+    inst = load_instance(INSTANCE)
+    s = ArenaSettings(schemes=("fill",), seeds=1, cycles=1, model="softmax", time_cv=0.0,
+                      partition="dirichlet:0.1", max_train=600, max_test=100)
+    got = arena(inst, s)
+    ds = load_dataset("digits", max_train=600, max_test=100).astype(np.dtype("float32"))
+    rng = np.random.default_rng([0, 7])
+    pools = make_pools(ds.y_train, proportional_sizes(np.ones(10), 600),
+                       parse_partition("dirichlet:0.1"), ds.classes, rng)
+    n = np.array([p.size for p in pools], dtype=float)
+    assert np.ptp(n) > 10  # the split is far from equal
+    clock = work_clock(inst)
+    per_pass = clock.per_pass_s * n / n.mean()
+    fit = (clock.budget_s - clock.fixed_s) / per_pass  # fill: what fits T, whole minibatches
+    full = np.floor(fit + 1e-9)
+    part = np.floor((fit - full) * n / 32 + 1e-9)
+    updates = full * n + part * 32
+    assert got.rows[1]["updates"] == updates.sum()
+    times = clock.fixed_s + per_pass * updates / n
+    assert got.rows[1]["time_s"] == pytest.approx(times.max())
