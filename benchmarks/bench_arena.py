@@ -50,7 +50,9 @@ def _population(problem: str, K: int, out: Path) -> Path:
 
 
 def _num(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:.{digits}g}"
+    if v is None:
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 10 ** digits else f"{v:.{digits}g}"
 
 
 def _median(t: dict[str, Any], horizon: float) -> str:
