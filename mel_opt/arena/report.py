@@ -387,11 +387,7 @@ def plot_run(run: ArenaRun, path: Path, points: int = 200) -> Path | None:
     grid = np.linspace(0.0, run.horizon_s, points)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for scheme, seeds in _by_run(run).items():
-        acc = []
-        for rows in seeds.values():
-            t = np.array([r["time_s"] for r in rows])
-            a = np.array([r["accuracy"] for r in rows])
-            acc.append(a[np.clip(np.searchsorted(t, grid, side="right") - 1, 0, None)])
+        acc = [held_at(rows, grid) for rows in seeds.values()]
         mean, half = band(np.array(acc))
         line = ax.plot(grid, mean, label=scheme, lw=1.4)[0]
         ax.fill_between(grid, np.clip(mean - half, 0, 1), np.clip(mean + half, 0, 1),

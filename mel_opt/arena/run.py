@@ -193,7 +193,7 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSetti
     rows: Iterable[dict[str, Any]]
     if allocating:
         assert solution is not None
-        ctx = RunContext(scheme, solution, seed, np.array([p.size for p in pools]), {},
+        ctx = RunContext(scheme, solution, seed, held.astype(np.int64), {},
                          sample_bytes=sample_bytes(ds.features), time_cv=spread(s))
         rows = allocation_run(run, cycle, inst, ctx)
     elif spec.loop is Loop.BUFFERED:

@@ -26,6 +26,7 @@ end of its round; an asynchronous learner never waits).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -156,9 +157,10 @@ class Run:
     def options(self) -> ArenaSettings:
         return self.settings
 
-    @property
+    @functools.cached_property
     def sizes(self) -> np.ndarray:
-        """Samples each learner holds."""
+        """Samples each learner holds (its pool's size: computed once, the pools are the
+        run's for good)."""
         return np.array([p.size for p in self.pools], dtype=np.int64)
 
     def utilities(self, model: Params, learners: np.ndarray) -> np.ndarray:
@@ -256,7 +258,7 @@ def rounds_run(run: Run, policy: RoundPolicy) -> Iterator[dict[str, Any]]:
         ids, exploited = policy.invite(r)
         work = work_for(run, ids, policy.work(ids))
         times = clock.noisy(ids, clock.seconds(ids, work.passes), run.rng)
-        close = policy.close(times, work.passes)
+        close = policy.close(ids, times, work.passes)
         if close.work is not None:  # stopped at the round's end: what it completed
             work = work_for(run, ids, close.work)
         kept = close.kept & (work.steps > 0)

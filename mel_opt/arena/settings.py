@@ -142,14 +142,12 @@ class ArenaSettings(Declared):
             scheme, dot, option = head.strip().partition(".")
             if not (eq and dot and scheme and option):
                 raise SettingError("per_scheme", flag, f"{item!r} is not SCHEME.OPTION=VALUE")
-            if option not in PER_SCHEME_SHARED and not any(
-                    o.name == option for spec in schemes_for("arena") if spec.name == scheme
-                    for o in spec.options_for("arena")):
-                mine = sorted({o.name for spec in schemes_for("arena") if spec.name == scheme
-                               for o in spec.options_for("arena")} | set(PER_SCHEME_SHARED))
+            mine = {o.name for spec in schemes_for("arena") if spec.name == scheme
+                    for o in spec.options_for("arena")} | set(PER_SCHEME_SHARED)
+            if option not in mine:
                 raise SettingError("per_scheme", flag,
                                    f"{scheme!r} has no option {option!r} (it has "
-                                   f"{', '.join(mine)})", ": ")
+                                   f"{', '.join(sorted(mine))})", ": ")
             declaration = self.setting(option)
             try:
                 parsed = (None if declaration.nullable and value.strip().lower() == "none"

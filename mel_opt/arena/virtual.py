@@ -44,7 +44,8 @@ class VirtualWorkers:
         self.run = run
         self.now = 0.0
         self.tally = Tally(model_bytes(run.init))
-        self._events: list[tuple[float, int, int, float]] = []  # (answer, seq, node, busy)
+        # (answer time, seq, node, busy seconds, sample-updates)
+        self._events: list[tuple[float, int, int, float, float]] = []
         self._seq = 0
         self._untrained: list[tuple[int, Model]] = []  # pushed, not trained: (node, start)
         self._trained: dict[int, Model] = {}
@@ -64,7 +65,8 @@ class VirtualWorkers:
         ids = np.array([node])
         work = work_for(run, ids, run.fixed_work(ids))
         busy = float(run.clock.noisy(ids, run.clock.seconds(ids, work.passes), run.rng)[0])
-        heapq.heappush(self._events, (self.now + busy, self._seq, node, busy))
+        heapq.heappush(self._events, (self.now + busy, self._seq, node, busy,
+                                      float(work.updates[0])))
         self._seq += 1
         self.tally.moved += self.tally.model_bytes
         self._untrained.append((node, model))
@@ -72,14 +74,13 @@ class VirtualWorkers:
     def pull(self) -> list[tuple[int, Update]]:
         if not self._events:
             return []
-        self.now, _, node, busy = heapq.heappop(self._events)
+        self.now, _, node, busy, updates = heapq.heappop(self._events)
         if node not in self._trained:
             self._train_started()
         t = self.tally
         t.moved += t.model_bytes
         t.busy_s += busy
-        one = np.array([node])
-        t.updates += float(work_for(self.run, one, self.run.fixed_work(one)).updates[0])
+        t.updates += updates
         return [(node, self._trained.pop(node))]
 
     def overdue(self) -> list[int]:

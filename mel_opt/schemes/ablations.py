@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.schemes.base import GRID_BATCH, GRID_LR, Loop, RoundClose, RoundContext, SchemeSpec
-from mel_opt.schemes.fedprox import completed, fitting_work
+from mel_opt.schemes.fedprox import close_at_budget, fitting_work
 
 __all__ = ["EQUAL_DATA", "FILL", "EqualDataPolicy", "FillPolicy"]
 
@@ -39,20 +39,14 @@ class _EveryLearner:
 
     def __init__(self, ctx: RoundContext) -> None:
         self.ctx = ctx
-        self._invited = np.arange(ctx.clock.K)
 
     def invite(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         return np.arange(self.ctx.clock.K), np.empty(0, np.int64)
 
-    def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
-        clock = self.ctx.clock
-        ids = self._invited
-        if not self.stop_at_budget:
-            return RoundClose(passes > 0, float(times.max()) if times.size else 0.0)
-        done = completed(passes, clock.seconds(ids, passes), times, clock.per_pass_s[ids],
-                         clock.fixed_s[ids], clock.budget_s)
-        duration = min(float(times.max()), clock.budget_s) if times.size else clock.budget_s
-        return RoundClose(done > 0, duration, done)
+    def close(self, invited: np.ndarray, times: np.ndarray, passes: np.ndarray) -> RoundClose:
+        if self.stop_at_budget:
+            return close_at_budget(self.ctx.clock, invited, times, passes)
+        return RoundClose(passes > 0, float(times.max()) if times.size else 0.0)
 
     def learned(self, model: Any, invited: np.ndarray, times: np.ndarray, close: RoundClose,
                 r: int, exploited: np.ndarray) -> None:
@@ -64,7 +58,6 @@ class FillPolicy(_EveryLearner):
 
     def work(self, invited: np.ndarray) -> np.ndarray:
         clock = self.ctx.clock
-        self._invited = invited
         return fitting_work(np.inf, clock.per_pass_s[invited], clock.fixed_s[invited],
                             clock.budget_s)
 
@@ -80,7 +73,6 @@ class EqualDataPolicy(_EveryLearner):
         if allocated is None:
             raise ValueError("equal-data needs the allocation's work (the arena solves the "
                              "problem's method for it)")
-        self._invited = invited
         return np.asarray(allocated, dtype=float)[invited] / np.maximum(
             self.ctx.sizes[invited], 1)
 

@@ -137,8 +137,9 @@ class RoundPolicy(Protocol):
     def work(self, invited: np.ndarray) -> np.ndarray:
         """Passes each invited learner does."""
 
-    def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
-        """Who is kept and how long the round lasts, from each invited learner's busy time."""
+    def close(self, invited: np.ndarray, times: np.ndarray, passes: np.ndarray) -> RoundClose:
+        """Who is kept and how long the round lasts, from each invited learner's busy time
+        (``invited`` as :meth:`invite` gave them, ``passes`` as :meth:`work` gave them)."""
 
     def learned(self, model: Any, invited: np.ndarray, times: np.ndarray, close: RoundClose,
                 r: int, exploited: np.ndarray) -> None:

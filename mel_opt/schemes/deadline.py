@@ -107,7 +107,7 @@ class DeadlinePolicy:
     def work(self, invited: np.ndarray) -> np.ndarray:
         return self.ctx.fixed_work(invited)
 
-    def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
+    def close(self, invited: np.ndarray, times: np.ndarray, passes: np.ndarray) -> RoundClose:
         return close_round(times, self.ctx.clock.budget_s, self.ctx.m)
 
     def learned(self, model: Any, invited: np.ndarray, times: np.ndarray, close: RoundClose,

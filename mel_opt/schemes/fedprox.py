@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt.problems.work import WorkClock
 from mel_opt.schemes.base import GRID_LR, Loop, RoundClose, RoundContext, SchemeSpec
 from mel_opt.schemes.deadline import invited
 from mel_opt.schemes.options import LOCAL_STEPS, PARTICIPATION, PASSES
@@ -21,8 +22,8 @@ from mel_opt.settings import Setting
 from mel_opt.training.local import Schedule
 from mel_opt.training.mlp import Params, stacked_gradients
 
-__all__ = ["DEFAULT_MU", "MU", "SPEC", "FedProxPolicy", "completed", "fitting_work",
-           "prox_gradient", "prox_sgd"]
+__all__ = ["DEFAULT_MU", "MU", "SPEC", "FedProxPolicy", "close_at_budget", "completed",
+           "fitting_work", "prox_gradient", "prox_sgd"]
 
 #: mu of the paper's MNIST and FEMNIST runs.
 DEFAULT_MU = 1.0
@@ -134,6 +135,19 @@ def completed(passes: np.ndarray, predicted_s: np.ndarray, times: np.ndarray,
     return np.where(late, np.clip(np.minimum(fit, p), 0.0, None), p)
 
 
+def close_at_budget(clock: WorkClock, invited: np.ndarray, times: np.ndarray,
+                    passes: np.ndarray) -> RoundClose:
+    """A round where nobody is dropped and nobody is waited for past the budget: each invited
+    learner keeps what it :func:`completed` within it (kept when that is more than nothing),
+    and the round ends with its last learner, at the budget at the latest."""
+    ids = np.asarray(invited, dtype=np.int64)
+    budget = clock.budget_s
+    done = completed(passes, clock.seconds(ids, passes), times, clock.per_pass_s[ids],
+                     clock.fixed_s[ids], budget)
+    duration = min(float(times.max()), budget) if times.size else budget
+    return RoundClose(done > 0, duration, done)
+
+
 class FedProxPolicy:
     """FedProx as a synchronous scheme: ``m`` invited at random, each doing the passes that
     fit its budget (none dropped; one slowed by the noise past the budget stops there with
@@ -143,7 +157,6 @@ class FedProxPolicy:
     def __init__(self, ctx: RoundContext) -> None:
         self.ctx = ctx
         self.mu = float(ctx.options.mu)
-        self._invited = np.empty(0, np.int64)
 
     def invite(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         c = self.ctx
@@ -151,19 +164,11 @@ class FedProxPolicy:
 
     def work(self, invited: np.ndarray) -> np.ndarray:
         clock = self.ctx.clock
-        self._invited = invited
         return fitting_work(self.ctx.fixed_work(invited), clock.per_pass_s[invited],
                             clock.fixed_s[invited], clock.budget_s)
 
-    def close(self, times: np.ndarray, passes: np.ndarray) -> RoundClose:
-        clock = self.ctx.clock
-        ids = self._invited
-        budget = clock.budget_s
-        done = completed(passes, clock.seconds(ids, passes), times, clock.per_pass_s[ids],
-                         clock.fixed_s[ids], budget)
-        kept = done > 0
-        duration = min(float(times.max()), budget) if times.size else budget
-        return RoundClose(kept, duration, done)
+    def close(self, invited: np.ndarray, times: np.ndarray, passes: np.ndarray) -> RoundClose:
+        return close_at_budget(self.ctx.clock, invited, times, passes)
 
     def learned(self, model: Any, invited: np.ndarray, times: np.ndarray, close: RoundClose,
                 r: int, exploited: np.ndarray) -> None:

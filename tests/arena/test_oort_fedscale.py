@@ -224,6 +224,6 @@ def test_every_round_invites_n_distinct_learners() -> None:
         ids, exploited = pol.invite(r)
         assert ids.size == 11 and np.unique(ids).size == 11 and np.isin(exploited, ids).all()
         times = pol.ctx.clock.seconds(ids, 1.0) * rng.lognormal(0.0, 0.3, ids.size)
-        close = pol.close(times, pol.work(ids))
+        close = pol.close(ids, times, pol.work(ids))
         pol.learned(None, ids, times, close, r, exploited)
     assert pol.selector.explored.all() and len(pol.selector.pacer.history) == 60
