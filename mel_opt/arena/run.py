@@ -171,6 +171,9 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSetti
     allocating = spec.loop is Loop.ALLOCATION
     if allocating and solution:
         shares = cycle.data_shares(inst, scheme, solution, N)
+    elif spec.reads_allocation and not spec.equal_shares:  # the allocation's data
+        assert solution is not None
+        shares = cycle.data_shares(inst, method, solution, N)
     elif spec.equal_shares:
         shares = np.ones(K)
     else:

@@ -38,7 +38,6 @@ from mel_opt.errors import UsageError
 from mel_opt.problems.learning import CyclePlan, LearningCycle, RunContext, weighted_average
 from mel_opt.problems.work import WorkClock
 from mel_opt.schemes.base import RoundPolicy, SchemeSpec
-from mel_opt.schemes.fedbuff import default_buffer
 from mel_opt.schemes.fedprox import prox_sgd
 from mel_opt.schemes.oort import statistical_utility
 from mel_opt.training.data import Dataset
@@ -277,25 +276,24 @@ def rounds_run(run: Run, policy: RoundPolicy) -> Iterator[dict[str, Any]]:
 
 def buffered_run(run: Run, spec: SchemeSpec) -> list[dict[str, Any]]:
     """An asynchronous scheme's server loop (``spec.serve``: FedBuff's) on the virtual
-    clock's learners until the horizon: ``concurrency x K`` learners training at once (every
-    one by default), a row per server step."""
+    clock's learners until the horizon, with the work, weights, buffer and concurrency of the
+    scheme's work plan (``spec.plan``), a row per server step."""
     from mel_opt.arena.virtual import VirtualWorkers
 
-    assert spec.serve is not None
-    s = run.settings
-    workers = VirtualWorkers(run)
+    assert spec.serve is not None and spec.plan is not None
+    plan = spec.plan(run)
+    workers = VirtualWorkers(run, plan)
     rows = [run.row(0, 0.0, run.init, workers.tally)]
 
     def on_step(step: Any, model: Params) -> None:
         workers.stepped()
         rows.append(run.row(step.version, workers.now, model, workers.tally))
 
-    concurrency = max(1, min(run.clock.K, round(s.concurrency * run.clock.K)))
-    buffer = default_buffer(concurrency) if s.buffer is None else min(s.buffer, concurrency)
-    spec.serve(workers, range(run.clock.K), [a.copy() for a in run.init],
-               buffer=buffer, concurrency=concurrency, steps=MAX_STEPS,
-               server_lr=s.server_lr, pick=workers.pick,
-               until=lambda: workers.now >= run.horizon_s, on_step=on_step)
+    spec.serve(workers, plan.nodes, [a.copy() for a in run.init],
+               buffer=plan.buffer, concurrency=plan.concurrency, steps=MAX_STEPS,
+               server_lr=run.settings.server_lr, pick=workers.pick,
+               until=lambda: workers.now >= run.horizon_s, on_step=on_step,
+               weigh=plan.weight)
     return rows
 
 

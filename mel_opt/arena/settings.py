@@ -118,6 +118,8 @@ class ArenaSettings(Declared):
     buffer: int | None = None
     server_lr: float = 1.0
     alpha: float = 2.0
+    groups: int | None = None
+    period: float = 1.0
     per_scheme: tuple[str, ...] | None = None
     validation: int | None = None
     tune: bool = False

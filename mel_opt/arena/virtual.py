@@ -3,16 +3,17 @@
 :class:`VirtualWorkers` is the third carrier of FedBuff's server loop
 (:func:`mel_opt.schemes.fedbuff.run`, beside Flower's grid and the in-process learners of a
 live run): a learner pushed work at virtual time ``t`` answers at ``t`` plus its busy time for
-the scheme's passes on the problem's work clock (with the run-to-run noise of the clock), and
-each pull moves the clock to the next answer. Nothing is ever late (the clock cannot lose a
-learner), so :meth:`VirtualWorkers.overdue` is always empty.
+the passes its scheme's work plan gives it (:class:`~mel_opt.schemes.base.WorkPlan`: FedBuff's
+fixed work, staggered's work to its slot) on the problem's work clock (with the run-to-run
+noise of the clock), and each pull moves the clock to the next answer. Nothing is ever late
+(the clock cannot lose a learner), so :meth:`VirtualWorkers.overdue` is always empty.
 
 Learners started from the same global model are trained together, as one batched step of the
 emulator's local SGD: when the first of them is pulled, or when the model changes
 (:meth:`VirtualWorkers.stepped`), whichever comes first. The random draws follow one order
-whatever happens: each push draws its busy time's noise, each training its minibatches, and
-the loop's choice of the next learner (:meth:`VirtualWorkers.pick`: at random among the idle,
-as FedBuff's server samples its clients) comes before the push it starts.
+whatever happens: each push draws its busy time's noise, each training its minibatches, and the
+loop's choice of the next learner (:meth:`VirtualWorkers.pick`: at random among the idle, as
+FedBuff's server samples its clients) comes before the push it starts.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mel_opt.arena.runner import Run, Tally, model_bytes, train_from, work_for
+from mel_opt.arena.runner import Run, Tally, Work, model_bytes, train_from, work_for
+from mel_opt.schemes.base import WorkPlan
 from mel_opt.schemes.fedbuff import Model, Update
 
 __all__ = ["VirtualWorkers"]
@@ -40,14 +42,16 @@ class VirtualWorkers:
         answer), and the busy learner-seconds and sample-updates of the answers pulled.
     """
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, plan: WorkPlan) -> None:
         self.run = run
+        self.plan = plan
         self.now = 0.0
         self.tally = Tally(model_bytes(run.init))
         # (answer time, seq, node, busy seconds, sample-updates)
         self._events: list[tuple[float, int, int, float, float]] = []
         self._seq = 0
-        self._untrained: list[tuple[int, Model]] = []  # pushed, not trained: (node, start)
+        # pushed, not trained: (node, start, its work)
+        self._untrained: list[tuple[int, Model, Work]] = []
         self._trained: dict[int, Model] = {}
         self._first = True
 
@@ -63,13 +67,13 @@ class VirtualWorkers:
     def push(self, node: int, model: Model, version: int) -> None:
         run = self.run
         ids = np.array([node])
-        work = work_for(run, ids, run.fixed_work(ids))
+        work = work_for(run, ids, self.plan.passes(node, self.now))
         busy = float(run.clock.noisy(ids, run.clock.seconds(ids, work.passes), run.rng)[0])
         heapq.heappush(self._events, (self.now + busy, self._seq, node, busy,
                                       float(work.updates[0])))
         self._seq += 1
         self.tally.moved += self.tally.model_bytes
-        self._untrained.append((node, model))
+        self._untrained.append((node, model, work))
 
     def pull(self) -> list[tuple[int, Update]]:
         if not self._events:
@@ -94,10 +98,11 @@ class VirtualWorkers:
     def _train_started(self) -> None:
         if not self._untrained:
             return
-        ids = np.array([n for n, _ in self._untrained], dtype=np.int64)
+        ids = np.array([n for n, _, _ in self._untrained], dtype=np.int64)
         start = self._untrained[0][1]  # pushed since the last step: one global model
-        trained = train_from(self.run, start, ids, work_for(self.run, ids,
-                                                            self.run.fixed_work(ids)))
+        work = Work(*(np.concatenate([getattr(w, f) for _, _, w in self._untrained])
+                      for f in ("steps", "updates", "passes")))
+        trained = train_from(self.run, start, ids, work)
         for i, k in enumerate(ids):
             self._trained[int(k)] = [a[i] for a in trained]
         self._untrained.clear()

@@ -1,23 +1,25 @@
 """The registry of schemes: what a server does with a population of learners.
 
-Every scheme is declared once (:class:`~mel_opt.schemes.base.SchemeSpec`): mel_opt's
-allocation (:mod:`~mel_opt.schemes.allocation`) and the field's alternatives, each module
-holding its rules as pure functions and small classes that can be checked by hand:
+Every scheme is declared once (:class:`~mel_opt.schemes.base.SchemeSpec`): mel_opt's allocation
+(:mod:`~mel_opt.schemes.allocation`) and the field's alternatives, each module holding its
+rules as pure functions and small classes that can be checked by hand:
 :mod:`~mel_opt.schemes.deadline` (FedAvg with a round deadline, late learners dropped),
 :mod:`~mel_opt.schemes.oort` (Oort's participant selection, Lai et al., OSDI 2021),
 :mod:`~mel_opt.schemes.fedbuff` (buffered asynchronous aggregation and its server loop, Nguyen
 et al., AISTATS 2022) and :mod:`~mel_opt.schemes.fedprox` (partial work with a proximal term,
-Li et al., MLSys 2020), and two ablations of mel_opt's allocation (:mod:`~mel_opt.schemes.
-ablations`: filling the budget with equal data; the allocation's work on equal data).
-``melopt arena`` runs them on a virtual clock (:mod:`mel_opt.arena`),
-``melopt live`` on real learner processes (:mod:`mel_opt.live`); both list, check and
-configure schemes from here and compare no scheme's name.
+Li et al., MLSys 2020), mel_opt's allocation inside asynchronous training
+(:mod:`~mel_opt.schemes.staggered`: the allocation's data, each learner's work sized to arrive
+in its group's slot, FedBuff's server step per group), and two ablations of mel_opt's
+allocation (:mod:`~mel_opt.schemes.ablations`: filling the budget with equal data; the
+allocation's work on equal data). ``melopt arena`` runs them on a virtual clock
+(:mod:`mel_opt.arena`), ``melopt live`` on real learner processes (:mod:`mel_opt.live`); both
+list, check and configure schemes from here and compare no scheme's name.
 """
 
 from __future__ import annotations
 
 from mel_opt.errors import UsageError
-from mel_opt.schemes import ablations, allocation, deadline, fedbuff, fedprox, oort
+from mel_opt.schemes import ablations, allocation, deadline, fedbuff, fedprox, oort, staggered
 from mel_opt.schemes.base import ENGINES, Loop, RoundClose, RoundContext, RoundPolicy, SchemeSpec
 from mel_opt.settings import Setting
 
@@ -27,8 +29,8 @@ __all__ = ["ALLOCATION", "ENGINES", "SCHEMES", "Loop", "RoundClose", "RoundConte
 
 #: Every scheme by name, mel_opt's allocation first.
 SCHEMES: dict[str, SchemeSpec] = {s.name: s for s in (
-    allocation.SPEC, deadline.SPEC, oort.SPEC, fedbuff.SPEC, fedprox.SPEC, ablations.FILL,
-    ablations.EQUAL_DATA)}
+    allocation.SPEC, deadline.SPEC, oort.SPEC, fedbuff.SPEC, fedprox.SPEC, staggered.SPEC,
+    ablations.FILL, ablations.EQUAL_DATA)}
 #: mel_opt's allocation (the problem's method).
 ALLOCATION = allocation.SPEC
 

@@ -37,7 +37,7 @@ from mel_opt.settings import Setting
 from mel_opt.training.settings import BATCH_SIZE, LR
 
 __all__ = ["ENGINES", "GRID_BATCH", "GRID_LR", "SHARED_OPTIONS", "Loop", "RoundClose",
-           "RoundContext", "RoundPolicy", "SchemeSpec"]
+           "RoundContext", "RoundPolicy", "SchemeSpec", "WorkPlan"]
 
 #: Where a scheme may run: the arena's virtual clock, live learner processes.
 ENGINES = ("arena", "live")
@@ -149,6 +149,30 @@ class RoundPolicy(Protocol):
         (noise included: what the server observes), ``close`` as :meth:`close` gave it."""
 
 
+class WorkPlan(Protocol):
+    """What an asynchronous scheme's learners do on the arena's clock: the work of each start
+    and the weight of each update in its server step (the hooks of :attr:`Loop.BUFFERED`
+    beside its server loop)."""
+
+    @property
+    def nodes(self) -> list[int]:
+        """The learners that take part, in the order they are first idle."""
+
+    @property
+    def concurrency(self) -> int:
+        """Learners training at once."""
+
+    @property
+    def buffer(self) -> int:
+        """Updates per server step."""
+
+    def passes(self, node: int, now: float) -> float:
+        """Passes over its data ``node`` does when it starts at virtual time ``now``."""
+
+    def weight(self, node: int, staleness: int) -> float:
+        """The weight of ``node``'s update, ``staleness`` server steps old, in its step."""
+
+
 @dataclass(frozen=True)
 class SchemeSpec:
     """One scheme of the registry.
@@ -177,6 +201,9 @@ class SchemeSpec:
     serve : callable, optional
         :attr:`Loop.BUFFERED`: the server's loop over a ``Workers``
         (:func:`mel_opt.schemes.fedbuff.run`'s signature).
+    plan : callable, optional
+        :attr:`Loop.BUFFERED` in the arena: ``plan(ctx) -> WorkPlan`` for one run (the work
+        of each start, the weight of each update, the buffer and concurrency).
     columns : tuple of str
         Columns its rows add to a live run's ``rounds.csv`` (FedBuff: ``staleness``).
     label : str
@@ -201,6 +228,7 @@ class SchemeSpec:
     engines: tuple[str, ...] = ("arena",)
     policy: Callable[[RoundContext], RoundPolicy] | None = None
     serve: Callable[..., Any] | None = None
+    plan: Callable[[RoundContext], WorkPlan] | None = None
     columns: tuple[str, ...] = ()
     label: str = ""
     title: str = ""
@@ -214,6 +242,9 @@ class SchemeSpec:
         if (self.serve is None) == (self.loop is Loop.BUFFERED):
             raise ValueError(f"{self.name}: serve is what a {Loop.BUFFERED.value} scheme "
                              "declares, and only it")
+        if (self.loop is Loop.BUFFERED and "arena" in self.engines) != (self.plan is not None):
+            raise ValueError(f"{self.name}: a work plan is what a {Loop.BUFFERED.value} scheme "
+                             "of the arena declares, and only it")
         if not self.title:
             object.__setattr__(self, "title", self.name)
         unknown = (set(self.engines) | set(self.options)) - set(ENGINES)

@@ -30,6 +30,7 @@ carry it: Flower's grid and the in-process learners of a live run
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, overload
@@ -37,12 +38,13 @@ from typing import Protocol, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from mel_opt.schemes.base import GRID_LR, Loop, SchemeSpec
+from mel_opt.schemes.base import GRID_LR, Loop, RoundContext, SchemeSpec
 from mel_opt.schemes.options import LOCAL_STEPS, PASSES
 from mel_opt.settings import Setting
 
-__all__ = ["PAPER_BUFFER", "SPEC", "FedBuffBuffer", "FedBuffOutcome", "Model", "Step", "Update",
-           "Workers", "default_buffer", "first_idle", "run", "staleness_weight"]
+__all__ = ["PAPER_BUFFER", "SPEC", "FedBuffBuffer", "FedBuffOutcome", "FixedWork", "Model",
+           "Step", "Update", "Workers", "default_buffer", "first_idle", "run",
+           "staleness_weight"]
 
 Model = list[NDArray[np.floating]]
 #: A learner's answer as the loop reads it: its local model, why it cannot be used (text), or
@@ -123,8 +125,9 @@ class FedBuffBuffer:
     def __len__(self) -> int:
         return self._count
 
-    def add(self, delta: list[NDArray[np.floating]], staleness: int) -> bool:
-        """Add one learner's update, weighted by its staleness.
+    def add(self, delta: list[NDArray[np.floating]], staleness: int,
+            weight: float | None = None) -> bool:
+        """Add one learner's update, weighted by its staleness (or by ``weight``).
 
         Parameters
         ----------
@@ -133,6 +136,9 @@ class FedBuffBuffer:
             layer, shaped like the model.
         staleness : int
             Server steps taken since that learner's starting model (>= 0).
+        weight : float, optional
+            The update's weight in the step, in place of :func:`staleness_weight`
+            (finite, >= 0).
 
         Returns
         -------
@@ -140,6 +146,10 @@ class FedBuffBuffer:
             True once the buffer holds ``size`` updates (time for :meth:`flush`).
         """
         w = staleness_weight(staleness)
+        if weight is not None:
+            if not math.isfinite(weight) or weight < 0:
+                raise ValueError(f"an update's weight must be finite and >= 0, got {weight!r}")
+            w = float(weight)
         if self._sum is None:
             self._sum = [w * np.asarray(d, dtype=float) for d in delta]
         else:
@@ -246,8 +256,8 @@ def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
         pick: Callable[[Sequence[int], int], list[int]] = first_idle,
         until: Callable[[], bool] | None = None,
         on_step: Callable[[Step, Model], None] | None = None,
-        on_reply: Callable[[int, int, int | None, str | None], None] | None = None
-        ) -> FedBuffOutcome:
+        on_reply: Callable[[int, int, int | None, str | None], None] | None = None,
+        weigh: Callable[[int, int], float] | None = None) -> FedBuffOutcome:
     """Run FedBuff until ``steps`` server steps, every learner failed, ``until`` says so, or
     ``max_polls`` empty-handed polls in a row once every learner was given up.
 
@@ -283,6 +293,9 @@ def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
         Called for every answer and every learner given up, with the node, the step its
         update joins (the next version), its staleness (None where it was not taken) and
         why it was not taken (None: taken; ``"missing"``: given up).
+    weigh : callable, optional
+        ``(node, staleness) -> weight`` of an update in its step (default: FedBuff's
+        :func:`staleness_weight`; a scheme that plans its learners' work weighs by its plan).
     """
     if buffer < 1 or concurrency < 1 or steps < 0:
         raise ValueError("buffer and concurrency must be >= 1 and steps >= 0")
@@ -348,7 +361,8 @@ def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
             # delta = local model minus the model the learner started from (Algorithm 1)
             delta: Model = [np.asarray(r, dtype=b.dtype) - b
                             for r, b in zip(update, base, strict=True)]
-            if buf.add(delta, version - v0):
+            w = None if weigh is None else weigh(n, version - v0)
+            if buf.add(delta, version - v0, w):
                 out.model = [a.astype(t) for a, t in
                              zip(buf.flush(out.model), dtypes, strict=True)]
                 version += 1
@@ -362,6 +376,33 @@ def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
     return out
 
 
+@dataclass
+class FixedWork:
+    """FedBuff's learners in the arena: the run's fixed local work at every start, FedBuff's
+    staleness weight, ``concurrency x K`` learners at once and the buffer (the paper's 10, at
+    most half the concurrency, by default; at most the concurrency)."""
+
+    ctx: RoundContext
+    concurrency: int
+    buffer: int
+
+    @classmethod
+    def of(cls, ctx: RoundContext) -> FixedWork:
+        o, K = ctx.options, ctx.clock.K
+        c = max(1, min(K, round(o.concurrency * K)))
+        return cls(ctx, c, default_buffer(c) if o.buffer is None else min(o.buffer, c))
+
+    @property
+    def nodes(self) -> list[int]:
+        return list(range(self.ctx.clock.K))
+
+    def passes(self, node: int, now: float) -> float:
+        return float(self.ctx.fixed_work(np.array([node]))[0])
+
+    def weight(self, node: int, staleness: int) -> float:
+        return staleness_weight(staleness)
+
+
 # -- its declaration --------------------------------------------------------------------------
 #: The arena's buffer: the paper's 10, capped at the concurrency.
 ARENA_BUFFER = Setting("buffer", int, None, "fedbuff's buffer: updates per server step (at "
@@ -370,7 +411,8 @@ ARENA_BUFFER = Setting("buffer", int, None, "fedbuff's buffer: updates per serve
 ARENA_CONCURRENCY = Setting("concurrency", float, 1.0, "fedbuff's concurrency: the share of the "
                             "K learners training at once.", minimum=0.0, minimum_open=True,
                             maximum=1.0, default_doc="1: every learner, as the allocation")
-ARENA_SERVER_LR = Setting("server_lr", float, 1.0, "fedbuff's server learning rate.",
+ARENA_SERVER_LR = Setting("server_lr", float, 1.0, "The server learning rate of the "
+                          "asynchronous schemes (fedbuff, staggered).",
                           minimum=0.0, minimum_open=True)
 LIVE_BUFFER = Setting("buffer", int, None, "FedBuff's K: updates per server step (--scheme "
                       "fedbuff).", minimum=1, nullable=True,
@@ -386,7 +428,8 @@ SPEC = SchemeSpec(
     Loop.BUFFERED,
     options={"arena": (PASSES, LOCAL_STEPS, ARENA_CONCURRENCY, ARENA_BUFFER, ARENA_SERVER_LR),
              "live": (LIVE_BUFFER, LIVE_CONCURRENCY, LIVE_SERVER_LR)},
-    needs=("work_clock",), engines=("arena", "live"), serve=run, columns=("staleness",),
+    needs=("work_clock",), engines=("arena", "live"), serve=run, plan=FixedWork.of,
+    columns=("staleness",),
     label="fedbuff", title="FedBuff",
     # 3 x 2 x 3 x 3 = 54 points. Its authors tune the client and the server learning rates per
     # task and train far more learners at once than a step waits for (concurrency 1000, buffer

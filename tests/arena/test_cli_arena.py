@@ -31,7 +31,7 @@ def test_table_csv_and_json_agree(outputs: tuple[str, Path]) -> None:
     text, out = outputs
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["schemes"]) == ["exact", "deadline", "oort", "fedbuff", "fedprox",
-                                        "fill", "equal-data"]
+                                        "staggered", "fill", "equal-data"]
     with (out / "arena.csv").open() as f:
         rows = list(csv.DictReader(f))
     runs: dict[str, dict[str, list[dict[str, str]]]] = defaultdict(lambda: defaultdict(list))

@@ -111,8 +111,8 @@ def test_the_score_by_hand() -> None:
 
 def test_the_trials_are_the_declared_draws(tuned: ArenaRun) -> None:
     assert tuned.tuning is not None
-    assert list(tuned.tuning) == ["exact", "deadline", "oort", "fedbuff", "fedprox", "fill",
-                                  "equal-data"]
+    assert list(tuned.tuning) == ["exact", "deadline", "oort", "fedbuff", "fedprox", "staggered",
+                                  "fill", "equal-data"]
     for scheme, e in tuned.tuning.items():
         spec = SCHEMES["allocation" if scheme == "exact" else scheme]
         grid = {k: v for k, v in spec.grid.items() if k not in e["fixed"]}
@@ -166,7 +166,7 @@ def test_judged_on_the_test_split(tuned: ArenaRun) -> None:
 
 def test_progress_counts_every_trial(tuned: ArenaRun) -> None:
     calls = tuned.progress_calls  # type: ignore[attr-defined]
-    total = 2 * 7 * 1 + 7 * 1  # trials x schemes x tuning seeds + the evaluation's runs
+    total = 2 * 8 * 1 + 8 * 1  # trials x schemes x tuning seeds + the evaluation's runs
     assert calls[-1] == (total, total) and all(n == total for _, n in calls)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
     assert len(calls) == total + 1

@@ -32,8 +32,8 @@ DOC = {"problem": "mel-async", "schema_version": 1, "name": "two", "cycle_time_s
 
 
 def test_every_scheme_is_declared_once_with_what_its_loop_needs() -> None:
-    assert list(SCHEMES) == ["allocation", "deadline", "oort", "fedbuff", "fedprox", "fill",
-                             "equal-data"]
+    assert list(SCHEMES) == ["allocation", "deadline", "oort", "fedbuff", "fedprox", "staggered",
+                             "fill", "equal-data"]
     for name, spec in SCHEMES.items():
         assert spec.name == name and spec.summary and spec.title
         assert (spec.policy is not None) == (spec.loop is Loop.ROUNDS)
@@ -45,8 +45,8 @@ def test_the_engines_list_their_schemes_from_the_registry() -> None:
     assert [s.name for s in schemes_for("live")] == ["allocation", "fedbuff"]
     assert LIVE_SCHEMES == ("allocation", "fedbuff")
     assert LiveSettings.setting("scheme").choices == LIVE_SCHEMES
-    assert list(ALTERNATIVES) == ["deadline", "oort", "fedbuff", "fedprox", "fill",
-                                  "equal-data"]
+    assert list(ALTERNATIVES) == ["deadline", "oort", "fedbuff", "fedprox", "staggered",
+                                  "fill", "equal-data"]
     doc = ArenaSettings.setting("schemes").doc
     assert all(name in doc for name in ALTERNATIVES)
     with pytest.raises(Exception, match="unknown scheme 'oort'; choose from allocation, "
@@ -57,7 +57,7 @@ def test_the_engines_list_their_schemes_from_the_registry() -> None:
 def test_the_schemes_options_are_the_engines_settings() -> None:
     arena = [o.name for o in scheme_options("arena")]
     assert arena == ["participation", "overcommit", "passes", "local_steps", "alpha",
-                     "concurrency", "buffer", "server_lr", "mu"]
+                     "concurrency", "buffer", "server_lr", "mu", "groups", "period"]
     assert all(o in ARENA_SETTINGS for o in scheme_options("arena"))
     assert [o.name for o in scheme_options("live")] == ["buffer", "concurrency", "server_lr"]
     # deadline and oort share one declaration of overcommit

@@ -1,0 +1,212 @@
+"""Staggered arrivals: mel_opt's allocation inside asynchronous training.
+
+The synchronous allocation keeps every learner busy for the whole cycle (its work sized to
+its speed, paper 000's Eq. (5): ``t_k = C2_k tau_k d_k + C1_k d_k + C0_k <= T``), but the
+server learns once per cycle. FedBuff learns every ``B`` updates, but its learners' work is
+fixed whatever their speed, so fast learners send many small updates and slow ones few, stale
+ones. ``staggered`` keeps both strengths:
+
+- the *data* of each learner is the allocation's (``d_k`` from the problem's method, as the
+  synchronous allocation holds it);
+- the fleet is dealt into ``G`` groups, and each learner's *work* is sized, every time it
+  starts, by the problem's time model so that it arrives at its group's next *slot*: group
+  ``g`` (0-based) arrives at ``(j + (g + 1) / G) P`` for ``j = 0, 1, ...``, where the period
+  ``P`` is the problem's budget (T or D) times the ``period`` option. A learner that starts
+  at ``t`` takes
+
+      p_k(t) = (s - t - fixed_k) / per_pass_k,   s = the first slot with room for a step,
+
+  passes over its data (the work clock's ``t = fixed_k + p per_pass_k``: transfers plus
+  computation), whole minibatch steps as every arena scheme trains them. It starts again at
+  once when it returns: no learner is ever idle, and the run-to-run noise of the clock never
+  accumulates (each start re-aims at the slot, so a learner late by ``e`` seconds does ``e``
+  seconds less work next time);
+- the server takes a step for every group: FedBuff's buffered step (one server loop,
+  :func:`mel_opt.schemes.fedbuff.run`) with a buffer of one group's size ``B``, so the model
+  moves every ``P / G`` seconds instead of every ``P``. An update that arrives on plan joins
+  with a staleness of ``G - 1`` steps (every other group stepped once meanwhile), or ``G``
+  for a learner back before the rest of its group (it starts again at once, from the model
+  before its group's step). Its weight is
+
+      a_k = (d_k / mean d) (1 / G) / sqrt(1 + max(0, s_k - G)),
+
+  and the step ``w <- w + eta (1 / B) sum_k a_k (w_k - w_start,k)``. The data factor is
+  FedAvg's ``n_k`` (the allocation's data sizes differ). The ``1 / G``: every update carries a
+  whole period's local work, and ``G`` of them land per period, so without it a period would
+  move the model ``G`` times as far as a synchronous cycle, each step from a model ``G - 1``
+  or ``G`` steps old. Where each update takes its learner all the way to a common optimum (long
+  local work), the error follows the delayed iteration ``x_{t+1} = x_t - a x_{t-G+1}``, which
+  is stable only for ``a < 2 sin(pi / (2 (2G - 1)))`` (about ``1.6 / G``), and the arena's runs
+  diverged that way (FedBuff's ``1 / sqrt(1 + s)`` on the planned staleness gives ``a = 1 /
+  sqrt(G)``: too much from ``G = 4`` on; at ``G = 10`` the digits ended at 0.10). With
+  ``1 / G`` a period moves the model as far as one synchronous cycle at ``eta = 1``, and the
+  server rate ``eta`` (tuned) sets how much faster it may go. Only lateness beyond the plan is
+  down-weighted, by FedBuff's staleness function.
+
+With ``G = 1`` and the period ``T`` this is the synchronous allocation's cycle on the work
+clock (every learner arrives at ``T`` and, at ``eta = 1``, the step is the data-weighted
+average, FedAvg's); ``G`` larger trades staleness (``G - 1`` or ``G`` on plan) for ``G`` times
+as many server steps at the same work and the same bytes, and a shorter period trades local
+work per update for more round trips.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mel_opt.schemes.base import GRID_LR, Loop, RoundContext, SchemeSpec
+from mel_opt.schemes.fedbuff import ARENA_SERVER_LR, PAPER_BUFFER, run, staleness_weight
+from mel_opt.settings import Setting
+
+__all__ = ["GROUPS", "PERIOD", "SPEC", "StaggeredPlan", "deal_groups", "default_groups",
+           "next_slot"]
+
+GROUPS = Setting("groups", int, None, "staggered's groups G: the fleet arrives in G groups, "
+                 "offset by a G-th of the period, and the server steps once per group.",
+                 minimum=1, nullable=True,
+                 default_doc="K / 10: about FedBuff's 10 updates per server step")
+PERIOD = Setting("period", float, 1.0, "staggered's period: how long each learner's round "
+                 "trip is planned to take, in the problem's budgets (mel-async T, dab D).",
+                 minimum=0.0, minimum_open=True)
+
+
+def default_groups(K: int) -> int:
+    """``G`` when a run leaves it unset: groups of about FedBuff's ten updates, at least one
+    group (``round(K / 10)``)."""
+    return max(1, round(K / PAPER_BUFFER))
+
+
+def deal_groups(sizes: np.ndarray, groups: int) -> np.ndarray:
+    """Each learner's group: the learners with data dealt in turn, largest data first, so
+    every group holds about a G-th of the data (ties by learner order); -1 for a learner
+    without data (it takes no part).
+
+    >>> deal_groups(np.array([5, 40, 0, 10, 30, 20]), 2).tolist()
+    [0, 0, -1, 1, 1, 0]
+    """
+    n = np.asarray(sizes)
+    order = np.argsort(-n, kind="stable")
+    order = order[n[order] > 0]
+    out = np.full(n.size, -1, dtype=np.int64)
+    out[order] = np.arange(order.size) % groups
+    return out
+
+
+def next_slot(now: float, phase: float, period: float, need: float) -> float:
+    """The first slot ``(j + phase) period`` (``j = 0, 1, ...``) at or after ``now + need``.
+
+    >>> next_slot(0.0, 0.5, 10.0, 2.0), next_slot(4.0, 0.5, 10.0, 2.0)
+    (5.0, 15.0)
+    """
+    j = max(0, math.ceil((now + need) / period - phase - 1e-9))
+    return (j + phase) * period
+
+
+@dataclass
+class StaggeredPlan:
+    """The work of every start and the weight of every update (module docstring).
+
+    Attributes
+    ----------
+    period : float
+        ``P``, each learner's planned round trip [s].
+    group : ndarray of int
+        Each learner's group, 0 .. G-1.
+    groups : int
+        ``G``.
+    per_pass_s, fixed_s : ndarray
+        The work clock of each learner for the data it holds: a pass's computation and the
+        transfers [s].
+    sizes : ndarray
+        Samples each learner holds.
+    batch : int
+        The minibatch: a start has room for at least one step.
+    """
+
+    period: float
+    group: np.ndarray
+    groups: int
+    per_pass_s: np.ndarray
+    fixed_s: np.ndarray
+    sizes: np.ndarray
+    batch: int
+
+    @classmethod
+    def of(cls, ctx: RoundContext) -> StaggeredPlan:
+        """The plan of a run: its options (``groups``, ``period``), clock and data sizes."""
+        o = ctx.options
+        sizes = np.asarray(ctx.sizes, dtype=np.int64)
+        n = max(1, int((sizes > 0).sum()))
+        G = min(n, default_groups(n) if o.groups is None else int(o.groups))
+        return cls(float(o.period) * ctx.clock.budget_s, deal_groups(sizes, G), G,
+                   np.asarray(ctx.clock.per_pass_s, dtype=float),
+                   np.asarray(ctx.clock.fixed_s, dtype=float), sizes, int(o.batch_size))
+
+    @property
+    def nodes(self) -> list[int]:
+        """The learners that take part: those the allocation gives data."""
+        return [int(k) for k in np.flatnonzero(self.sizes > 0)]
+
+    @property
+    def concurrency(self) -> int:
+        """Every learner that takes part trains at once."""
+        return len(self.nodes)
+
+    @property
+    def buffer(self) -> int:
+        """A step's updates: one group's (``round(n / G)`` of the ``n`` that take part)."""
+        return max(1, round(self.concurrency / self.groups))
+
+    def __post_init__(self) -> None:
+        self._aimed = np.full(self.group.size, -np.inf)  # each learner's last slot
+
+    def arrival(self, node: int, now: float) -> float:
+        """When ``node``, starting at ``now``, is planned back: its group's first slot after
+        the one it last aimed at (one round trip per period: a learner back early does more
+        work the next time, not a trip of its own) with room for its transfers and one
+        minibatch step (or its whole data, if smaller)."""
+        k = int(node)
+        n = max(int(self.sizes[k]), 1)
+        need = self.fixed_s[k] + self.per_pass_s[k] * min(1.0, self.batch / n)
+        after = max(now + need, self._aimed[k] + self.period * 1e-6)
+        return next_slot(0.0, (int(self.group[k]) + 1) / self.groups, self.period, after)
+
+    def passes(self, node: int, now: float) -> float:
+        """The passes ``node`` does from ``now``: what fills the time to its slot (which it
+        then aims at)."""
+        k = int(node)
+        if self.sizes[k] <= 0 or self.per_pass_s[k] <= 0:
+            return 0.0
+        slot = self.arrival(k, now)
+        self._aimed[k] = slot
+        return max(0.0, (slot - now - self.fixed_s[k]) / self.per_pass_s[k])
+
+    def weight(self, node: int, staleness: int) -> float:
+        """An update's weight in the server step: the learner's data over the mean of those
+        that take part, over ``G`` (a period of ``G`` steps moves the model as far as one
+        synchronous cycle), times FedBuff's staleness weight of the staleness beyond the
+        plan's ``G`` (module docstring)."""
+        k = int(node)
+        held = self.sizes[self.sizes > 0]
+        mean = float(np.mean(held)) if held.size else 1.0
+        late = max(0, int(staleness) - self.groups)
+        return float(self.sizes[k]) / mean / self.groups * staleness_weight(late)
+
+
+SPEC = SchemeSpec(
+    "staggered", "mel_opt's allocation, asynchronous: the allocation's data, each learner's "
+    "work sized to arrive in its group's slot, a server step per group",
+    Loop.BUFFERED, options={"arena": (GROUPS, PERIOD, ARENA_SERVER_LR)},
+    needs=("work_clock", "allocation"), engines=("arena",), serve=run, plan=StaggeredPlan.of,
+    columns=("staleness",), title="staggered allocation",
+    # 4 x 3 x 4 x 2 = 96 points: the client lr as every scheme's; G as groups of about the
+    # paper buffer's ten updates (the default rule), of twenty or of five (at K = 100); the
+    # period from an eighth of the budget to the budget (shorter round trips: less local work
+    # per update, more steps); the server lr 1 (the period's movement is the synchronous
+    # cycle's) or 2 (past the delayed step's worst-case bound from G = 6 on, which assumes
+    # local work that reaches the optimum; 3 diverged at G = 10 on the digits).
+    grid={"lr": GRID_LR, "groups": (5, None, 20), "period": (0.125, 0.25, 0.5, 1.0),
+          "server_lr": (1.0, 2.0)})
