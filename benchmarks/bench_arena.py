@@ -11,8 +11,8 @@ Usage::
 For each (problem, K, data set, partition, time spread) it generates a population with
 ``melopt generate PROBLEM --preset random --learners K --seed 1``, runs
 :func:`mel_opt.arena.run.arena` (every scheme of the registry by default: the problem's default
-method, deadline, oort, fedbuff, fedprox and the two ablations; with ``--tune`` each picked
-from its declared grid with the same number of trials, on a validation split) and writes the
+method, deadline, oort, fedbuff, fedprox, staggered and the two ablations; with ``--tune`` each
+picked from its declared grid with the same number of trials, on a validation split) and writes the
 run's outputs (``arena.csv``, ``curve.csv``, ``summary.json``, ``arena.png``) under ``--out``.
 It prints the tables ``melopt arena`` prints, the verdicts, then the same as one Markdown
 table (what the how-to's tables are copied from), the wall time and the peak resident memory
