@@ -122,8 +122,13 @@ def test_the_arena_runs_every_scheme_of_the_registry_on_the_plugged_in_problem(
     times: dict[str, list[float]] = {}
     for r in out.rows:
         times.setdefault(r["scheme"], []).append(r["time_s"])
-    assert set(times) == {"fit", "deadline", "oort", "fedbuff", "fedprox", "fill",
-                          "equal-data"}
+    assert set(times) == {"fit", "deadline", "oort", "fedbuff", "fedprox", "staggered",
+                          "fill", "equal-data"}
+    # staggered, one group of both (G = round(2 / 10) -> 1) due at every T = 1 s: a step a
+    # second, at the later learner's arrival (whole minibatches: at most on the slot)
+    steps = np.array(times["staggered"][1:])
+    assert np.all((steps > np.arange(1, steps.size + 1) - 0.1) &
+                  (steps <= np.arange(1, steps.size + 1) + 1e-9))
     # fill: 150 samples each; 1 / 0.332 = 3.01 and 1 / 0.996 = 1.004 passes fit, whole
     # minibatches of them: 3 and 1 passes (0.01 x 150 < 32), 0.996 s both: every round
     assert set(np.round(np.diff(times["fill"]), 9)) == {0.996}
