@@ -18,8 +18,20 @@ normal law with those parameters.
 A pickle can run arbitrary code when loaded: :func:`read_fedscale_capacity` reads it with
 :class:`PlainUnpickler`, whose ``find_class`` refuses every global, so only the values pickle
 builds without naming a class (dicts, lists, tuples, sets, numbers, strings, bytes, None,
-booleans) can be made, and nothing is ever called. Both readers refuse files larger than
-:data:`MAX_TRACE_BYTES` before reading them.
+booleans) can be made, and nothing the file names is ever called. The one exception is numpy's
+scalars (``np.float64(1.5)`` and the other fixed-size numbers, which numpy tools write): the
+pickle names ``numpy.dtype`` and ``numpy._core.multiarray.scalar``, and the unpickler hands it
+stand-ins of its own instead (:class:`_DtypeCode`, :func:`_numpy_scalar`) that accept only a
+numeric type code, a byte order and the value's bytes and rebuild the plain Python number from
+them; for protocols 0 to 2, whose bytes come as ``_codecs.encode(text, "latin1")``, a stand-in
+that only encodes text as latin-1. Any other numpy global (an array) is refused with the fix.
+Both readers refuse files larger than :data:`MAX_TRACE_BYTES` before reading them.
+
+Every value is checked where it is read, and the message names the file, the client and the
+field: a number (not a bool, a string, a list), finite, within the range of
+:data:`VALUE_RANGES` (a value outside it is a unit error or a corrupt file; within it, every
+conversion of :mod:`mel_opt.problems.fleet` stays finite), and an integer too large for a float
+is refused rather than overflowing.
 """
 
 from __future__ import annotations
@@ -36,10 +48,28 @@ import numpy as np
 
 from mel_opt.errors import InstanceError, UsageError
 from mel_opt.io.json_io import read_json_file
+from mel_opt.io.validate import HugeInt
 
 #: Largest trace file read, bytes (64 MiB; FedScale's capacity file of about 500,000 clients
 #: is a few MB, FLASH's speed file a few KB).
 MAX_TRACE_BYTES = 64 * 2**20
+
+#: The accepted range of each kind of trace value, (low, high), inclusive. Latencies from
+#: 1 microsecond to about 2.8 hours per sample; speeds from 1 bit/s to 1 Tbit/s (kbit/s) and
+#: from 1 byte/s to 1 TB/s (KB/s); a speed's standard deviation from 0 to 1e9 KB/s.
+VALUE_RANGES: dict[str, tuple[float, float]] = {
+    "ms": (1e-3, 1e7),
+    "kbit/s": (1e-3, 1e9),
+    "KB/s": (1e-3, 1e9),
+    "KB/s sigma": (0.0, 1e9),
+}
+
+#: The numpy type codes whose scalars a pickle may hold (numbers of fixed size).
+_NUMPY_CODES = frozenset({"f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
+                          "b1"})
+_NUMPY_SCALAR = {("numpy._core.multiarray", "scalar"), ("numpy.core.multiarray", "scalar")}
+_NUMPY_FIX = ("convert the file's numbers to plain floats first, e.g. pickle.dump({k: "
+              "{f: float(v) for f, v in r.items()} for k, r in d.items()}, fh)")
 
 
 @dataclass(frozen=True)
@@ -80,16 +110,70 @@ class FlashSpeeds:
     up_sigma: np.ndarray
 
 
+class _DtypeCode:
+    """Stand-in for ``numpy.dtype`` in a pickle: a numeric type code and its byte order, no
+    more (``numpy.dtype(code, align, copy)`` then ``BUILD`` with numpy's state tuple)."""
+
+    def __init__(self, code: Any = None, align: Any = False, copy: Any = True) -> None:
+        if not isinstance(code, str) or code not in _NUMPY_CODES:
+            raise pickle.UnpicklingError(f"refused the numpy type {code!r:.40} (only numpy "
+                                         f"scalars of fixed-size numbers are read); "
+                                         + _NUMPY_FIX)
+        self.code = code
+        self.order = "="
+
+    def __setstate__(self, state: Any) -> None:
+        if not (isinstance(state, tuple) and len(state) == 8 and state[1] in ("<", ">", "|", "=")
+                and state[2:5] == (None, None, None)):
+            raise pickle.UnpicklingError("refused a numpy type of unexpected state; "
+                                         + _NUMPY_FIX)
+        self.order = state[1]
+
+
+def _numpy_scalar(dtype: Any, data: Any = None) -> int | float | bool:
+    """Stand-in for numpy's ``scalar(dtype, bytes)``: the plain Python number of that type
+    code, byte order and bytes (``numpy.frombuffer``; nothing the file names is called)."""
+    code = getattr(dtype, "code", None)
+    if not isinstance(dtype, _DtypeCode) or code is None or not isinstance(data, bytes):
+        raise pickle.UnpicklingError("refused a numpy scalar that is not a type code and its "
+                                     "bytes; " + _NUMPY_FIX)
+    kind = np.dtype(code).newbyteorder(dtype.order if dtype.order != "|" else "=")
+    if len(data) != kind.itemsize:
+        raise pickle.UnpicklingError(f"refused a numpy {code} scalar of {len(data)} bytes")
+    value: int | float | bool = np.frombuffer(data, dtype=kind)[0].item()
+    return value
+
+
+def _latin1(text: Any, encoding: Any = None) -> bytes:
+    """Stand-in for ``_codecs.encode`` (how protocols 0-2 write bytes): latin-1 text only."""
+    if not isinstance(text, str) or encoding != "latin1":
+        raise pickle.UnpicklingError("refused the global _codecs.encode other than for "
+                                     "latin-1 text")
+    return text.encode("latin1")
+
+
 class PlainUnpickler(pickle.Unpickler):
     """An unpickler that builds only plain data and refuses every global.
 
     Every class, function or extension code a pickle names reaches :meth:`find_class`
-    (``GLOBAL``, ``STACK_GLOBAL``, ``INST``, ``OBJ``, ``EXT*``), which always raises, so no
-    callable can be put on the stack and ``REDUCE`` / ``NEWOBJ`` / ``BUILD`` have nothing to
-    call; persistent ids are refused too (:meth:`persistent_load`).
+    (``GLOBAL``, ``STACK_GLOBAL``, ``INST``, ``OBJ``, ``EXT*``), which raises for all but
+    numpy's scalars, so nothing the file names can be put on the stack and ``REDUCE`` /
+    ``NEWOBJ`` / ``BUILD`` have only this module's stand-ins to call: :class:`_DtypeCode` for
+    ``numpy.dtype``, :func:`_numpy_scalar` for numpy's ``scalar`` and :func:`_latin1` for
+    ``_codecs.encode`` (module doc). Persistent ids are refused too (:meth:`persistent_load`).
     """
 
     def find_class(self, module: str, name: str) -> Any:  # noqa: D102 (documented above)
+        if (module, name) in _NUMPY_SCALAR:
+            return _numpy_scalar
+        if (module, name) == ("numpy", "dtype"):
+            return _DtypeCode
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1
+        if module == "numpy" or module.startswith("numpy."):
+            raise pickle.UnpicklingError(f"refused the global {module}.{name} (numpy scalars "
+                                         "are read, arrays and other numpy objects are not); "
+                                         + _NUMPY_FIX)
         raise pickle.UnpicklingError(f"refused the global {module}.{name} (only plain dicts, "
                                      "lists, numbers and strings are read)")
 
@@ -136,15 +220,34 @@ def load_plain_pickle(path: str | os.PathLike[str]) -> Any:
         raise UsageError(f"{name}: not a readable pickle ({type(exc).__name__}: {exc})") from None
 
 
-def _positive(name: str, where: str, value: Any) -> float:
-    """``value`` as a positive finite float, or a UsageError naming the file and the field."""
+def _number(name: str, where: str, value: Any, unit: str) -> float:
+    """``value`` as a float within ``VALUE_RANGES[unit]``, or a UsageError naming the file
+    and the field (``where``: the client and the field)."""
+    if isinstance(value, HugeInt):
+        raise UsageError(f"{name}: {where} is an integer of {value.digits} digits, too "
+                         "large for a float")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"{name}: {where} must be a number, got {type(value).__name__} "
                          f"{value!r:.40}")
-    out = float(value)
-    if not math.isfinite(out) or out <= 0.0:
-        raise UsageError(f"{name}: {where} must be a positive finite number, got {value!r}")
+    low, high = VALUE_RANGES[unit]
+    try:
+        out = float(value)
+    except OverflowError:
+        digits = int(abs(value).bit_length() * math.log10(2)) + 1
+        raise UsageError(f"{name}: {where} is an integer of about {digits} digits, too large "
+                         "for a float") from None
+    if not math.isfinite(out) or (out <= 0.0 if low > 0 else out < 0.0):
+        kind = "a positive" if low > 0 else "a non-negative"
+        raise UsageError(f"{name}: {where} must be {kind} finite number, got {value!r:.40}")
+    if not low <= out <= high:
+        raise UsageError(f"{name}: {where} = {out:g} {unit} is outside {low:g} to {high:g} "
+                         f"{unit} (wrong units or a corrupt file?)")
     return out
+
+
+def _positive(name: str, where: str, value: Any, unit: str) -> float:
+    """``value`` as a positive float within ``VALUE_RANGES[unit]`` (:func:`_number`)."""
+    return _number(name, where, value, unit)
 
 
 def _entries(name: str, doc: Any, what: str) -> list[tuple[str, Mapping[Any, Any]]]:
@@ -192,9 +295,10 @@ def read_fedscale_capacity(path: str | os.PathLike[str]) -> FedScaleCapacity:
         for key in ("computation", "communication"):
             if key not in record:
                 raise UsageError(f"{name}: client {cid!r} has no {key!r}")
-        compute.append(_positive(name, f"client {cid!r}: 'computation'", record["computation"]))
+        compute.append(_positive(name, f"client {cid!r}: 'computation'", record["computation"],
+                                 "ms"))
         bandwidth.append(_positive(name, f"client {cid!r}: 'communication'",
-                                   record["communication"]))
+                                   record["communication"], "kbit/s"))
         ids.append(cid)
     return FedScaleCapacity(tuple(ids), _frozen(compute), _frozen(bandwidth))
 
@@ -234,15 +338,8 @@ def read_flash_speeds(path: str | os.PathLike[str]) -> FlashSpeeds:
             where = f"$[{_quoted(uid)}].{key}"
             if key not in record:
                 raise UsageError(f"{name}: {where} is missing")
-            value = record[key]
-            if key.endswith("_u"):
-                cols[key].append(_positive(name, where, value))
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value) or value < 0:
-                raise UsageError(f"{name}: {where} must be a non-negative finite number, got "
-                                 f"{value!r:.40}")
-            cols[key].append(float(value))
+            unit = "KB/s" if key.endswith("_u") else "KB/s sigma"
+            cols[key].append(_number(name, where, record[key], unit))
     return FlashSpeeds(tuple(uid for uid, _ in entries), _frozen(cols["down_u"]),
                        _frozen(cols["down_sigma"]), _frozen(cols["up_u"]),
                        _frozen(cols["up_sigma"]))

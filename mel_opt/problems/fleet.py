@@ -149,8 +149,9 @@ def population(params: dict[str, str], K: int, rng: np.random.Generator,
     if not median > 0:
         raise UsageError(f"--param median_ops_per_s must be > 0, got {median:g}")
     ref = param_value(params, "reference_flops_per_sample", REFERENCE_FLOPS_PER_SAMPLE)
-    if not ref > 0:
-        raise UsageError(f"--param reference_flops_per_sample must be > 0, got {ref:g}")
+    if not 1e3 <= ref <= 1e15:
+        raise UsageError("--param reference_flops_per_sample must lie in [1e3, 1e15] "
+                         f"(FLOPs per inference of FedScale's reference model), got {ref:g}")
     replace = param_value(params, "trace_replace", 0, int)
     if replace not in (0, 1):
         raise UsageError(f"--param trace_replace must be 0 or 1, got {replace}")

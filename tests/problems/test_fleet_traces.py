@@ -58,7 +58,7 @@ def _run(*args: str) -> tuple[int, str]:
      "both set a FedScale trace's speed scale; give one of them"),
     (["reference_flops_per_sample=1e9"], "scales a FedScale trace's compute; without"),
     (["trace=fedscale:{cap}", "reference_flops_per_sample=0"],
-     "reference_flops_per_sample must be > 0"),
+     "reference_flops_per_sample must lie in [1e3, 1e15]"),
 ])
 def test_scale_params_refused_with_one_line(tmp_path: Path, params: list[str],
                                             match: str) -> None:
@@ -93,3 +93,13 @@ def test_a_fedscale_fleet_at_the_defaults_solves(tmp_path: Path) -> None:
             c = 1000 * 6e8 / np.array([x["cpu_hz"] for x in doc["learners"]]) \
                 * OPS_PER_SAMPLE / (3 * 560_880)
         assert set(np.round(c, 9)) <= set(np.round(ms, 9))  # the file's clients, unscaled back
+
+
+def test_a_huge_integer_in_a_trace_is_one_line_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "cap"
+    path.write_bytes(pickle.dumps({1: {"computation": 10**400, "communication": 1.0}}))
+    code, text = _run("generate", "dab", "--preset", "fleet", "--learners", "1",
+                      "--param", f"trace=fedscale:{path}")
+    assert code == 2, text
+    assert text.count("\n") == 1 and "Traceback" not in text and "internal error" not in text
+    assert f"{path}: client '1': 'computation' is an integer of about 401 digits" in text
