@@ -233,7 +233,7 @@ def _number(name: str, where: str, value: Any, unit: str) -> float:
     try:
         out = float(value)
     except OverflowError:
-        digits = int(abs(value).bit_length() * math.log10(2)) + 1
+        digits = int(abs(int(value)).bit_length() * math.log10(2)) + 1
         raise UsageError(f"{name}: {where} is an integer of about {digits} digits, too large "
                          "for a float") from None
     if not math.isfinite(out) or (out <= 0.0 if low > 0 else out < 0.0):
