@@ -37,6 +37,7 @@ is refused rather than overflowing.
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import pickle
@@ -46,8 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt.errors import InstanceError, UsageError
-from mel_opt.io.json_io import read_json_file
+from mel_opt.errors import UsageError
 from mel_opt.io.validate import HugeInt
 
 #: Largest trace file read, bytes (64 MiB; FedScale's capacity file of about 500,000 clients
@@ -250,22 +250,65 @@ def _positive(name: str, where: str, value: Any, unit: str) -> float:
     return _number(name, where, value, unit)
 
 
+#: Longest client id kept as a learner's name (characters).
+MAX_ID_CHARS = 200
+
+
 def _entries(name: str, doc: Any, what: str) -> list[tuple[str, Mapping[Any, Any]]]:
-    """The ``(id, record)`` pairs of a trace's top-level mapping, each record a mapping."""
+    """The ``(id, record)`` pairs of a trace's top-level mapping, each record a mapping; the
+    ids as text, each non-empty, at most :data:`MAX_ID_CHARS` long and distinct as text (the
+    keys ``1`` and ``'1'`` collide and are refused, both named)."""
+    if isinstance(doc, _Duplicates):
+        raise UsageError(f"{name}: client id {doc.duplicates[0]!r:.60} appears more than once "
+                         "in the file")
     if not isinstance(doc, dict):
         raise UsageError(f"{name}: a {what} must be a dict of client id -> record, got "
                          f"{type(doc).__name__}")
     if not doc:
         raise UsageError(f"{name}: the {what} has no clients")
     out: list[tuple[str, Mapping[Any, Any]]] = []
+    seen: dict[str, Any] = {}
     for key, record in doc.items():
         if isinstance(key, bool) or not isinstance(key, (str, int)):
             raise UsageError(f"{name}: client id {key!r:.40} must be a string or an integer")
+        cid = str(key) if isinstance(key, str) or abs(key) < 10**MAX_ID_CHARS else ""
+        if not cid or len(cid) > MAX_ID_CHARS:
+            raise UsageError(f"{name}: client id {key!r:.40} must be 1 to {MAX_ID_CHARS} "
+                             "characters as text")
+        if cid in seen:
+            raise UsageError(f"{name}: client ids {seen[cid]!r} and {key!r} collide (both are "
+                             f"learner {cid!r}); give each client one id")
+        seen[cid] = key
+        if isinstance(record, _Duplicates):
+            raise UsageError(f"{name}: client {cid!r}: field {record.duplicates[0]!r:.40} "
+                             "appears more than once")
         if not isinstance(record, dict):
-            raise UsageError(f"{name}: client {str(key)!r} must be a dict, got "
+            raise UsageError(f"{name}: client {cid!r} must be a dict, got "
                              f"{type(record).__name__}")
-        out.append((str(key), record))
+        out.append((cid, record))
     return out
+
+
+class _Duplicates(dict):  # type: ignore[type-arg]
+    """A JSON object with a repeated key (the keys repeated in ``duplicates``)."""
+
+    duplicates: list[str]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` of the FLASH reader: a dict, marked when a key repeats."""
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        return out
+    seen: set[str] = set()
+    marked = _Duplicates(out)
+    marked.duplicates = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
+    return marked
+
+
+def _json_int(token: str) -> int | HugeInt:
+    """An integer literal of a FLASH file, or a :class:`HugeInt` past 400 digits."""
+    return HugeInt(token) if len(token.lstrip("-")) > 400 else int(token)
 
 
 def read_fedscale_capacity(path: str | os.PathLike[str]) -> FedScaleCapacity:
@@ -326,11 +369,17 @@ def read_flash_speeds(path: str | os.PathLike[str]) -> FlashSpeeds:
         users, a missing key, a mean not positive and finite, a sigma negative or not finite.
     """
     name = os.fspath(path)
-    _read_capped(name)  # the size cap and a clear message for a missing or empty file
-    try:
-        doc = read_json_file(name)
-    except InstanceError as exc:
-        raise UsageError(f"{name}: not a JSON document: {exc.issues[0]}") from None
+    data = _read_capped(name)  # the size cap and a clear message for a missing or empty file
+    try:  # NaN and infinities read as floats and refused with their field below
+        doc = json.loads(data.decode("utf-8-sig"), object_pairs_hook=_pairs,
+                         parse_int=_json_int)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{name}: not a JSON document: not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{name}: not a JSON document: malformed JSON at line {exc.lineno}, "
+                         f"column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise UsageError(f"{name}: not a JSON document: nested too deeply") from None
     entries = _entries(name, doc, "FLASH speed file")
     cols: dict[str, list[float]] = {key: [] for key in _FLASH_KEYS}
     for uid, record in entries:

@@ -287,3 +287,28 @@ def test_flash_not_json_and_nan(tmp_path: Path) -> None:
     bad.write_text('{"u1": {"down_u": NaN, "down_sigma": 1, "up_u": 1, "up_sigma": 1}}')
     with pytest.raises(UsageError, match=r"s\.json: "):
         read_flash_speeds(bad)
+
+
+def test_colliding_and_empty_ids_are_refused_naming_them(tmp_path: Path) -> None:
+    rec = {"computation": 1.0, "communication": 1.0}
+    path = _pickle(tmp_path, {1: rec, "1": rec}, "cap.pkl")
+    with pytest.raises(UsageError, match=r"cap\.pkl: client ids 1 and '1' collide \(both are "
+                                         r"learner '1'\)"):
+        read_fedscale_capacity(path)
+    path = _pickle(tmp_path, {"": rec}, "cap.pkl")
+    with pytest.raises(UsageError, match=r"cap\.pkl: client id '' must be 1 to 200 characters"):
+        read_fedscale_capacity(path)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ('{"u1": %s, "u2": %s, "u1": %s}', r"client id 'u1' appears more than once in the file"),
+    ('{"u1": {"down_u": 1, "down_u": 2, "down_sigma": 1, "up_u": 1, "up_sigma": 1}}',
+     r"client 'u1': field 'down_u' appears more than once"),
+])
+def test_flash_duplicate_keys_are_refused_naming_them(tmp_path: Path, text: str,
+                                                      match: str) -> None:
+    good = json.dumps(_GOOD)
+    path = tmp_path / "speed_distri.json"
+    path.write_text(text.replace("%s", good))
+    with pytest.raises(UsageError, match=r"speed_distri\.json: " + match):
+        read_flash_speeds(path)

@@ -103,3 +103,20 @@ def test_a_huge_integer_in_a_trace_is_one_line_exit_2(tmp_path: Path) -> None:
     assert code == 2, text
     assert text.count("\n") == 1 and "Traceback" not in text and "internal error" not in text
     assert f"{path}: client '1': 'computation' is an integer of about 401 digits" in text
+
+
+def test_learners_are_named_by_client_ids_and_repeats_get_a_suffix(tmp_path: Path) -> None:
+    from mel_opt.problems.fleet import _unique
+
+    assert _unique(["u", "u", "u#2", "v", "u"]) == ("u", "u#3", "u#2", "v", "u#4")
+    path = tmp_path / "cap"
+    path.write_bytes(pickle.dumps({"u": {"computation": 1.0, "communication": 1.0},
+                                   17: {"computation": 2.0, "communication": 1.0}}))
+    doc = dab_generate("fleet", learners=2, params={"trace": f"fedscale:{path}"})
+    assert sorted(x["name"] for x in doc["learners"]) == ["17", "u"]
+    doc = dab_generate("fleet", learners=6, params={"trace": f"fedscale:{path}",
+                                                    "trace_replace": "1"})
+    names = [x["name"] for x in doc["learners"]]
+    assert len(set(names)) == 6 and {n.split("#")[0] for n in names} <= {"u", "17"}
+    assert [x["name"] for x in dab_generate("fleet", learners=2)["learners"]] == ["phone0",
+                                                                                 "phone1"]

@@ -220,7 +220,7 @@ def _fleet(K: int, seed: int, params: Mapping[str, str]) -> dict[str, Any]:
         "model_bytes": float(TWONN_BYTES),
         "shard_bytes": SHARD_BYTES,
         "learners": [
-            {"name": f"phone{k}", "train_rate": float(rate[k]),
+            {"name": pop.names[k], "train_rate": float(rate[k]),
              "bandwidth_Bps": float(pop.link_Bps[k]), "time_cv": DEFAULT_TIME_CV}
             for k in range(K)
         ],

@@ -283,7 +283,7 @@ def _fleet(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
             "model_bits_per_sample": 0,
         },
         "learners": [
-            {"name": f"phone{k}", "cpu_hz": float(cpu[k]), "rate_bps": float(rate[k])}
+            {"name": pop.names[k], "cpu_hz": float(cpu[k]), "rate_bps": float(rate[k])}
             for k in range(K)
         ],
     }
