@@ -30,9 +30,15 @@ from mel_opt.problems import get_problem
               help="Preset parameter override (repeatable), e.g. cycle_time_s=7.5.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the instance here (atomically); default: standard output.")
+@click.option("--adapt", is_flag=True, default=False,
+              help="When the problem's default method could not solve the instance, raise the "
+                   "one parameter that fixes it (mel-async: cycle_time_s, dab: deadline_s) to "
+                   "the smallest value found solvable, and say so; without it such an instance "
+                   "is refused.")
 def generate_cmd(problem: str, preset: str | None, learners: int | None, tasks: int | None,
-                 seed: int, params: tuple[str, ...], output: str | None) -> None:
-    """Generate an instance of PROBLEM from a preset (validated before it is written)."""
+                 seed: int, params: tuple[str, ...], output: str | None, adapt: bool) -> None:
+    """Generate an instance of PROBLEM from a preset (validated before it is written; one its
+    default method cannot solve is refused, or adapted with --adapt)."""
     with guarded():
         spec = get_problem(problem)
         if spec.generate is None:
@@ -48,6 +54,21 @@ def generate_cmd(problem: str, preset: str | None, learners: int | None, tasks: 
                 raise UsageError(f"--param expects KEY=VALUE, got {item!r}")
             overrides[key] = value
         doc = spec.generate(preset, learners=learners, tasks=tasks, seed=seed, params=overrides)
+        check = spec.solvable
+        short = check(doc) if check is not None else None
+        if short is not None and not adapt:
+            raise UsageError(f"{short.message} (--adapt sets it, or --param "
+                             f"{short.param}=VALUE)")
+        if short is not None:
+            overrides[short.param] = f"{short.value:g}"
+            doc = spec.generate(preset, learners=learners, tasks=tasks, seed=seed,
+                                params=overrides)
+            again = check(doc) if check is not None else None
+            if again is not None:
+                raise UsageError(f"--adapt: still not solvable at {short.param} = "
+                                 f"{short.value:g}: {again.message}")
+            err.print(f"adapted: {short.param} = {short.value:g} ({short.message})",
+                      markup=False, soft_wrap=True)
         parse_instance(doc, output or "<generated>")  # never emit an invalid file
         text = json.dumps(doc, indent=2) + "\n"
         if output:
