@@ -56,12 +56,14 @@ MAX_TRACE_BYTES = 64 * 2**20
 
 #: The accepted range of each kind of trace value, (low, high), inclusive. Latencies from
 #: 1 microsecond to about 2.8 hours per sample; speeds from 1 bit/s to 1 Tbit/s (kbit/s) and
-#: from 1 byte/s to 1 TB/s (KB/s); a speed's standard deviation from 0 to 1e9 KB/s.
+#: from 1 byte/s to 1 TB/s (KB/s); a speed's standard deviation from 0 to 1e9 KB/s; the times
+#: of a behaviour trace from 0 to 1e9 s (about 30 years).
 VALUE_RANGES: dict[str, tuple[float, float]] = {
     "ms": (1e-3, 1e7),
     "kbit/s": (1e-3, 1e9),
     "KB/s": (1e-3, 1e9),
     "KB/s sigma": (0.0, 1e9),
+    "s": (0.0, 1e9),
 }
 
 #: The numpy type codes whose scalars a pickle may hold (numbers of fixed size).
@@ -89,6 +91,29 @@ class FedScaleCapacity:
     ids: tuple[str, ...]
     compute_ms: np.ndarray
     bandwidth_kbps: np.ndarray
+
+
+@dataclass(frozen=True)
+class FedScaleBehaviour:
+    """The clients of a FedScale behaviour trace (``client_behave_trace``), in the file's order.
+
+    A client is online at time t [s] when ``active[i] <= t mod finish_s <= inactive[i]`` for
+    some i (FedScale's ``ClientMetadata.is_active``).
+
+    Attributes
+    ----------
+    ids : tuple of str
+        Client ids (as text).
+    active, inactive : tuple of numpy.ndarray
+        Per client, the starts and ends of its online intervals [s], sorted and disjoint.
+    finish_s : numpy.ndarray
+        Per client, the span after which its trace repeats (``finish_time``) [s].
+    """
+
+    ids: tuple[str, ...]
+    active: tuple[np.ndarray, ...]
+    inactive: tuple[np.ndarray, ...]
+    finish_s: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -247,7 +272,10 @@ def _number(name: str, where: str, value: Any, unit: str) -> float:
 
 def _positive(name: str, where: str, value: Any, unit: str) -> float:
     """``value`` as a positive float within ``VALUE_RANGES[unit]`` (:func:`_number`)."""
-    return _number(name, where, value, unit)
+    out = _number(name, where, value, unit)
+    if out <= 0.0:
+        raise UsageError(f"{name}: {where} must be a positive finite number, got {value!r:.40}")
+    return out
 
 
 #: Longest client id kept as a learner's name (characters).
@@ -335,6 +363,11 @@ def read_fedscale_capacity(path: str | os.PathLike[str]) -> FedScaleCapacity:
     entries = _entries(name, load_plain_pickle(name), "FedScale device-capacity file")
     ids, compute, bandwidth = [], [], []
     for cid, record in entries:
+        if "computation" not in record and "active" in record and "finish_time" in record:
+            raise UsageError(f"{name}: client {cid!r} has 'active' and 'finish_time' but no "
+                             "'computation': this is a FedScale behaviour trace "
+                             "(client_behave_trace), which gives availability (melopt arena "
+                             "--availability fedscale:PATH), not device capacity")
         for key in ("computation", "communication"):
             if key not in record:
                 raise UsageError(f"{name}: client {cid!r} has no {key!r}")
@@ -344,6 +377,84 @@ def read_fedscale_capacity(path: str | os.PathLike[str]) -> FedScaleCapacity:
                                    record["communication"], "kbit/s"))
         ids.append(cid)
     return FedScaleCapacity(tuple(ids), _frozen(compute), _frozen(bandwidth))
+
+
+#: Most online intervals read per client of a behaviour trace.
+MAX_INTERVALS = 100_000
+
+
+def read_fedscale_behaviour(path: str | os.PathLike[str]) -> FedScaleBehaviour:
+    """Read a FedScale behaviour trace (``client_behave_trace``), safely (as
+    :func:`read_fedscale_capacity`: the same unpickler, nothing the file names is called).
+
+    Parameters
+    ----------
+    path : path-like
+        The pickled dict ``client id -> {"active": [s, ...], "inactive": [s, ...],
+        "finish_time": s, ...}`` (other keys, FedScale's ``duration`` and ``model``, are
+        ignored).
+
+    Returns
+    -------
+    FedScaleBehaviour
+
+    Raises
+    ------
+    UsageError
+        One line naming the file, the client and the field: a refused global, a missing key,
+        ``active`` / ``inactive`` not lists of numbers of the same length (at most
+        :data:`MAX_INTERVALS`), a time negative, not finite or past 1e9 s, intervals not
+        sorted or overlapping (``active[i] <= inactive[i] <= active[i + 1]``),
+        ``finish_time`` not positive.
+    """
+    name = os.fspath(path)
+    entries = _entries(name, load_plain_pickle(name), "FedScale behaviour trace")
+    ids: list[str] = []
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    finish: list[float] = []
+    for cid, record in entries:
+        if "active" not in record and "computation" in record:
+            raise UsageError(f"{name}: client {cid!r} has 'computation' but no 'active': "
+                             "this is a FedScale device-capacity file, not a behaviour trace")
+        for key in ("active", "inactive", "finish_time"):
+            if key not in record:
+                raise UsageError(f"{name}: client {cid!r} has no {key!r}")
+        cols = []
+        for key in ("active", "inactive"):
+            seq = record[key]
+            where = f"client {cid!r}: {key!r}"
+            if not isinstance(seq, (list, tuple)):
+                raise UsageError(f"{name}: {where} must be a list of times, got "
+                                 f"{type(seq).__name__}")
+            if len(seq) > MAX_INTERVALS:
+                raise UsageError(f"{name}: {where} has {len(seq):,} times, more than "
+                                 f"{MAX_INTERVALS:,}")
+            cols.append(np.array([_number(name, f"{where}[{i}]", v, "s")
+                                  for i, v in enumerate(seq)], dtype=float))
+        a, b = cols
+        if a.size != b.size:
+            raise UsageError(f"{name}: client {cid!r}: 'active' has {a.size} times and "
+                             f"'inactive' {b.size}; they must pair up")
+        bad = np.flatnonzero(a > b)
+        if bad.size:
+            i = int(bad[0])
+            raise UsageError(f"{name}: client {cid!r}: 'active'[{i}] = {a[i]:g} is after "
+                             f"'inactive'[{i}] = {b[i]:g}")
+        bad = np.flatnonzero(b[:-1] > a[1:])
+        if bad.size:
+            i = int(bad[0])
+            raise UsageError(f"{name}: client {cid!r}: interval {i + 1} starts at "
+                             f"{a[i + 1]:g} s, before interval {i} ends at {b[i]:g} s (the "
+                             "intervals must be sorted and disjoint)")
+        finish.append(_positive(name, f"client {cid!r}: 'finish_time'", record["finish_time"],
+                                "s"))
+        a.setflags(write=False)
+        b.setflags(write=False)
+        ids.append(cid)
+        starts.append(a)
+        ends.append(b)
+    return FedScaleBehaviour(tuple(ids), tuple(starts), tuple(ends), _frozen(finish))
 
 
 _FLASH_KEYS = ("down_u", "down_sigma", "up_u", "up_sigma")
