@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import click
 
 from mel_opt.api import parse_instance
 from mel_opt.cli.app import cli, err, guarded, seed_int
-from mel_opt.errors import UsageError
+from mel_opt.errors import InstanceError, Issue, UsageError
 from mel_opt.io.atomic import atomic_write
 from mel_opt.limits import MAX_GENERATED_ITEMS
 from mel_opt.problems import get_problem
@@ -69,10 +71,28 @@ def generate_cmd(problem: str, preset: str | None, learners: int | None, tasks: 
                                  f"{short.value:g}: {again.message}")
             err.print(f"adapted: {short.param} = {short.value:g} ({short.message})",
                       markup=False, soft_wrap=True)
-        parse_instance(doc, output or "<generated>")  # never emit an invalid file
+        try:
+            parse_instance(doc, output or "<generated>")  # never emit an invalid file
+        except InstanceError as exc:  # name the learner (a trace's client id) at fault
+            raise InstanceError([_named(issue, doc) for issue in exc.issues],
+                                exc.source) from None
         text = json.dumps(doc, indent=2) + "\n"
         if output:
             atomic_write(output, text)
             err.print(f"wrote {output}", markup=False)
         else:
             click.echo(text, nl=False)
+
+
+def _named(issue: Issue, doc: dict[str, Any]) -> Issue:
+    """``issue`` with the name of the learner its path points into (``learners[3]``: the
+    learner ``'1042'``, a trace's client id where the learners come from one)."""
+    m = re.match(r"learners\[(\d+)\]", issue.path)
+    learners = doc.get("learners")
+    if m is None or not isinstance(learners, list) or int(m[1]) >= len(learners):
+        return issue
+    name = learners[int(m[1])].get("name") if isinstance(learners[int(m[1])], dict) else None
+    if not isinstance(name, str):
+        return issue
+    return Issue(issue.path, f"{issue.message} (learner {name!r:.60})")
+

@@ -120,3 +120,15 @@ def test_learners_are_named_by_client_ids_and_repeats_get_a_suffix(tmp_path: Pat
     assert len(set(names)) == 6 and {n.split("#")[0] for n in names} <= {"u", "17"}
     assert [x["name"] for x in dab_generate("fleet", learners=2)["learners"]] == ["phone0",
                                                                                  "phone1"]
+
+
+def test_an_instance_field_out_of_range_names_the_traces_client(tmp_path: Path) -> None:
+    # 1 microsecond of MobileNetV2 inference (the reader's lowest) gives the TwoNN
+    # 1 / (500 x 3e-6 x 80,800 / 6e8) = 4.95e6 shards/s, past dab's 1e6
+    path = tmp_path / "cap"
+    path.write_bytes(pickle.dumps({"lo": {"computation": 1e-3, "communication": 1e3}}))
+    code, text = _run("generate", "dab", "--preset", "fleet", "--learners", "1", "--param",
+                      f"trace=fedscale:{path}")
+    assert code == 2 and text.count("\n") == 1 and "Traceback" not in text, text
+    assert "learners[0].train_rate: must be at most 1e+06, got 4950495.0" in text
+    assert text.rstrip().endswith("(learner 'lo')")
