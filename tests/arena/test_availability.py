@@ -219,6 +219,8 @@ def test_arena_end_to_end_with_a_behaviour_trace(tmp_path: Path) -> None:
             "--schemes", "dab,deadline,fedbuff", "-o", str(out)]
     run = CliRunner().invoke(cli, [*args, "--availability", f"fedscale:{behave}"])
     assert run.exit_code == 0, run.output
+    assert "availability: learners matched to the 6 clients of the behaviour trace by name" \
+        in run.output
     with (out / "arena.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert {r["scheme"] for r in rows} == {"dab", "deadline", "fedbuff"}
