@@ -41,6 +41,7 @@ import json
 import math
 import os
 import pickle
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -253,7 +254,7 @@ def _number(name: str, where: str, value: Any, unit: str) -> float:
                          "large for a float")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"{name}: {where} must be a number, got {type(value).__name__} "
-                         f"{value!r:.40}")
+                         f"{_shown(value)}")
     low, high = VALUE_RANGES[unit]
     try:
         out = float(value)
@@ -268,6 +269,16 @@ def _number(name: str, where: str, value: Any, unit: str) -> float:
         raise UsageError(f"{name}: {where} = {out:g} {unit} is outside {low:g} to {high:g} "
                          f"{unit} (wrong units or a corrupt file?)")
     return out
+
+
+def _shown(value: Any) -> str:
+    """A short repr of a value read from a file (reprlib's limits: a long list or string
+    cut; an integer too long for Python's repr named by its type)."""
+    try:
+        text = reprlib.repr(value)
+    except ValueError:
+        text = f"<{type(value).__name__} too large to show>"
+    return text[:60]
 
 
 def _positive(name: str, where: str, value: Any, unit: str) -> float:
@@ -298,10 +309,13 @@ def _entries(name: str, doc: Any, what: str) -> list[tuple[str, Mapping[Any, Any
     seen: dict[str, Any] = {}
     for key, record in doc.items():
         if isinstance(key, bool) or not isinstance(key, (str, int)):
-            raise UsageError(f"{name}: client id {key!r:.40} must be a string or an integer")
+            raise UsageError(f"{name}: client id {_shown(key)} must be a string or an integer")
         cid = str(key) if isinstance(key, str) or abs(key) < 10**MAX_ID_CHARS else ""
         if not cid or len(cid) > MAX_ID_CHARS:
-            raise UsageError(f"{name}: client id {key!r:.40} must be 1 to {MAX_ID_CHARS} "
+            shown = (repr(key)[:40] if isinstance(key, str) or cid else
+                     f"(an integer of about {int(abs(key).bit_length() * math.log10(2)) + 1} "
+                     "digits)")
+            raise UsageError(f"{name}: client id {shown} must be 1 to {MAX_ID_CHARS} "
                              "characters as text")
         if cid in seen:
             raise UsageError(f"{name}: client ids {seen[cid]!r} and {key!r} collide (both are "

@@ -170,6 +170,8 @@ def test_every_code_running_pickle_is_refused_and_runs_nothing(tmp_path: Path) -
      r"client '1': 'computation' must be a positive finite number, got -inf"),
     ({"computation": [1.0], "communication": 1.0},
      r"client '1': 'computation' must be a number, got list"),
+    ({"computation": [10**5000], "communication": 1.0},  # repr() itself would refuse it
+     r"client '1': 'computation' must be a number, got list <list too large to show>"),
     ({"computation": None, "communication": 1.0},
      r"client '1': 'computation' must be a number, got NoneType"),
 ])
@@ -297,6 +299,10 @@ def test_colliding_and_empty_ids_are_refused_naming_them(tmp_path: Path) -> None
         read_fedscale_capacity(path)
     path = _pickle(tmp_path, {"": rec}, "cap.pkl")
     with pytest.raises(UsageError, match=r"cap\.pkl: client id '' must be 1 to 200 characters"):
+        read_fedscale_capacity(path)
+    path = _pickle(tmp_path, {10**5000: rec}, "cap.pkl")
+    with pytest.raises(UsageError, match=r"cap\.pkl: client id \(an integer of about 5001 "
+                                         r"digits\) must be 1 to 200 characters"):
         read_fedscale_capacity(path)
 
 
