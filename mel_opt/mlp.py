@@ -507,6 +507,18 @@ class MLP:
         return float(2 * sum(pairs) + 2 * sum(pairs) + 2 * sum(pairs[1:]))
 
 
+def forward_flops_per_sample(layers: Sequence[int]) -> float:
+    """Floating-point operations of one forward pass (inference) over one sample, counted on
+    the matrix products as :meth:`MLP.train_flops_per_sample` does: 2 n_in n_out per layer (a
+    multiply and an add per weight; the bias and activation terms are lower order).
+
+    The TwoNN [784, 50, 20, 10] gives 2 x (39,200 + 1,000 + 200) = 80,800; the DNN of paper
+    000 [784, 300, 124, 60, 10] gives 2 x 280,440 = 560,880.
+    """
+    widths = [int(n) for n in layers]
+    return float(2 * sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=False)))
+
+
 def twonn(seed: int = 0) -> MLP:
     """A fresh TwoNN [784, 50, 20, 10] in float32."""
     return MLP(TWONN_LAYERS, seed=seed)

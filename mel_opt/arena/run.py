@@ -11,6 +11,8 @@ declared grid, the same number of trials each (:mod:`mel_opt.arena.tune`).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt import api
+from mel_opt.arena.availability import Availability, availability_for
 from mel_opt.arena.runner import Run, allocation_run, buffered_run, rounds_run
 from mel_opt.arena.settings import ALTERNATIVES, ArenaSettings
 from mel_opt.blas import blas_threads
@@ -157,6 +160,26 @@ def allocated_updates(inst: Instance, cycle: LearningCycle, method: str,
     return out
 
 
+def availability_of(spec: str | None, inst: Instance) -> Availability | None:
+    """The run's :class:`~mel_opt.arena.availability.Availability` (None: every learner always
+    online), read once per file and set of learner names."""
+    if spec is None:
+        return None
+    names = tuple(getattr(inst, "learner_names", ()))
+    try:  # the file's identity: a changed file is read again
+        st = os.stat(spec.partition(":")[2])
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        return availability_for(spec, names)  # its reader says what is wrong
+    return _availability(spec, names, stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _availability(spec: str, names: tuple[str, ...], stamp: tuple[int, int, int]
+                  ) -> Availability:
+    return availability_for(spec, names)
+
+
 def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSettings,
          scheme: str, seed: int, solution: dict[str, Any] | None, horizon: float,
          validation: tuple[np.ndarray, np.ndarray] | None = None,
@@ -192,7 +215,8 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSetti
     if spec.reads_allocation:
         assert solution is not None
         allocated = allocated_updates(inst, cycle, method, solution, N, seed, ds.features)
-    run = Run(ds, init, pools, clock, s, rng, horizon, s.threads or 1, validation, allocated)
+    run = Run(ds, init, pools, clock, s, rng, horizon, s.threads or 1, validation, allocated,
+              availability_of(s.availability, inst))
     rows: Iterable[dict[str, Any]]
     if allocating:
         assert solution is not None
@@ -251,6 +275,7 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
         raise UsageError(f"the data set has {ds.y_train.size} training samples, fewer than "
                          f"the {clock.K} learners")
     horizon = settings.cycles * clock.budget_s
+    availability_of(settings.availability, inst)  # a bad trace is refused before any run
     out = ArenaRun(inst.name, problem, settings, schemes, horizon)
     solutions: dict[str, dict[str, Any]] = {}
     methods = [s for s in schemes if scheme_of(problem, s).loop is Loop.ALLOCATION]

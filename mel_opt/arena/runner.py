@@ -26,6 +26,7 @@ end of its round; an asynchronous learner never waits).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt.arena.availability import Availability
 from mel_opt.arena.settings import ArenaSettings
 from mel_opt.errors import UsageError
 from mel_opt.problems.learning import CyclePlan, LearningCycle, RunContext, weighted_average
@@ -118,6 +120,7 @@ class Run:
     threads: int = 1
     validation: tuple[np.ndarray, np.ndarray] | None = None
     allocated: np.ndarray | None = None
+    availability: Availability | None = None
 
     def row(self, step: int, t: float, model: Params, tally: Tally) -> dict[str, Any]:
         """The run's state after aggregation ``step`` at virtual time ``t``: the model's
@@ -252,16 +255,31 @@ def rounds_run(run: Run, policy: RoundPolicy) -> Iterator[dict[str, Any]]:
     yield run.row(0, 0.0, model, tally)
     t = 0.0
     r = 0
+    avail = run.availability
     while t < run.horizon_s and r < MAX_STEPS:
         r += 1
         ids, exploited = policy.invite(r)
+        if avail is not None:  # offline at the round's start: not invited
+            ids = ids[avail.online(ids, t)]
+            exploited = exploited[np.isin(exploited, ids)]
+            if not ids.size:  # nobody online: the round's budget passes without work
+                t += clock.budget_s
+                yield run.row(r, t, model, tally)
+                continue
         work = work_for(run, ids, policy.work(ids))
         times = clock.noisy(ids, clock.seconds(ids, work.passes), run.rng)
         close = policy.close(ids, times, work.passes)
         if close.work is not None:  # stopped at the round's end: what it completed
             work = work_for(run, ids, close.work)
+        busy = np.minimum(times, close.duration_s)
+        if avail is not None:  # offline before it finished: its update is lost
+            left = avail.left(ids, t)
+            gone = left < busy
+            busy = np.minimum(busy, left)
+            close = dataclasses.replace(close, kept=close.kept & ~gone)
+            tally.moved -= tally.model_bytes * int(gone.sum())  # no upload
         kept = close.kept & (work.steps > 0)
-        tally.round(ids.size, np.minimum(times, close.duration_s), close.duration_s - times[kept],
+        tally.round(ids.size, busy, close.duration_s - times[kept],
                     int((times > clock.budget_s * (1 + 1e-9)).sum()),
                     int(ids.size - kept.sum()), float(work.updates[kept].sum()))
         policy.learned(model, ids, times, close, r, exploited)
@@ -306,18 +324,35 @@ def allocation_run(run: Run, cycle: LearningCycle, inst: Any,
     s = run.settings
     tally = Tally(model_bytes(run.init))
     budget = run.clock.budget_s
+    avail = run.availability
+    start = [0.0]  # the cycle's start on the clock (availability)
 
     def observe(plan: CyclePlan, seconds: np.ndarray, duration_s: float) -> None:
         if plan.batch == 0 or not plan.restart:
             raise UsageError("the arena trains cycles whose learners take minibatch passes "
                              "from the global model")
-        updates = float((plan.column("samples") * plan.column("passes")).sum())
-        tally.round(len(plan.learners), np.minimum(seconds, duration_s), duration_s - seconds,
-                    int((seconds > budget * (1 + 1e-9)).sum()), 0, updates)
+        work = plan.column("samples") * plan.column("passes")
+        if avail is None:
+            tally.round(len(plan.learners), np.minimum(seconds, duration_s),
+                        duration_s - seconds, int((seconds > budget * (1 + 1e-9)).sum()), 0,
+                        float(work.sum()))
+            return
+        # offline at the start: not invited; gone before it finished: its update lost
+        left = avail.left(plan.learner_ids, start[0])
+        here, came = left > 0, left >= seconds
+        start[0] += duration_s
+        tally.round(int(here.sum()), np.minimum(np.minimum(seconds, duration_s), left)[here],
+                    (duration_s - seconds)[came], int((seconds[here] > budget * (1 + 1e-9)).sum()),
+                    int((here & ~came).sum()), float(work[came].sum()))
+        tally.moved -= tally.model_bytes * int((here & ~came).sum())  # sent no update
+
+    def arrives(t: float, ids: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+        assert avail is not None
+        return ~avail.lost(ids, t, seconds)
 
     trainer = Trainer(run.data, run.init, s.lr, s.batch_size, run.threads, run.validation)
     for rec in run_cycles(trainer, cycle, inst, ctx, run.pools, None, run.rng,
-                          observe=observe):
+                          observe=observe, arrives=None if avail is None else arrives):
         row = {"step": rec.cycle, "time_s": rec.time_s, "loss": rec.loss,
                "accuracy": rec.accuracy, **tally.columns()}
         if rec.val_accuracy is not None:

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from mel_opt.arena.availability import parse_availability
 from mel_opt.errors import SettingError
 from mel_opt.schemes import Loop, scheme_options, schemes_for
 from mel_opt.schemes.base import SHARED_OPTIONS
@@ -61,6 +62,11 @@ ARENA_SETTINGS = (
             "a lognormal factor of mean 1 (0: the model's times exactly).", minimum=0.0,
             maximum=2.0, nullable=True,
             default_doc=f"the instance's time_cv; where it gives none, {DEFAULT_TIME_CV:g}"),
+    Setting("availability", str, None, "A FedScale behaviour trace, fedscale:PATH: each "
+            "learner goes offline and comes back as one of its clients (matched by name, else "
+            "by FedScale's rule); a learner offline at a round's start is not invited, one that "
+            "goes offline before it finishes loses that round's update.", nullable=True,
+            check=parse_availability, default_doc="every learner always online"),
     *scheme_options("arena"),
     Setting("per_scheme", str, None, "SCHEME.OPTION=VALUE, comma-separated: an option for one "
             "scheme alone (its own options, or the client learning rate lr and minibatch "
@@ -109,6 +115,7 @@ class ArenaSettings(Declared):
     dtype: str = "float32"
     shares: str = "equal"
     time_cv: float | None = None
+    availability: str | None = None
     participation: float = 1.0
     overcommit: float = DEFAULT_OVERCOMMIT
     passes: float | None = None

@@ -27,7 +27,7 @@ from rich.text import Text
 
 from mel_opt.api import load_instance
 from mel_opt.arena.report import write_outputs
-from mel_opt.arena.run import arena
+from mel_opt.arena.run import arena, availability_of
 from mel_opt.arena.settings import ARENA_SETTINGS, ArenaSettings
 from mel_opt.cli.app import (
     cli,
@@ -202,6 +202,9 @@ def arena_cmd(path: str, out_dir: str, **values: Any) -> None:
         for scheme, why in run.infeasible.items():
             err.print(f"warning: scheme {scheme} has no allocation ({why}); not run",
                       markup=False)
+        availability = availability_of(settings.availability, inst)
+        if availability is not None:
+            err.print(f"availability: {availability.matched}", markup=False)
         if summary.get("tuning"):
             out.print(tuning_table(summary))
         out.print(arena_table(summary))

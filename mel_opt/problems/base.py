@@ -20,6 +20,35 @@ if TYPE_CHECKING:
     from mel_opt.problems.learning import LearningCycle
 
 
+@dataclass(frozen=True)
+class Shortfall:
+    """Why a generated document's default method cannot solve it, and the fix.
+
+    Attributes
+    ----------
+    message : str
+        One short line: the count of learners at fault and the worst few by name, or the
+        capacity against the demand; never a list of all.
+    param : str
+        The generator parameter (``--param KEY``) that makes it solvable when raised.
+    value : float
+        The smallest value of ``param`` found solvable (rounded up).
+    """
+
+    message: str
+    param: str
+    value: float
+
+
+def round_up(x: float) -> float:
+    """``x`` rounded up to 4 significant digits (never below ``x``; 147.1723 -> 147.2)."""
+    if x <= 0 or not math.isfinite(x):
+        return x
+    step = 10.0 ** (math.floor(math.log10(x)) - 3)
+    out = float(f"{math.ceil(x / step) * step:.4g}")
+    return out if out >= x else float(f"{out + step:.4g}")
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class Instance:
     """What every problem's validated instance is: a frozen dataclass with these attributes.
@@ -256,6 +285,10 @@ class ProblemSpec:
         (:mod:`mel_opt.problems.learning`); problems that declare one run live
         (``melopt live``), and those whose cycle is ``emulated`` also in the emulator
         (``melopt train``).
+    solvable : callable(document) -> Shortfall or None, optional
+        What ``melopt generate`` asks before it writes an instance: None when the default
+        method can solve the document, else a :class:`Shortfall` (why not, in one short line,
+        and the one parameter value from which it can).
     """
 
     name: str
@@ -273,6 +306,7 @@ class ProblemSpec:
     evaluate: Callable[[Any, int, Mapping[str, Any]], list[dict[str, Any]]] | None = None
     example: str = ""
     learning: LearningCycle | None = None
+    solvable: Callable[[Mapping[str, Any]], Shortfall | None] | None = None
 
     def method(self, name: str | None) -> MethodSpec:
         from mel_opt.errors import UsageError

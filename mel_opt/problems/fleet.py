@@ -26,9 +26,21 @@ Both problems have one reciprocal link rate per learner, so a learner's rate is 
 mean of its upload and download speeds, 2 / (1 / up + 1 / down): the model's round trip (one
 download, one upload of the same size) then takes exactly as long as with the two speeds.
 
-Conversions from a trace: FedScale's ``computation`` c [ms per sample of inference] gives
-3 c / 1000 seconds per sample and training pass (FedScale's factor 3: the backward pass costs
-about twice the forward), its ``communication`` [kbit/s] gives 1000 x that in bit/s; FLASH's
+Conversions from a trace: FedScale's ``computation`` c [ms per sample] is the inference latency
+of FedScale's reference model, MobileNetV2 (FedScale's maintainers, SymbioticLab/FedScale issue
+136: "the current compute trace is from mobile_v2", and a model of F floating-point operations
+per sample costs F / F_ref of it). F_ref = :data:`REFERENCE_FLOPS_PER_SAMPLE` = 6.0e8: the 300
+million multiply-adds of MobileNetV2 (width 1.0, 224 x 224 input; Sandler et al., "MobileNetV2:
+Inverted Residuals and Linear Bottlenecks", CVPR 2018, Table 4), two operations each as mel_opt
+counts its own models (``--param reference_flops_per_sample`` declares another). The run's model
+costs F = :func:`mel_opt.mlp.forward_flops_per_sample` of its layers, and a client gives
+3 c / 1000 x F / F_ref seconds per sample and training pass (FedScale's factor 3: the backward
+pass costs about twice the forward). With ``median_ops_per_s`` given, a FedScale trace keeps
+its clients' relative speeds instead (speed proportional to 1 / c) and the file's median client
+runs at that many operations per second, as the published spread's median phone does (the two
+params together are refused). Its ``communication`` [kbit/s] gives 1,024 x that in bit/s
+(:data:`KBIT`: FedScale's simulator counts 1,024 bits to its kbit, and its published times
+are computed so); FLASH's
 mean speeds [KB/s, 1 KB = 1,024 bytes] give bytes/s by x 1,024 (FLASH has no compute: with a
 FLASH trace the compute speeds are drawn from the AI Benchmark spread above). FLASH draws each
 transfer from a normal law around the mean; an instance keeps the mean.
@@ -56,10 +68,18 @@ FLASH_DOWN_KBPS = (2370.2, 3273.5, 3718.3, 4317.6, 7242.7, 9091.0, 17332.7)
 MEDIAN_OPS_PER_S = 1.5e9
 #: FedScale's cost of one training pass over a sample in inference latencies.
 TRAINING_FACTOR = 3.0
+#: Floating-point operations of one inference of FedScale's reference model, MobileNetV2
+#: (300 M multiply-adds, Sandler et al. CVPR 2018 Table 4, x 2); param
+#: ``reference_flops_per_sample``.
+REFERENCE_FLOPS_PER_SAMPLE = 6.0e8
 #: Bytes in FLASH's KB.
 KB = 1024.0
+#: Bits in FedScale's kbit: its simulator turns a model's bytes into kbit as bytes / 1024 x 8
+#: (``fedscale/cloud/aggregation/aggregator.py``) and divides by ``communication``, so a
+#: client's bandwidth B moves B x 1,024 / 8 bytes per second in FedScale's published runs.
+KBIT = 1024.0
 #: The generator params this module reads (each preset adds its own).
-FLEET_PARAMS = ("trace", "trace_replace", "median_ops_per_s")
+FLEET_PARAMS = ("trace", "trace_replace", "median_ops_per_s", "reference_flops_per_sample")
 
 
 @dataclass(frozen=True)
@@ -77,12 +97,16 @@ class Population:
         Reciprocal link rate [bytes/s].
     source : str
         One sentence saying where the numbers came from (for the instance's description).
+    names : tuple of str
+        The learners' names: the trace's client ids (a client drawn again, with replacement,
+        gets ``#2``, ``#3``... after its id), ``phone0``... for the published spreads.
     """
 
     ops_per_s: np.ndarray | None
     seconds_per_sample: np.ndarray | None
     link_Bps: np.ndarray
     source: str
+    names: tuple[str, ...]
 
 
 def quantile_draw(u: np.ndarray, values: tuple[float, ...]) -> np.ndarray:
@@ -109,7 +133,8 @@ def published_links(rng: np.random.Generator, K: int) -> np.ndarray:
     return KB * harmonic_rate(quantile_draw(u, FLASH_UP_KBPS), quantile_draw(u, FLASH_DOWN_KBPS))
 
 
-def population(params: dict[str, str], K: int, rng: np.random.Generator) -> Population:
+def population(params: dict[str, str], K: int, rng: np.random.Generator,
+               model_flops: float) -> Population:
     """K learners from ``params`` (:data:`FLEET_PARAMS`): a trace when ``trace`` is given,
     else the published spreads.
 
@@ -117,45 +142,74 @@ def population(params: dict[str, str], K: int, rng: np.random.Generator) -> Popu
     ----------
     params : dict of str to str
         ``trace`` (``fedscale:PATH`` or ``flash:PATH``), ``trace_replace`` (0 or 1: draw the
-        trace's clients with replacement, needed when K exceeds them), ``median_ops_per_s``.
+        trace's clients with replacement, needed when K exceeds them), ``median_ops_per_s``
+        (published spread and FLASH only), ``reference_flops_per_sample`` (FedScale only).
     K : int
         Number of learners.
     rng : numpy.random.Generator
         The generator's seeded draws (compute first, then links or the trace's clients).
+    model_flops : float
+        Floating-point operations of one inference of the run's model over one sample
+        (:func:`mel_opt.mlp.forward_flops_per_sample`): a FedScale client's latency is scaled
+        by it over the reference model's (module doc).
     """
     from mel_opt.problems.base import param_value
 
     median = param_value(params, "median_ops_per_s", MEDIAN_OPS_PER_S)
     if not median > 0:
         raise UsageError(f"--param median_ops_per_s must be > 0, got {median:g}")
+    ref = param_value(params, "reference_flops_per_sample", REFERENCE_FLOPS_PER_SAMPLE)
+    if not 1e3 <= ref <= 1e15:
+        raise UsageError("--param reference_flops_per_sample must lie in [1e3, 1e15] "
+                         f"(FLOPs per inference of FedScale's reference model), got {ref:g}")
     replace = param_value(params, "trace_replace", 0, int)
     if replace not in (0, 1):
         raise UsageError(f"--param trace_replace must be 0 or 1, got {replace}")
     spec = params.get("trace")
+    kind, sep, path = (spec or "").partition(":")
+    if spec is not None and (not sep or not path or kind not in ("fedscale", "flash")):
+        raise UsageError(f"--param trace expects fedscale:PATH or flash:PATH, got {spec!r}")
+    if kind != "fedscale" and "reference_flops_per_sample" in params:
+        raise UsageError("--param reference_flops_per_sample scales a FedScale trace's "
+                         "compute; without --param trace=fedscale:PATH it does not apply")
     if spec is None:
         return Population(published_compute(rng, K, median), None, published_links(rng, K),
-                          _PUBLISHED.format(median=median))
-    kind, sep, path = spec.partition(":")
-    if not sep or not path or kind not in ("fedscale", "flash"):
-        raise UsageError(f"--param trace expects fedscale:PATH or flash:PATH, got {spec!r}")
+                          _PUBLISHED.format(median=median), _phones(K))
     if kind == "fedscale":
+        if "median_ops_per_s" in params and "reference_flops_per_sample" in params:
+            raise UsageError("--param median_ops_per_s and reference_flops_per_sample both "
+                             "set a FedScale trace's speed scale; give one of them")
         cap = read_fedscale_capacity(path)
         pick = _pick(rng, len(cap.ids), K, bool(replace), path)
-        return Population(None, TRAINING_FACTOR * cap.compute_ms[pick] / 1000.0,
-                          cap.bandwidth_kbps[pick] * 1000.0 / 8.0,
+        link = cap.bandwidth_kbps[pick] * KBIT / 8.0
+        names = _unique([cap.ids[i] for i in pick.tolist()])
+        if "median_ops_per_s" in params:  # the trace's relative speeds, the median's given
+            file_median = float(np.median(cap.compute_ms))
+            return Population(median * file_median / cap.compute_ms[pick], None, link,
+                              f"Learners drawn (seed as above, {_how(replace)}) from the "
+                              f"{len(cap.ids)} clients of the FedScale device-capacity file "
+                              f"{os.path.basename(path)}: compute speeds in the ratios of the "
+                              f"clients' 'computation' latencies, the file's median client "
+                              f"({file_median:g} ms) at {median:g} operations/s; " +
+                              _COMMUNICATION, names)
+        scale = model_flops / ref
+        return Population(None, TRAINING_FACTOR * cap.compute_ms[pick] / 1000.0 * scale, link,
                           f"Learners drawn (seed as above, {_how(replace)}) from the "
                           f"{len(cap.ids)} clients of the FedScale device-capacity file "
                           f"{os.path.basename(path)}: 3 x 'computation' ms per sample and "
-                          "training pass, 'communication' kbit/s both ways.")
+                          "training pass of FedScale's reference model, scaled to this "
+                          f"model by its FLOPs per inference over the reference's: "
+                          f"{model_flops:,.0f} / {ref:g}; " + _COMMUNICATION, names)
     speeds = read_flash_speeds(path)
     ops = published_compute(rng, K, median)
     pick = _pick(rng, len(speeds.ids), K, bool(replace), path)
     link = KB * harmonic_rate(speeds.up_mean[pick], speeds.down_mean[pick])
+    names = _unique([speeds.ids[i] for i in pick.tolist()])
     return Population(ops, None, link,
                       f"Links drawn (seed as above, {_how(replace)}) from the {len(speeds.ids)} "
                       f"users of the FLASH speed file {os.path.basename(path)}: the harmonic "
                       "mean of each user's mean upload and download speed (KB/s x 1,024); "
-                      + _COMPUTE.format(median=median))
+                      + _COMPUTE.format(median=median), names)
 
 
 _COMPUTE = ("compute drawn from the AI Benchmark CPU-float scores of 333 Android phones "
@@ -164,6 +218,30 @@ _COMPUTE = ("compute drawn from the AI Benchmark CPU-float scores of 333 Android
 _PUBLISHED = ("Fleet of published spreads: " + _COMPUTE + " Links from FLASH's per-user mean "
               "speeds (Yang et al. 2021; upload median 3,286 KB/s, download 4,318 KB/s, drawn "
               "at one quantile), rate = harmonic mean of up and down.")
+
+
+_COMMUNICATION = ("'communication' kbit/s both ways, 1 kbit = 1,024 bits as FedScale's "
+                  "simulator counts it; learners named by their client ids.")
+
+
+def _phones(K: int) -> tuple[str, ...]:
+    return tuple(f"phone{k}" for k in range(K))
+
+
+def _unique(ids: list[str]) -> tuple[str, ...]:
+    """``ids`` as distinct names: a repeat (a draw with replacement) gets ``#2``, ``#3``...,
+    past any name already taken."""
+    taken = set(ids)
+    seen: set[str] = set()
+    out: list[str] = []
+    for cid in ids:
+        name, n = cid, 1
+        while name in seen or (n > 1 and name in taken):
+            n += 1
+            name = f"{cid}#{n}"
+        seen.add(name)
+        out.append(name)
+    return tuple(out)
 
 
 def _how(replace: int) -> str:

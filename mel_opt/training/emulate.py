@@ -137,12 +137,16 @@ def _averages(cycle: LearningCycle) -> bool:
 #: ``observe(plan, seconds, duration_s)``: a cycle's plan, each of its learners' emulated busy
 #: time [s] and the cycle's length on the clock [s], after the cycle is aggregated.
 Observer = Callable[[CyclePlan, np.ndarray, float], None]
+#: ``(start time, the plan's learner ids, their seconds) -> bool per learner``: whose update
+#: reaches the server (:func:`run_cycles`).
+Arrives = Callable[[float, np.ndarray, np.ndarray], np.ndarray]
 
 
 def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
                pools: list[np.ndarray], cycles: int | None,
                rng: np.random.Generator,
-               observe: Observer | None = None) -> Iterator[CycleRecord]:
+               observe: Observer | None = None,
+               arrives: Arrives | None = None) -> Iterator[CycleRecord]:
     """Train ``cycles`` global cycles of ``inst``'s problem under ``ctx``'s allocation (None:
     until the caller stops asking: the arena runs to a horizon of virtual time).
 
@@ -162,6 +166,11 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
     observe : callable, optional
         Called once per cycle before its record is yielded (:data:`Observer`): what the arena
         counts beside the curve (bytes moved, idle learner-seconds).
+    arrives : callable, optional
+        ``arrives(t, learners, seconds)``: whose update reaches the server of a cycle that
+        starts at ``t`` (:data:`Arrives`; the arena's availability). The others' updates are
+        left out of the average; the cycle lasts as long as with them (the server gives up
+        on them when they would have answered). Minibatch cycles only.
     """
     x, y = tr.data.x_train, tr.data.y_train
     model = [a.copy() for a in tr.init]
@@ -204,6 +213,17 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
                 a[ids] = b
         seconds = emulated_seconds(plan, rng)
         replies = [Reply(int(k), float(s)) for k, s in zip(ids, seconds, strict=True)]
+        came = None if arrives is None else arrives(t, ids, seconds)
+        if came is not None and not came.all():
+            duration, truancy, _ = cycle.close(plan, replies)
+            if came.any():
+                model = cycle.aggregate(plan, [r for r, a in zip(replies, came, strict=True)
+                                               if a], [m[came] for m in trained]).model
+            if observe is not None:
+                observe(plan, seconds, duration)
+            t += duration
+            yield tr.record(c, t, model, truancy)
+            continue
         agg = cycle.aggregate(plan, replies, trained)
         if observe is not None:
             observe(plan, seconds, agg.duration_s)

@@ -3,6 +3,7 @@ speed JSON; every bad file refused with one message naming the file, client and 
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -56,10 +57,128 @@ def test_a_pickle_that_would_run_code_is_refused_and_runs_nothing(tmp_path: Path
     assert marker.exists()
 
 
-@pytest.mark.parametrize("value", [np.float64(1.0), {1, 2}.__class__, Path("x")])
+@pytest.mark.parametrize("value", [{1, 2}.__class__, Path("x"), print])
 def test_any_global_is_refused_even_harmless_ones(tmp_path: Path, value: object) -> None:
     path = _pickle(tmp_path, {"c": {"computation": value, "communication": 1.0}})
     with pytest.raises(UsageError, match="refused the global"):
+        read_fedscale_capacity(path)
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_numpy_scalars_are_rebuilt_from_type_and_bytes(tmp_path: Path, protocol: int) -> None:
+    path = tmp_path / "cap"
+    path.write_bytes(pickle.dumps({np.int64(7): {"computation": np.float64(12.5),
+                                                 "communication": np.float32(0.25)},
+                                   "b": {"computation": np.int32(3),
+                                         "communication": np.uint16(640)}},
+                                  protocol=protocol))
+    cap = read_fedscale_capacity(path)
+    assert cap.ids == ("7", "b")
+    assert cap.compute_ms.tolist() == [12.5, 3.0]
+    assert cap.bandwidth_kbps.tolist() == [0.25, 640.0]
+
+
+def test_a_big_endian_numpy_scalar_is_read_in_its_byte_order(tmp_path: Path) -> None:
+    # numpy writes native (little-endian here) scalars; the same value stated big-endian:
+    # the state's byte order '<' -> '>' and the 8 bytes reversed must give 12.5 again
+    data = pickle.dumps({"c": {"computation": np.float64(12.5), "communication": 1.0}},
+                        protocol=4)
+    raw = np.float64(12.5).tobytes()
+    assert raw in data and b"\x8c\x01<" in data
+    path = tmp_path / "cap"
+    path.write_bytes(data.replace(raw, raw[::-1]).replace(b"\x8c\x01<", b"\x8c\x01>"))
+    assert read_fedscale_capacity(path).compute_ms.tolist() == [12.5]
+
+
+@pytest.mark.parametrize(("value", "match"), [
+    (np.array([1.0, 2.0]), r"refused the global numpy\S* \(numpy scalars are read, arrays "
+                           r"and other numpy objects are not\); convert the file's numbers to "
+                           r"plain floats first"),
+    (np.datetime64("2020-01-01"), r"refused the numpy type 'M8'"),
+    (np.str_("12"), r"refused the numpy type 'U2'"),
+    (np.bool_(True), r"client 'c': 'computation' must be a number, got bool"),
+    (np.float64("nan"), r"client 'c': 'computation' must be a positive finite number, got nan"),
+])
+def test_other_numpy_values_are_refused_with_the_fix(tmp_path: Path, value: object,
+                                                      match: str) -> None:
+    path = _pickle(tmp_path, {"c": {"computation": value, "communication": 1.0}})
+    with pytest.raises(UsageError, match=match):
+        read_fedscale_capacity(path)
+
+
+class _Reduce:
+    """Unpickling this calls ``func(*args)``."""
+
+    def __init__(self, func: object, *args: object) -> None:
+        self.func, self.args = func, args
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        return (self.func, self.args)
+
+
+def _evil_pickles(marker: Path) -> list[bytes]:
+    """Pickles that reach for code: ``touch marker`` by reduce in protocols 0-5, by INST, by a
+    copyreg extension code, by a persistent id; and the numpy stand-ins misused."""
+    cmd = f"touch {marker}".encode()
+    out = [pickle.dumps({"c": {"computation": _Reduce(os.system, cmd.decode()),
+                               "communication": 1.0}}, protocol=p) for p in range(6)]
+    out.append(b"(S'" + cmd + b"'\nios\nsystem\n.")  # INST: import and call in one opcode
+    # the stand-ins take only their own kinds of argument: an object dtype (whose scalars
+    # would be any object), a scalar of text instead of bytes, a codec other than latin-1
+    out.append(b"cnumpy\ndtype\n(S'O'\ntR.")
+    out.append(b"cnumpy.core.multiarray\nscalar\n(cnumpy\ndtype\n(S'f8'\ntRS'12345678'\ntR.")
+    out.append(b"c_codecs\nencode\n(S'" + cmd + b"'\nS'rot13'\ntR.")
+    import copyreg
+    copyreg.add_extension("os", "system", 0xBEEF)
+    try:
+        out.append(pickle.dumps(_Reduce(os.system, cmd.decode()), protocol=2))  # EXT2
+    finally:
+        copyreg.remove_extension("os", "system", 0xBEEF)
+
+    class _Persist(pickle.Pickler):
+        def persistent_id(self, obj: object) -> object:
+            return cmd.decode() if obj == "payload" else None
+
+    buf = io.BytesIO()
+    _Persist(buf, protocol=2).dump({"c": "payload"})
+    out.append(buf.getvalue())
+    return out
+
+
+def test_every_code_running_pickle_is_refused_and_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    payloads = _evil_pickles(marker)
+    assert len(payloads) == 12
+    for i, payload in enumerate(payloads):
+        path = tmp_path / f"evil{i}"
+        path.write_bytes(payload)
+        with pytest.raises(UsageError, match=rf"evil{i}: not (read: refused|a readable pickle)"):
+            read_fedscale_capacity(path)
+        assert not marker.exists(), i
+    pickle.loads(payloads[6])  # the INST payload is real: the standard unpickler runs it
+    assert marker.exists()
+
+
+@pytest.mark.parametrize(("record", "match"), [
+    ({"computation": 10**400, "communication": 1.0},
+     r"client '1': 'computation' is an integer of about 401 digits, too large for a float"),
+    ({"computation": 5e-324, "communication": 1.0},
+     r"client '1': 'computation' = 4.94066e-324 ms is outside 0.001 to 1e\+07 ms"),
+    ({"computation": 1.0, "communication": 1e308},
+     r"client '1': 'communication' = 1e\+308 kbit/s is outside 0.001 to 1e\+09 kbit/s"),
+    ({"computation": -math.inf, "communication": 1.0},
+     r"client '1': 'computation' must be a positive finite number, got -inf"),
+    ({"computation": [1.0], "communication": 1.0},
+     r"client '1': 'computation' must be a number, got list"),
+    ({"computation": [10**5000], "communication": 1.0},  # repr() itself would refuse it
+     r"client '1': 'computation' must be a number, got list <list too large to show>"),
+    ({"computation": None, "communication": 1.0},
+     r"client '1': 'computation' must be a number, got NoneType"),
+])
+def test_extreme_and_wrong_values_name_file_client_and_field(tmp_path: Path, record: dict,
+                                                              match: str) -> None:
+    path = _pickle(tmp_path, {1: record}, "cap.pkl")
+    with pytest.raises(UsageError, match=r"cap\.pkl: " + match):
         read_fedscale_capacity(path)
 
 
@@ -144,6 +263,24 @@ def test_bad_flash_files_name_the_json_path(tmp_path: Path, value: object, match
         read_flash_speeds(path)
 
 
+@pytest.mark.parametrize(("text", "match"), [
+    ('{"u1": {"down_u": 1' + "0" * 400 + ', "down_sigma": 1, "up_u": 1, "up_sigma": 1}}',
+     r'\$\["u1"\]\.down_u is an integer of 401 digits, too large for a float'),
+    ('{"u1": {"down_u": 1e308, "down_sigma": 1, "up_u": 1, "up_sigma": 1}}',
+     r'\$\["u1"\]\.down_u = 1e\+308 KB/s is outside'),
+    ('{"u1": {"down_u": 1, "down_sigma": 1e300, "up_u": 1, "up_sigma": 1}}',
+     r'\$\["u1"\]\.down_sigma = 1e\+300 KB/s sigma is outside 0 to 1e\+09'),
+    ('{"u1": {"down_u": 1, "down_sigma": 1, "up_u": Infinity, "up_sigma": 1}}',
+     r'\$\["u1"\]\.up_u must be a positive finite number, got inf'),
+])
+def test_flash_extreme_values_name_the_user_and_field(tmp_path: Path, text: str,
+                                                      match: str) -> None:
+    path = tmp_path / "speed_distri.json"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=r"speed_distri\.json: " + match):
+        read_flash_speeds(path)
+
+
 def test_flash_not_json_and_nan(tmp_path: Path) -> None:
     bad = tmp_path / "s.json"
     bad.write_text('{"u1": ')
@@ -152,3 +289,32 @@ def test_flash_not_json_and_nan(tmp_path: Path) -> None:
     bad.write_text('{"u1": {"down_u": NaN, "down_sigma": 1, "up_u": 1, "up_sigma": 1}}')
     with pytest.raises(UsageError, match=r"s\.json: "):
         read_flash_speeds(bad)
+
+
+def test_colliding_and_empty_ids_are_refused_naming_them(tmp_path: Path) -> None:
+    rec = {"computation": 1.0, "communication": 1.0}
+    path = _pickle(tmp_path, {1: rec, "1": rec}, "cap.pkl")
+    with pytest.raises(UsageError, match=r"cap\.pkl: client ids 1 and '1' collide \(both are "
+                                         r"learner '1'\)"):
+        read_fedscale_capacity(path)
+    path = _pickle(tmp_path, {"": rec}, "cap.pkl")
+    with pytest.raises(UsageError, match=r"cap\.pkl: client id '' must be 1 to 200 characters"):
+        read_fedscale_capacity(path)
+    path = _pickle(tmp_path, {10**5000: rec}, "cap.pkl")
+    with pytest.raises(UsageError, match=r"cap\.pkl: client id \(an integer of about 5001 "
+                                         r"digits\) must be 1 to 200 characters"):
+        read_fedscale_capacity(path)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ('{"u1": %s, "u2": %s, "u1": %s}', r"client id 'u1' appears more than once in the file"),
+    ('{"u1": {"down_u": 1, "down_u": 2, "down_sigma": 1, "up_u": 1, "up_sigma": 1}}',
+     r"client 'u1': field 'down_u' appears more than once"),
+])
+def test_flash_duplicate_keys_are_refused_naming_them(tmp_path: Path, text: str,
+                                                      match: str) -> None:
+    good = json.dumps(_GOOD)
+    path = tmp_path / "speed_distri.json"
+    path.write_text(text.replace("%s", good))
+    with pytest.raises(UsageError, match=r"speed_distri\.json: " + match):
+        read_flash_speeds(path)

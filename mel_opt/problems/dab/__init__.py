@@ -14,7 +14,7 @@ from __future__ import annotations
 from mel_opt.problems.base import MethodSpec, ProblemSpec
 from mel_opt.problems.dab import methods
 from mel_opt.problems.dab.generate import PRESET_DOCS, PRESETS, generate
-from mel_opt.problems.dab.instance import DabInstance, parse
+from mel_opt.problems.dab.instance import DabInstance, parse, solvable
 from mel_opt.problems.dab.latency import eta, shard_bound
 from mel_opt.problems.dab.learning import CYCLE
 from mel_opt.problems.dab.verify import verify
@@ -47,6 +47,7 @@ PROBLEM = ProblemSpec(
     preset_docs=PRESET_DOCS,
     example="worked_example.json",
     learning=CYCLE,
+    solvable=solvable,
 )
 
 __all__ = ["PROBLEM", "DabInstance", "eta", "parse", "shard_bound", "verify"]

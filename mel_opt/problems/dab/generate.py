@@ -17,9 +17,11 @@ Presets
     The same set-up on K phones (default 100) whose speeds come from
     :func:`mel_opt.problems.fleet.population`: drawn from published spreads (AI Benchmark CPU
     scores, FLASH's user speeds) or from a trace (``--param trace=fedscale:PATH`` or
-    ``flash:PATH``, ``trace_replace``, ``median_ops_per_s``). Conversions: ``train_rate`` =
-    operations per second / (:data:`TWONN_TRAIN_OPS` x 500 samples) shards/s, or 1 / (500 s)
-    where a FedScale trace gives s seconds per sample and pass; ``bandwidth_Bps`` = the link
+    ``flash:PATH``, ``trace_replace``, ``median_ops_per_s``, ``reference_flops_per_sample``).
+    Conversions: ``train_rate`` = operations per second / (:data:`TWONN_TRAIN_OPS` x 500
+    samples) shards/s, or 1 / (500 s) where a FedScale trace gives s seconds per sample and
+    pass (the trace's latency scaled from FedScale's reference model to the TwoNN's 80,800
+    FLOPs per inference, :mod:`mel_opt.problems.fleet`); ``bandwidth_Bps`` = the link
     rate in bytes/s. ``time_cv`` 0.06 as ``random``.
 ``worked-example``
     The single learner of the worked example in the thesis author's published DAB code:
@@ -39,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.mlp import TWONN_LAYERS, forward_flops_per_sample
 from mel_opt.problems.base import param_value
 from mel_opt.problems.dab.latency import shard_bound
 from mel_opt.problems.fleet import FLEET_PARAMS, population
@@ -194,7 +197,7 @@ def _fleet(K: int, seed: int, params: Mapping[str, str]) -> dict[str, Any]:
     """Preset ``fleet``: the ``random`` set-up on K phones of a mobile fleet (docstring)."""
     rng = np.random.default_rng(seed)
     own = {k: v for k, v in params.items() if k in FLEET_PARAMS}
-    pop = population(own, K, rng)
+    pop = population(own, K, rng, forward_flops_per_sample(TWONN_LAYERS))
     if pop.ops_per_s is not None:
         rate = pop.ops_per_s / (TWONN_TRAIN_OPS * SHARD_SAMPLES)
     else:
@@ -217,7 +220,7 @@ def _fleet(K: int, seed: int, params: Mapping[str, str]) -> dict[str, Any]:
         "model_bytes": float(TWONN_BYTES),
         "shard_bytes": SHARD_BYTES,
         "learners": [
-            {"name": f"phone{k}", "train_rate": float(rate[k]),
+            {"name": pop.names[k], "train_rate": float(rate[k]),
              "bandwidth_Bps": float(pop.link_Bps[k]), "time_cv": DEFAULT_TIME_CV}
             for k in range(K)
         ],

@@ -27,7 +27,7 @@ import numpy as np
 from mel_opt.io.fields import Field, number
 from mel_opt.io.reader import read_table
 from mel_opt.io.validate import Validator, readonly_array
-from mel_opt.problems.base import Instance
+from mel_opt.problems.base import Instance, Shortfall, round_up
 
 #: The fields of a dab file. Ranges: a deadline up to 1e9 s with training rates up to 1e6
 #: shards/s keeps every shard bound a_k < D c_k / mu (Eq. 3.5) below 1e15, exact in float64.
@@ -150,3 +150,41 @@ def _cross_checks(v: Validator, f: dict[str, Any]) -> None:
         v.error("min_shards", f"min_shards = {dmin} exceeds max_shards = {dmax}")
     if dmin is not None and total is not None and dmax is None and dmin > total:
         v.error("min_shards", f"min_shards = {dmin} exceeds total_shards = {total}")
+
+
+def solvable(doc: Mapping[str, Any]) -> Shortfall | None:
+    """Whether DAB (the default method) can place any shard of a dab document.
+
+    DAB gives each learner a_k, the most shards with eta_k < D (Eq. 3.5); it has no answer
+    when no learner can download, train and upload even one shard before D. Documents that do
+    not validate give None here: :func:`parse` names their faults.
+
+    Returns
+    -------
+    Shortfall or None
+        The count and the fastest learners' one-shard times, and the smallest ``deadline_s``
+        (rounded up to 4 significant digits, above the fastest one-shard time) that lets one
+        learner in.
+    """
+    from mel_opt.errors import InstanceError
+    from mel_opt.problems.dab.latency import one_shard_time
+
+    try:
+        inst = parse(doc)
+    except InstanceError:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        t1 = one_shard_time(inst.iterations, inst.model_bytes, inst.shard_bytes,
+                            inst.train_rate, inst.bandwidth)
+    if bool((t1 < inst.deadline).any()) or not np.isfinite(t1).any():
+        return None
+    best = float(np.nanmin(t1))
+    fix = round_up(best)
+    if fix <= best:
+        fix = round_up(best * (1 + 1e-4))
+    order = np.argsort(t1, kind="stable")[:3].tolist()
+    fastest = ", ".join(f"{inst.learner_names[k]!r:.40} {t1[k]:.4g} s" for k in order)
+    return Shortfall(f"DAB cannot place one shard: none of the {inst.K} learners can download, "
+                     f"train ({inst.iterations} passes) and upload one shard before D = "
+                     f"{inst.deadline:g} s (fastest: {fastest}); it can from deadline_s = "
+                     f"{fix:g}", "deadline_s", fix)

@@ -6,7 +6,7 @@ from mel_opt.problems.base import MethodSpec, ProblemSpec
 from mel_opt.problems.mel_async import methods
 from mel_opt.problems.mel_async.formulation import build_model
 from mel_opt.problems.mel_async.generate import PRESET_DOCS, PRESETS, generate
-from mel_opt.problems.mel_async.instance import MelAsyncInstance, parse
+from mel_opt.problems.mel_async.instance import MelAsyncInstance, parse, solvable
 from mel_opt.problems.mel_async.learning import CYCLE
 from mel_opt.problems.mel_async.verify import verify
 
@@ -41,6 +41,7 @@ PROBLEM = ProblemSpec(
     build_model=build_model,
     example="k5_T15.json",
     learning=CYCLE,
+    solvable=solvable,
 )
 
 __all__ = ["PROBLEM", "MelAsyncInstance", "parse", "verify"]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.errors import UsageError
+from mel_opt.mlp import forward_flops_per_sample, layers_for
 from mel_opt.problems.base import check_params, param_value
 from mel_opt.problems.fleet import FLEET_PARAMS, population
 
@@ -46,6 +47,8 @@ PRESET_DOCS = {
 }
 
 MODEL_BITS = 8_974_080  # Section V-A
+#: The DNN [784, 300, 124, 60, 10] of Section V-A (mel_opt.mlp's ``mlp000`` on MNIST).
+MODEL_LAYERS = layers_for("mlp000", 784, 10)
 OPS_PER_SAMPLE = 1_123_736  # Section V-A
 FEATURES = 784
 TOTAL_SAMPLES = 60_000
@@ -238,16 +241,18 @@ def _fleet(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
     (``--param trace=fedscale:PATH`` or ``flash:PATH``, ``trace_replace``). Conversions to the
     physical form of Eq. (2)-(4), one operation counted as one cycle as in ``mohammad2020``:
     ``cpu_hz`` = operations per second, or C_m / s where a FedScale trace gives s seconds per
-    sample and update (so C2_k = s exactly); ``rate_bps`` = 8 x the link rate in bytes/s.
-    Params as ``mohammad2020`` (``cycle_time_s`` 15, ``mode``, bounds; ``min_samples_factor``
-    defaults to 0.1 here) and ``median_ops_per_s`` (default 1.5e9).
+    sample and update (so C2_k = s exactly; s is the trace's latency scaled from FedScale's
+    reference model to the DNN's 560,880 FLOPs per inference, :mod:`mel_opt.problems.fleet`);
+    ``rate_bps`` = 8 x the link rate in bytes/s. Params as ``mohammad2020`` (``cycle_time_s``
+    15, ``mode``, bounds; ``min_samples_factor`` defaults to 0.1 here), ``median_ops_per_s``
+    (default 1.5e9) and ``reference_flops_per_sample`` (default 6e8, FedScale only).
     """
     check_params(params, ("cycle_time_s", "mode", "min_samples", "max_samples",
                           "min_samples_factor", "max_samples_factor", *FLEET_PARAMS),
                  "mel-async preset fleet")
     f_l, f_u = _factors(params, FLEET_MIN_SAMPLES_FACTOR, MAX_SAMPLES_FACTOR)
     d_l, d_u = _bounds(params, K, f_l, f_u)
-    pop = population(params, K, rng)
+    pop = population(params, K, rng, forward_flops_per_sample(MODEL_LAYERS))
     if pop.ops_per_s is not None:
         cpu = pop.ops_per_s
     else:
@@ -278,7 +283,7 @@ def _fleet(params: dict[str, str], K: int, seed: int, rng: np.random.Generator,
             "model_bits_per_sample": 0,
         },
         "learners": [
-            {"name": f"phone{k}", "cpu_hz": float(cpu[k]), "rate_bps": float(rate[k])}
+            {"name": pop.names[k], "cpu_hz": float(cpu[k]), "rate_bps": float(rate[k])}
             for k in range(K)
         ],
     }

@@ -25,7 +25,7 @@ import numpy as np
 from mel_opt.io.fields import Field, Form, number
 from mel_opt.io.reader import Rows, read_table
 from mel_opt.io.validate import Validator, join, readonly_array
-from mel_opt.problems.base import Instance
+from mel_opt.problems.base import Instance, Shortfall, round_up
 
 MODES = ("task-parallel", "distributed-data")
 #: Most local updates a learner may manage in one cycle on d_l samples. Beyond it the units
@@ -212,14 +212,111 @@ def _cross_checks(v: Validator, f: dict[str, Any], c2: np.ndarray, c1: np.ndarra
     with np.errstate(over="ignore", invalid="ignore"):
         need = c2 * dl + c1 * dl + c0
         updates = (T - c1 * dl - c0) / (c2 * dl)
-    for k in np.flatnonzero(~np.isfinite(need) | (need > T) | (updates > MAX_UPDATES)).tolist():
-        if not np.isfinite(need[k]):
-            v.error(join("learners", k), "coefficients overflow")
-        elif need[k] > T:
-            v.error(join("learners", k),
+    names = f["learners"].names
+    bad = ~np.isfinite(need)
+    slow = ~bad & (need > T)
+    many = ~bad & ~slow & (updates > MAX_UPDATES)
+    _learner_issues(v, bad, None, names, lambda k: "coefficients overflow",
+                    "have coefficients that overflow")
+    _learner_issues(v, slow, need, names,
+                    lambda k: f"cannot finish one update on min_samples = {dl} within "
+                              f"cycle_time_s = {T:g}: it needs {need[k]:.6g} s (infeasible "
+                              "cycle time)",
                     f"cannot finish one update on min_samples = {dl} within cycle_time_s = "
-                    f"{T:g}: it needs {need[k]:.6g} s (infeasible cycle time)")
-        else:
-            v.error(join("learners", k),
-                    f"could do {updates[k]:.3g} updates on min_samples = {dl} within "
-                    f"cycle_time_s = {T:g}, more than {MAX_UPDATES:,}: check the units")
+                    f"{T:g} (infeasible cycle time); the slowest need")
+    _learner_issues(v, many, updates, names,
+                    lambda k: f"could do {updates[k]:.3g} updates on min_samples = {dl} within "
+                              f"cycle_time_s = {T:g}, more than {MAX_UPDATES:,}: check the units",
+                    f"could do more than {MAX_UPDATES:,} updates on min_samples = {dl} within "
+                    f"cycle_time_s = {T:g} (check the units); the most")
+
+
+#: Learners named one by one in a validation message; past this, one summary issue.
+NAMED_LEARNERS = 3
+
+
+def _learner_issues(v: Validator, which: np.ndarray, worst: np.ndarray | None,
+                    names: list[str], one: Any, many: str) -> None:
+    """One issue per learner flagged in ``which`` while they are at most
+    :data:`NAMED_LEARNERS`, else one issue at ``learners`` with their count and the worst few
+    (largest ``worst``) by name, at the worst one's path, so that a fleet of hundreds gives
+    a short message."""
+    idx = np.flatnonzero(which)
+    if idx.size <= NAMED_LEARNERS:
+        for k in idx.tolist():
+            v.error(join("learners", k), one(k))
+        return
+    if worst is not None:
+        idx = idx[np.argsort(-worst[idx], kind="stable")]
+        top = ", ".join(f"learners[{k}] {names[k]!r:.40} {worst[k]:.4g}"
+                        + (" s" if "need" in many else "")
+                        for k in idx[:NAMED_LEARNERS].tolist())
+    else:
+        top = ", ".join(f"learners[{k}] {names[k]!r:.40}" for k in idx[:NAMED_LEARNERS].tolist())
+    v.error(join("learners", int(idx[0])),
+            f"{idx.size} of {len(names)} learners {many}: {top}, ...")
+
+
+def solvable(doc: Mapping[str, Any]) -> Shortfall | None:
+    """Whether a mel-async document can be solved at all, before it is written.
+
+    (7) has a solution exactly when every learner can finish one update on d_l samples within
+    T and the learners' capacities at one update each, cap_k = min(d_u, floor((T - C0_k) /
+    (C2_k + C1_k))), add up to at least d: any d_k between d_l and cap_k summing to d is then
+    feasible with tau_k = 1, and no learner can take more than cap_k. Documents with other
+    faults (field types, sizes) give None here: :func:`parse` names those.
+
+    Returns
+    -------
+    Shortfall or None
+        The learners at fault (count and the slowest few) or the capacity against d, and the
+        smallest ``cycle_time_s`` (rounded up to 4 significant digits) at which both hold.
+    """
+    v = Validator(None)
+    root = v.obj(doc, "$")
+    if root is None:
+        return None
+    f = read_table(v, root, FIELDS)
+    if not v.ok:
+        return None
+    c2, c1, c0 = _coefficients(f)
+    T, d, dl, du = (float(f["cycle_time_s"]), int(f["total_samples"]), int(f["min_samples"]),
+                    int(f["max_samples"]))
+    per = c2 + c1
+    K = per.size
+    if not K or dl > du or K * du < d or K * dl > d or not np.all(np.isfinite(per) & (per > 0)
+                                                                  & np.isfinite(c0)):
+        return None
+    need = per * dl + c0
+
+    def capacity(t: float) -> int:
+        with np.errstate(over="ignore", invalid="ignore"):
+            cap = np.minimum(du, np.floor((t - c0) / per))
+        return int(np.where(need <= t, cap, 0).sum())
+
+    slow = need > T
+    if not slow.any() and capacity(T) >= d:
+        return None
+    # at hi every learner takes d_u (and K d_u >= d)
+    lo, hi = float(need.max()), float((per * du + c0).max()) * (1 + 1e-9)
+    for _ in range(200):
+        if capacity(lo) >= d or hi - lo <= 1e-9 * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if capacity(mid) >= d else (mid, hi)
+    fix = round_up(hi if capacity(lo) < d else lo)
+    names = f["learners"].names
+    why = []
+    if slow.any():
+        order = np.flatnonzero(slow)[np.argsort(-need[slow], kind="stable")]
+        worst = ", ".join(f"{names[k]!r:.40} {need[k]:.4g} s" for k in order[:3].tolist())
+        why.append(f"{order.size} of {K} learners cannot finish one update on d_l = {dl} "
+                   f"samples within T = {T:g} s (slowest: {worst}"
+                   f"{', ...' if order.size > 3 else ''})")
+    if capacity(T) < d and not slow.all():
+        why.append(f"{'the others' if slow.any() else f'the {K} learners'} can take "
+                   f"{capacity(T):,} of the {d:,} samples at most within T = {T:g} s (one "
+                   "update each, at most d_u)")
+    return Shortfall(f"mel-async cannot be solved by any method: {'; '.join(why)}; it can from "
+                     f"cycle_time_s = {fix:g}", "cycle_time_s", fix)
+

@@ -32,18 +32,27 @@ def _fedscale(tmp_path: Path, clients: dict[str, tuple[float, float]]) -> Path:
 
 
 def test_a_fedscale_client_gives_hand_worked_coefficients(tmp_path: Path) -> None:
-    # 20 ms of inference per sample -> 3 x 20 / 1000 = 0.06 s per sample and update (C2);
-    # 8,000 kbit/s -> 8e6 bit/s: C1 = 6,272 / 8e6 = 7.84e-4 s, C0 = 2 x 8,974,080 / 8e6 s.
+    # 20 ms of MobileNetV2 inference per sample -> 3 x 20 / 1000 = 0.06 s per sample and
+    # update of MobileNetV2 (6e8 FLOPs per inference); the DNN [784, 300, 124, 60, 10] costs
+    # 2 x (235,200 + 37,200 + 7,440 + 600) = 560,880 FLOPs: C2 = 0.06 x 560,880 / 6e8
+    # = 5.6088e-5 s. 8,000 kbit/s of FedScale's 1,024 bits -> 8.192e6 bit/s:
+    # C1 = 6,272 / 8.192e6 = 7.65625e-4 s, C0 = 2 x 8,974,080 / 8.192e6 = 2.19094 s.
     path = _fedscale(tmp_path, {"only": (20.0, 8000.0)})
-    doc = generate("fleet", learners=1, params={"trace": f"fedscale:{path}", "min_samples": "1",
-                                                "cycle_time_s": "5000"})  # 60,000 samples fit
+    doc = generate("fleet", learners=1, params={"trace": f"fedscale:{path}", "min_samples": "60000",
+                                                "cycle_time_s": "5000"})  # all 60,000 samples fit
     (learner,) = doc["learners"]
-    assert learner["rate_bps"] == pytest.approx(8e6, rel=1e-12)
-    assert learner["cpu_hz"] == pytest.approx(OPS_PER_SAMPLE / 0.06, rel=1e-12)
+    assert learner["rate_bps"] == pytest.approx(8.192e6, rel=1e-12)
+    assert learner["name"] == "only"  # the trace's client id
+    assert learner["cpu_hz"] == pytest.approx(OPS_PER_SAMPLE / 5.6088e-5, rel=1e-12)
     inst = parse_instance(doc, "<fleet>")
-    assert inst.c2[0] == pytest.approx(0.06, rel=1e-12)
-    assert inst.c1[0] == pytest.approx(6272 / 8e6, rel=1e-12)
-    assert inst.c0[0] == pytest.approx(2 * MODEL_BITS / 8e6, rel=1e-12)
+    assert inst.c2[0] == pytest.approx(5.6088e-5, rel=1e-12)
+    # declaring the reference to cost what the DNN costs leaves FedScale's latency unscaled
+    doc = generate("fleet", learners=1, params={"trace": f"fedscale:{path}", "min_samples": "60000",
+                                                "cycle_time_s": "5000",
+                                                "reference_flops_per_sample": "560880"})
+    assert parse_instance(doc, "<fleet>").c2[0] == pytest.approx(0.06, rel=1e-12)
+    assert inst.c1[0] == pytest.approx(7.65625e-4, rel=1e-12)
+    assert inst.c0[0] == pytest.approx(2 * MODEL_BITS / 8.192e6, rel=1e-12)
     assert "client_device_capacity" in doc["description"]
 
 
@@ -65,7 +74,8 @@ def test_trace_draws_are_seeded_and_without_replacement(tmp_path: Path) -> None:
     b = generate("fleet", learners=20, seed=3, params=spec)
     assert a == b
     rates = sorted(x["rate_bps"] for x in a["learners"])  # all 20 clients, each once
-    assert rates == pytest.approx([1e6 * (i + 1) for i in range(20)])
+    assert rates == pytest.approx([1.024e6 * (i + 1) for i in range(20)])
+    assert sorted(x["name"] for x in a["learners"]) == sorted(f"c{i}" for i in range(20))
     c = generate("fleet", learners=5, seed=4, params=spec)
     assert len({x["rate_bps"] for x in c["learners"]}) == 5
 
