@@ -11,6 +11,7 @@ from rich.table import Table
 from mel_opt.cli.app import cli, declared_options, err, guarded, out, refuse_overwrite
 from mel_opt.errors import UsageError, needs_extra
 from mel_opt.live.settings import LiveOptions, LiveSettings
+from mel_opt.schemes import scheme_options
 
 
 def _need_flower() -> None:
@@ -48,9 +49,11 @@ def rounds_table(summary: dict[str, Any]) -> Table:
     return t
 
 
-_SERVER = ("method", "rounds", "scheme", "buffer", "concurrency", "server_lr", "seed", "dataset",
-           "partition", "model", "lr", "batch_size", "max_train", "time_limit", "grace_s",
-           "probe_s", "adapt", "shards", "transfers")
+# the schemes' own options (FedBuff's buffer, concurrency and server rate, staggered's groups
+# and period) as the registry declares them
+_SERVER = ("method", "rounds", "scheme", *(o.name for o in scheme_options("live")), "seed",
+           "dataset", "partition", "model", "lr", "batch_size", "max_train", "time_limit",
+           "grace_s", "probe_s", "adapt", "shards", "transfers")
 _ENGINE = ("engine", "nodes", "speeds", "link_rate", "superlink", "root_certificates", "insecure",
            "emulate")
 
@@ -69,6 +72,9 @@ def live_cmd(path: str, out_dir: str, **values: Any) -> None:
     With --scheme fedbuff the server runs FedBuff instead (asynchronous, every learner the
     same work, a server step after every --buffer updates; --rounds counts the steps), so
     the method's allocation and the field's asynchronous answer meet on the same processes.
+    With --scheme staggered the allocation runs asynchronously: each learner holds the
+    method's data, its work is sized to arrive in its group's slot (--groups, --period), and
+    the server steps once per group.
 
     A probe round measures every learner (subset benchmarking); each round then solves the
     instance again from the measured speeds, sends every node its own allocation, closes at

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt import api
 from mel_opt.errors import UsageError
 from mel_opt.live.estimates import Measurement
 from mel_opt.live.exchange import Exchange
@@ -29,9 +30,11 @@ from mel_opt.live.log import LearnerRow, RoundRecord
 from mel_opt.live.rounds import LiveRun, beyond_compute
 from mel_opt.problems.learning import LearnerPlan, LearningCycle, sample_bytes
 from mel_opt.problems.messages import Records, TrainOrder
+from mel_opt.schemes.base import SchemeSpec, WorkPlan
 from mel_opt.schemes.fedbuff import Model, Step, Update, default_buffer
 
-__all__ = ["AsyncServer", "LiveWorkers", "Work", "equal_work", "serve_buffered"]
+__all__ = ["AsyncServer", "LiveWorkers", "PlannedWork", "Work", "equal_work", "planned_work",
+           "serve_buffered"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,82 @@ def equal_work(cycle: LearningCycle, inst: Any, dataset_size: int, sample_bytes:
     return Work(samples, passes, np.asarray(clock.fixed_s, dtype=float), passes * per_pass)
 
 
+@dataclass
+class PlannedWork:
+    """The work of a scheme that plans each start (its :attr:`~mel_opt.schemes.base.
+    SchemeSpec.live_plan`: staggered's), in live units: each learner's samples, and each
+    start's passes from the plan over the server's clock.
+
+    Attributes
+    ----------
+    plan : WorkPlan
+        Over learners (0 .. K-1): the passes of a start at a time, the weight of an update,
+        the buffer, the concurrency and the learners that take part.
+    samples : ndarray of int
+        Each learner's samples (its data under the allocation, in the data set's samples).
+    batch : int
+        The minibatch: a start with room for less than a pass trains fewer samples, at least
+        one minibatch.
+    """
+
+    plan: WorkPlan
+    samples: np.ndarray
+    batch: int
+
+    def at(self, learner: int, now: float, seconds: float = math.nan) -> tuple[int, int]:
+        """``(samples, passes)`` of ``learner``'s start at ``now`` [s on the server's clock]:
+        the plan's passes as whole passes over its samples, or, with room for less than one,
+        one pass over the fraction of its samples that fits. ``seconds``: the learner's
+        measured seconds per sample-pass, where known (its pass then costs that times its
+        samples: the plan follows the measured speeds)."""
+        n = int(self.samples[learner])
+        if math.isfinite(seconds) and seconds > 0:
+            self.plan.measured(learner, seconds * n)
+        p = float(self.plan.passes(learner, now))
+        if p >= 1.0:
+            return n, int(math.floor(p + 1e-9))
+        return max(min(self.batch, n), int(p * n)), 1
+
+
+def planned_work(run: LiveRun, spec: SchemeSpec, work: Work) -> PlannedWork:
+    """The run's :class:`PlannedWork` for ``spec`` (a scheme with a live plan).
+
+    The data is the allocation's: the run's method solved on the file's instance, each
+    learner's share of it (:meth:`~mel_opt.problems.learning.LearningCycle.data_shares`) in
+    the data set's samples, scaled so that an equal share is FedBuff's ``work.samples``. A
+    pass of learner ``k`` costs its measured seconds per sample-pass times its samples (the
+    file's model until it is measured, as FedBuff's); its transfers are the file's (emulated).
+
+    Raises
+    ------
+    UsageError
+        The method has no allocation for the file's instance.
+    """
+    assert spec.live_plan is not None
+    res = api.solve(run.inst, run.method, seed=0)
+    if not res.ok:
+        raise UsageError(f"{spec.name} needs the allocation of {run.method}, which has none "
+                         f"for this instance ({res.status.value})")
+    K = run.K  # the file's first K learners
+    shares = np.asarray(run.cycle.data_shares(run.inst, run.method, dict(res.solution), run.N),
+                        dtype=float)[:K]
+    total = float(shares.sum()) or 1.0
+    samples = np.rint(shares / total * work.samples * K).astype(np.int64)
+    per_sample_pass = np.asarray(work.compute_s, dtype=float)[:K] / max(
+        work.samples * work.passes, 1)
+    measured = np.asarray(run.fleet.seconds, dtype=float)[:K]
+    per_sample_pass = np.where(np.isfinite(measured), measured, per_sample_pass)
+    known = np.zeros(K, dtype=bool)
+    known[np.asarray(run.fleet.learners, dtype=np.int64)] = True
+    samples = np.where(known, samples, 0)
+    clock = run.cycle.work_clock(run.inst)
+    assert clock is not None
+    plan = spec.live_plan(run.settings, clock.budget_s, per_sample_pass * samples,
+                          np.asarray(work.comm_s, dtype=float)[:K], samples,
+                          int(run.settings.batch_size))
+    return PlannedWork(plan, samples, int(run.settings.batch_size))
+
+
 class AsyncServer:
     """FedBuff's server side of a live run, between the loop and the exchange.
 
@@ -108,18 +187,37 @@ class AsyncServer:
 
     def __init__(self, run: LiveRun, work: Work, steps: int,
                  log: Callable[[str], None] | None = None,
-                 lap: Callable[[], float] | None = None) -> None:
-        self.run, self.work, self.steps = run, work, steps
+                 lap: Callable[[], float] | None = None,
+                 planned: PlannedWork | None = None) -> None:
+        self.run, self.work, self.steps, self.planned = run, work, steps, planned
         self.log = log or (lambda text: None)
-        self.lap = lap or _wall_lap()
+        self._lap = lap or _wall_lap()
+        self.now = 0.0  # the server's clock since start_clock [s]
+        self._since_step = 0.0
         self.seq = 0
         self.info: dict[int, dict[str, Any]] = {}  # node -> its newest work's numbers
         self.busy: set[int] = set()
 
-    def predicted_s(self, learner: int) -> float | None:
-        """The learner's computation for the work by its speed estimate (None: unknown)."""
+    def _tick(self) -> None:
+        since = self._lap()
+        self.now += since
+        self._since_step += since
+
+    def work_of(self, learner: int) -> tuple[int, int]:
+        """``(samples, passes)`` of the learner's next start: FedBuff's fixed work, or the
+        planned work at the server's clock now."""
+        if self.planned is None:
+            return self.work.samples, self.work.passes
+        return self.planned.at(learner, self.now, float(self.run.fleet.seconds[learner]))
+
+    def predicted_s(self, learner: int, samples: int | None = None,
+                    passes: int | None = None) -> float | None:
+        """The learner's computation for its work (the fixed work by default) by its speed
+        estimate (None: unknown)."""
         per = float(self.run.fleet.seconds[learner])
-        return per * self.work.samples * self.work.passes if math.isfinite(per) else None
+        n = self.work.samples if samples is None else samples
+        p = self.work.passes if passes is None else passes
+        return per * n * p if math.isfinite(per) else None
 
     def order(self, node: int, model: Model, version: int) -> tuple[TrainOrder, float]:
         """What ``node`` is sent to train from ``model`` (of ``version``), and how long to
@@ -130,19 +228,23 @@ class AsyncServer:
         k = fleet.learner_at(node)
         assert k is not None
         self.seq += 1
-        pred = self.predicted_s(k)
+        self._tick()
+        samples, passes = self.work_of(k)
+        pred = self.predicted_s(k, samples, passes)
         comm = float(self.work.comm_s[k])
-        plan = LearnerPlan(k, self.work.samples, self.work.passes, 1.0, (pred or 0.0) + comm,
-                           comm_s=comm)
+        plan = LearnerPlan(k, samples, passes, 1.0, (pred or 0.0) + comm, comm_s=comm)
         order = run.order(self.seq, [np.asarray(a, dtype=np.float32) for a in model], plan)
         self.busy.add(node)
+        # before its speed is measured: the file's model of the computation, per sample-pass
+        # of the fixed work
         one = fleet.reply_wait_s(k, pred) if pred is not None else \
-            float(self.work.compute_s[k])
+            float(self.work.compute_s[k]) * samples * passes / max(
+                self.work.samples * self.work.passes, 1)
         wait = fleet.queue_s([one] * len(self.busy)) + run.settings.grace
         self.info[node] = {"predicted_s": None if pred is None else pred + comm,
                            "comm_predicted_s": fleet.overhead_known(k),
                            "comm_emulated_s": comm, "compute_predicted_s": pred,
-                           "samples": self.work.samples, "passes": self.work.passes,
+                           "samples": samples, "passes": passes,
                            "version": version}
         return order, wait
 
@@ -211,9 +313,11 @@ class AsyncServer:
         """One round of the outputs: the new global model, evaluated."""
         run = self.run
         run.models.replace(0, model)
+        self._tick()
+        wall, self._since_step = self._since_step, 0.0
         record = RoundRecord(step.version, run.models.evaluation(),
                              time.perf_counter() - run.started, None, len(step.nodes),
-                             round_wall_s=self.lap(),
+                             round_wall_s=wall,
                              missing=tuple(sorted(run.fleet.missing)),
                              method=run.scheme.method_label(run.method),
                              last=step.version >= self.steps, staleness=tuple(step.staleness))
@@ -223,8 +327,9 @@ class AsyncServer:
                  f"{record.round_wall_s:.3g} s")
 
     def start_clock(self) -> None:
-        """The first step's wall time counts from now."""
-        self.lap()
+        """The server's clock, and the first step's wall time, count from now."""
+        self._lap()
+        self.now = self._since_step = 0.0
 
 
 def _wall_lap() -> Callable[[], float]:
@@ -290,11 +395,33 @@ def serve_buffered(run: LiveRun, exchange: Exchange,
         return
     work = equal_work(run.cycle, run.inst, run.N, sample_bytes(run.data.features),
                       run.fleet.seconds)
-    C = min(s.concurrency or len(learners), len(learners))
-    K = min(s.buffer or default_buffer(C), C)
-    log(f"{spec.name}: {len(learners)} learners, {C} at once, a server step every {K} "
-        f"updates; each {work.samples} samples x {work.passes} passes")
-    server = AsyncServer(run, work, s.rounds, log, exchange.lap)
+    planned = None
+    weigh: Callable[[int, int], float] | None = None
+    if spec.live_plan is None:  # FedBuff: the same fixed work for every learner
+        C = min(s.concurrency or len(learners), len(learners))
+        K = min(s.buffer or default_buffer(C), C)
+        log(f"{spec.name}: {len(learners)} learners, {C} at once, a server step every {K} "
+            f"updates; each {work.samples} samples x {work.passes} passes")
+    else:  # each start's work from the scheme's plan, each update weighed by it
+        try:
+            planned = planned_work(run, spec, work)
+        except UsageError as exc:
+            run.stop(1, str(exc))
+            on_round(run)
+            return
+        plan = planned.plan
+        learners = [k for k in learners if k in set(plan.nodes)]
+        C, K = min(plan.concurrency, len(learners)), min(plan.buffer, len(learners))
+
+        def weigh(node: int, staleness: int) -> float:
+            k = run.fleet.learner_at(node)
+            assert k is not None and planned is not None
+            return planned.plan.weight(k, staleness)
+
+        log(f"{spec.name}: {len(learners)} learners, {C} at once, a server step every {K} "
+            f"updates; samples {int(planned.samples[learners].min())} to "
+            f"{int(planned.samples[learners].max())}, the work of each start planned")
+    server = AsyncServer(run, work, s.rounds, log, exchange.lap, planned)
 
     def on_step(step: Step, model: Model) -> None:
         server.on_step(step, model)
@@ -306,7 +433,8 @@ def serve_buffered(run: LiveRun, exchange: Exchange,
                          [run.fleet.node_of(k) for k in learners],
                          [np.asarray(a, dtype=float) for a in run.model], buffer=K,
                          concurrency=C, steps=s.rounds, server_lr=s.server_lr,
-                         max_polls=polls, on_step=on_step, on_reply=server.on_reply)
+                         max_polls=polls, on_step=on_step, on_reply=server.on_reply,
+                         weigh=weigh)
     if outcome.stopped is not None:
         run.stop(len(outcome.steps) + 1, f"{spec.name} stopped: {outcome.stopped}")
         on_round(run)

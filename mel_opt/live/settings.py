@@ -49,7 +49,8 @@ LIVE_SETTINGS = (
             + "; ".join(f"{spec.name}, {spec.summary}" for spec in schemes_for("live")) + ".",
             choices=SCHEMES),
     Setting("rounds", int, 5, "Global rounds after the probe (adaptive-tau may end earlier: "
-            "budget); with an asynchronous scheme (fedbuff), server steps.", minimum=1),
+            "budget); with an asynchronous scheme (fedbuff, staggered), server steps.",
+            minimum=1),
     *scheme_options("live"),
     Setting("seed", int, 0, "Model initialisation, data split and shuffles.", minimum=0,
             maximum=MAX_SEED),
@@ -210,6 +211,8 @@ class LiveSettings(Declared):
     buffer: int | None = None
     concurrency: int | None = None
     server_lr: float = 1.0
+    groups: int | None = None
+    period: float = 1.0
     seed: int = 0
     dataset: str = "digits"
     partition: str = "iid"

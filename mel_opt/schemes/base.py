@@ -172,6 +172,10 @@ class WorkPlan(Protocol):
     def weight(self, node: int, staleness: int) -> float:
         """The weight of ``node``'s update, ``staleness`` server steps old, in its step."""
 
+    def measured(self, node: int, per_pass_s: float) -> None:
+        """``node``'s time per pass over its data as measured (a live run's): the plan of its
+        next starts follows it (a plan that does not size work by speed ignores it)."""
+
 
 @dataclass(frozen=True)
 class SchemeSpec:
@@ -204,6 +208,11 @@ class SchemeSpec:
     plan : callable, optional
         :attr:`Loop.BUFFERED` in the arena: ``plan(ctx) -> WorkPlan`` for one run (the work
         of each start, the weight of each update, the buffer and concurrency).
+    live_plan : callable, optional
+        :attr:`Loop.BUFFERED` live, for a scheme that plans each start (None: FedBuff's fixed
+        work for every learner): ``live_plan(options, budget_s, per_pass_s, fixed_s, sizes,
+        batch) -> WorkPlan`` over the learners, from the run's settings, the problem's budget
+        and each learner's time per pass over its data, transfers and data.
     columns : tuple of str
         Columns its rows add to a live run's ``rounds.csv`` (FedBuff: ``staleness``).
     label : str
@@ -229,6 +238,7 @@ class SchemeSpec:
     policy: Callable[[RoundContext], RoundPolicy] | None = None
     serve: Callable[..., Any] | None = None
     plan: Callable[[RoundContext], WorkPlan] | None = None
+    live_plan: Callable[..., WorkPlan] | None = None
     columns: tuple[str, ...] = ()
     label: str = ""
     title: str = ""

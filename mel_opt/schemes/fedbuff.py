@@ -402,6 +402,9 @@ class FixedWork:
     def weight(self, node: int, staleness: int) -> float:
         return staleness_weight(staleness)
 
+    def measured(self, node: int, per_pass_s: float) -> None:
+        """The fixed work does not follow speeds."""
+
 
 # -- its declaration --------------------------------------------------------------------------
 #: The arena's buffer: the paper's 10, capped at the concurrency.
@@ -420,8 +423,9 @@ LIVE_BUFFER = Setting("buffer", int, None, "FedBuff's K: updates per server step
 LIVE_CONCURRENCY = Setting("concurrency", int, None, "FedBuff's C: learners training at once "
                            "(--scheme fedbuff).", minimum=1, nullable=True,
                            default_doc="every learner")
-LIVE_SERVER_LR = Setting("server_lr", float, 1.0, "FedBuff's server learning rate (--scheme "
-                         "fedbuff).", minimum=0.0, minimum_open=True)
+LIVE_SERVER_LR = Setting("server_lr", float, 1.0, "The server learning rate of the "
+                         "asynchronous schemes (--scheme fedbuff or staggered).", minimum=0.0,
+                         minimum_open=True)
 
 SPEC = SchemeSpec(
     "fedbuff", "FedBuff: asynchronous, a server step every K updates, stale ones down-weighted",

@@ -54,11 +54,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from mel_opt.schemes.base import GRID_LR, Loop, RoundContext, SchemeSpec
-from mel_opt.schemes.fedbuff import ARENA_SERVER_LR, PAPER_BUFFER, run, staleness_weight
+from mel_opt.schemes.fedbuff import (
+    ARENA_SERVER_LR,
+    LIVE_SERVER_LR,
+    PAPER_BUFFER,
+    run,
+    staleness_weight,
+)
 from mel_opt.settings import Setting
 
 __all__ = ["GROUPS", "PERIOD", "SPEC", "StaggeredPlan", "deal_groups", "default_groups",
@@ -136,14 +143,24 @@ class StaggeredPlan:
 
     @classmethod
     def of(cls, ctx: RoundContext) -> StaggeredPlan:
-        """The plan of a run: its options (``groups``, ``period``), clock and data sizes."""
+        """The plan of an arena run: its options (``groups``, ``period``), clock and data
+        sizes."""
         o = ctx.options
-        sizes = np.asarray(ctx.sizes, dtype=np.int64)
+        return cls.live(o, ctx.clock.budget_s, ctx.clock.per_pass_s, ctx.clock.fixed_s,
+                        ctx.sizes, int(o.batch_size))
+
+    @classmethod
+    def live(cls, options: Any, budget_s: float, per_pass_s: np.ndarray, fixed_s: np.ndarray,
+             sizes: np.ndarray, batch: int) -> StaggeredPlan:
+        """The plan from a run's options (``groups``, ``period``), the problem's budget and
+        each learner's time per pass over its data, transfers and data (a live run's, from
+        the measured speeds)."""
+        sizes = np.asarray(sizes, dtype=np.int64)
         n = max(1, int((sizes > 0).sum()))
-        G = min(n, default_groups(n) if o.groups is None else int(o.groups))
-        return cls(float(o.period) * ctx.clock.budget_s, deal_groups(sizes, G), G,
-                   np.asarray(ctx.clock.per_pass_s, dtype=float),
-                   np.asarray(ctx.clock.fixed_s, dtype=float), sizes, int(o.batch_size))
+        G = min(n, default_groups(n) if options.groups is None else int(options.groups))
+        return cls(float(options.period) * float(budget_s), deal_groups(sizes, G), G,
+                   np.asarray(per_pass_s, dtype=float), np.asarray(fixed_s, dtype=float),
+                   sizes, int(batch))
 
     @property
     def nodes(self) -> list[int]:
@@ -184,6 +201,12 @@ class StaggeredPlan:
         self._aimed[k] = slot
         return max(0.0, (slot - now - self.fixed_s[k]) / self.per_pass_s[k])
 
+    def measured(self, node: int, per_pass_s: float) -> None:
+        """``node``'s pass over its data takes ``per_pass_s`` (a live run's measurement): its
+        next starts are sized by it."""
+        if math.isfinite(per_pass_s) and per_pass_s > 0:
+            self.per_pass_s[int(node)] = float(per_pass_s)
+
     def weight(self, node: int, staleness: int) -> float:
         """An update's weight in the server step: the learner's data over the mean of those
         that take part, over ``G`` (a period of ``G`` steps moves the model as far as one
@@ -199,8 +222,10 @@ class StaggeredPlan:
 SPEC = SchemeSpec(
     "staggered", "mel_opt's allocation, asynchronous: the allocation's data, each learner's "
     "work sized to arrive in its group's slot, a server step per group",
-    Loop.BUFFERED, options={"arena": (GROUPS, PERIOD, ARENA_SERVER_LR)},
-    needs=("work_clock", "allocation"), engines=("arena",), serve=run, plan=StaggeredPlan.of,
+    Loop.BUFFERED, options={"arena": (GROUPS, PERIOD, ARENA_SERVER_LR),
+                            "live": (GROUPS, PERIOD, LIVE_SERVER_LR)},
+    needs=("work_clock", "allocation"), engines=("arena", "live"), serve=run,
+    plan=StaggeredPlan.of, live_plan=StaggeredPlan.live,
     columns=("staleness",), title="staggered allocation",
     # 4 x 3 x 4 x 2 = 96 points: the client lr as every scheme's; G as groups of about the
     # paper buffer's ten updates (the default rule), of twenty or of five (at K = 100); the

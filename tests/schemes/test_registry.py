@@ -42,15 +42,15 @@ def test_every_scheme_is_declared_once_with_what_its_loop_needs() -> None:
 
 
 def test_the_engines_list_their_schemes_from_the_registry() -> None:
-    assert [s.name for s in schemes_for("live")] == ["allocation", "fedbuff"]
-    assert LIVE_SCHEMES == ("allocation", "fedbuff")
+    assert [s.name for s in schemes_for("live")] == ["allocation", "fedbuff", "staggered"]
+    assert LIVE_SCHEMES == ("allocation", "fedbuff", "staggered")
     assert LiveSettings.setting("scheme").choices == LIVE_SCHEMES
     assert list(ALTERNATIVES) == ["deadline", "oort", "fedbuff", "fedprox", "staggered",
                                   "fill", "equal-data"]
     doc = ArenaSettings.setting("schemes").doc
     assert all(name in doc for name in ALTERNATIVES)
     with pytest.raises(Exception, match="unknown scheme 'oort'; choose from allocation, "
-                                        "fedbuff"):
+                                        "fedbuff, staggered"):
         get_scheme("oort", "live")
 
 
@@ -59,7 +59,8 @@ def test_the_schemes_options_are_the_engines_settings() -> None:
     assert arena == ["participation", "overcommit", "passes", "local_steps", "alpha",
                      "concurrency", "buffer", "server_lr", "mu", "groups", "period"]
     assert all(o in ARENA_SETTINGS for o in scheme_options("arena"))
-    assert [o.name for o in scheme_options("live")] == ["buffer", "concurrency", "server_lr"]
+    assert [o.name for o in scheme_options("live")] == ["buffer", "concurrency", "server_lr",
+                                                        "groups", "period"]
     # deadline and oort share one declaration of overcommit
     assert deadline_module.OVERCOMMIT in SCHEMES["oort"].options_for("arena")
 
@@ -93,8 +94,12 @@ def test_what_a_scheme_needs_of_a_problem_is_read_from_its_declarations() -> Non
 
 
 def test_an_option_of_another_scheme_is_refused_naming_it() -> None:
-    with pytest.raises(SettingError, match="server_lr is FedBuff's: it needs scheme fedbuff"):
+    with pytest.raises(SettingError, match="server_lr is FedBuff or staggered allocation's: "
+                                           "it needs scheme fedbuff or staggered"):
         LiveSettings(instance=DOC, server_lr=0.5)
+    with pytest.raises(SettingError, match="groups is staggered allocation's: it needs scheme "
+                                           "staggered"):
+        LiveSettings(instance=DOC, scheme="fedbuff", groups=3)
     LiveSettings(instance=DOC, server_lr=1.0)  # the default: nothing asked
     s = LiveSettings(instance=DOC, scheme="fedbuff", server_lr=0.5, buffer=2)
     assert (s.server_lr, s.buffer) == (0.5, 2)

@@ -1,0 +1,72 @@
+"""Staggered live, on the in-process clock: the allocation's data in every order, each start's
+work sized to its group's slot from the measured speeds, a lost learner given up as FedBuff's
+loop gives it up (the same server side as on Flower)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mel_opt import api
+from mel_opt.live.fedbuff import equal_work
+from mel_opt.live.inprocess import Clock, run_in_process
+from mel_opt.live.rounds import LiveRun, LiveSettings
+from mel_opt.problems import get_problem
+from mel_opt.problems.mel_async.generate import generate
+from mel_opt.training import load_dataset
+
+SLOW = 1e-4  # seconds per sample-pass: the probe's and the clock's, so the plan is exact
+
+
+@pytest.fixture(scope="module")
+def digits() -> Any:
+    return load_dataset("digits", max_train=400, max_test=200)
+
+
+def test_staggered_in_process_plans_each_start_to_its_slot_and_gives_up_a_lost_learner(
+        digits: Any) -> None:
+    doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
+    run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="staggered",
+                               rounds=6, groups=2, model="softmax"), digits)
+    clock = Clock(compute_s=lambda r, k, work: SLOW * work, overhead_s=lambda r: 0.0,
+                  probe_s_per_sample=SLOW, answers=lambda r, k: k != 3)
+    run_in_process(run, np.array_split(np.arange(digits.y_train.size), 4), clock)
+    assert run.stopped is None and [r["round"] for r in run.rounds] == list(range(7))
+
+    # the data is the allocation's: exact's d_k on the file, in FedBuff's units (an equal
+    # share is FedBuff's samples)
+    inst = run.inst
+    cycle = get_problem("mel-async").learning
+    assert cycle is not None
+    work = equal_work(cycle, inst, run.N)
+    d = np.asarray(api.solve(inst, "exact", seed=0).solution["d"], dtype=float)
+    samples = np.rint(d / d.sum() * work.samples * 4).astype(int)
+    rows = run.rows
+    for r in rows:
+        assert r["samples"] == samples[r["learner"]]
+    # groups dealt by data, largest first, in turn: G = 2
+    order = np.argsort(-samples, kind="stable")
+    group = np.empty(4, dtype=int)
+    group[order] = np.arange(4) % 2
+    # each learner's first start at 0 s aims at its group's first slot, P (g + 1) / G with
+    # P = T = 15 s: whole passes of SLOW x samples that fit after the file's transfers
+    first = {}
+    for r in rows:
+        first.setdefault(r["learner"], r)
+    for k, r in first.items():
+        slot = 15.0 * (group[k] + 1) / 2
+        assert r["passes"] == math.floor((slot - work.comm_s[k]) / (SLOW * samples[k]))
+    # the lost learner: given up once, the run goes on with the others
+    assert [r["status"] for r in rows if r["learner"] == 3] == ["missing"]
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert {r["learner"] for r in ok} == {0, 1, 2}
+    # every start's compute is what the clock took for its work, and every update is on
+    # plan: at most G = 2 steps old
+    assert all(r["compute_measured_s"] == pytest.approx(SLOW * r["samples"] * r["passes"])
+               and r["passes"] >= 1 and 0 <= r["staleness"] <= 2 for r in ok)
+    assert all(r["method"] == "exact" and r["learners"] == 2 for r in run.rounds[1:])
+    assert run.rounds[-1]["accuracy"] > run.rounds[0]["accuracy"] + 0.3
