@@ -1,4 +1,4 @@
-"""The method's allocation against FedBuff on real learner processes (``melopt live``).
+"""The method's allocation, FedBuff and staggered on real learner processes (``melopt live``).
 
 The same population (K learners of mel-async whose speeds span four times, each node
 throttled to its relative speed in the file, ``--speeds instance``), data set, model,
@@ -9,8 +9,12 @@ learning rate and seed, on Flower's simulation runtime and on the loopback deplo
   clock T, here in real seconds;
 - ``fedbuff``: ``--scheme fedbuff``, every learner the same work (an equal share of the
   file's samples for the passes the median learner fits in T at its measured speed), a
-  server step every K =
-  half the learners' updates, as many updates in all as the allocation's rounds hold.
+  server step every K = half the learners' updates, as many updates in all as the
+  allocation's rounds hold;
+- ``staggered``: ``--scheme staggered --groups 2``, the allocation asynchronous: each learner
+  the method's data, its work sized to arrive in its group's slot (every T / 2) at its
+  measured speed, a server step per group (half the learners' updates), as many updates in
+  all as the allocation's rounds hold.
 
 Time is wall-clock from the start of the first round (or step) to each target accuracy of
 the global model on the validation set (the probe before it is the same for both and not
@@ -19,7 +23,7 @@ gives, per engine and scheme, the mean over seeds and, in brackets, the seeds th
 the target; then the final accuracy, the updates aggregated and the wall time of all rounds.
 
     python benchmarks/bench_fedbuff_live.py [--engines simulation local] [--learners 4]
-        [--seeds 3] [--rounds 5] [--dataset digits]
+        [--seeds 3] [--rounds 5] [--dataset digits] [--schemes allocation fedbuff staggered]
 
 Timings are wall-clock: run it on a quiet machine, alone.
 """
@@ -83,9 +87,12 @@ def one(args: argparse.Namespace, engine: str, scheme: str, seed: int,
     path = population(args.learners, seed, args.clock, tmp / f"pop{seed}.json")
     kw: dict[str, Any] = {"rounds": args.rounds, "seed": seed, "dataset": args.dataset,
                           "model": args.model, "lr": args.lr, "grace_s": args.grace}
+    buffer = max(1, args.learners // 2)
     if scheme == "fedbuff":
-        buffer = max(1, args.learners // 2)
         kw.update(scheme="fedbuff", buffer=buffer,
+                  rounds=math.ceil(args.rounds * args.learners / buffer))
+    elif scheme == "staggered":  # two groups: a step per half of the learners
+        kw.update(scheme="staggered", groups=2,
                   rounds=math.ceil(args.rounds * args.learners / buffer))
     settings = load_settings(path, **kw)
     out = tmp / f"{engine}-{scheme}-{seed}"
@@ -114,10 +121,12 @@ def main() -> None:
     ap.add_argument("--model", default="twonn")
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--grace", type=float, default=10.0)
+    ap.add_argument("--schemes", nargs="+", default=["allocation", "fedbuff", "staggered"],
+                    choices=["allocation", "fedbuff", "staggered"])
     args = ap.parse_args()
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     runs = [(e, s, seed) for e in args.engines for seed in range(args.seeds)
-            for s in ("allocation", "fedbuff")]
+            for s in args.schemes]
     with tempfile.TemporaryDirectory(prefix="bench-fedbuff-") as tmp, \
             Progress(console=console, transient=True) as bar:
         task = bar.add_task("live runs", total=len(runs))
@@ -129,7 +138,7 @@ def main() -> None:
             except Exception as exc:  # a failed run is reported, the table goes on
                 console.print(f"{engine} {scheme} seed {seed} failed: {exc}")
             bar.advance(task)
-    table = Table(title=f"allocation (exact) vs FedBuff on real processes: mel-async, "
+    table = Table(title=f"allocation (exact), FedBuff, staggered on real processes: mel-async, "
                         f"{args.learners} learners at 1 to 1/4 of a core, T = {args.clock:g} s, "
                         f"{args.dataset}, {args.model}, {args.seeds} seeds; wall seconds from "
                         "the first round to target, mean (seeds that reached it)")
