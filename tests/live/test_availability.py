@@ -133,6 +133,31 @@ def test_a_learner_offline_for_two_rounds_is_missing_then_back(tmp_path: Path) -
     assert [r["learners"] for r in run.rounds[1:]] == [4, 3, 3, 4, 4]
 
 
+def test_a_learner_offline_at_the_probe_joins_when_it_answers_one(tmp_path: Path) -> None:
+    """Learner 1 is offline from 0 to 15 s: it misses the probe, so it has no node yet.
+    Round 1 [0, 12.5] (3 learners) goes without it; before round 2 (at 12.5 s) it is probed
+    again and is still offline; before round 3 (at 25 s) it answers and joins: rows from
+    round 3 on. Its orders find its part of the data: one part per node of the probe (4)."""
+    doc = json.loads(json.dumps(generate("mohammad2020", learners=4, seed=5,
+                                         params={"cycle_time_s": "15"})))
+    spec = _trace(tmp_path / "t", {k: {"active": [15.0] if k == 1 else [0.0],
+                                       "inactive": [1000.0], "finish_time": 1000.0}
+                                   for k in range(4)})
+    data = load_dataset("digits", max_train=400, max_test=200)
+    run = LiveRun(LiveSettings(instance=doc, rounds=4, seed=0, model="softmax",
+                               availability=spec), data)
+    pools = np.array_split(np.arange(data.y_train.size), run.K)
+    run_in_process(run, pools, Clock(compute_s=lambda r, k, work: SLOW * work,
+                                     overhead_s=lambda r: 0.0, probe_s_per_sample=SLOW))
+    assert run.stopped is None
+    assert [r["round_wall_s"] for r in run.rounds[1:]] == pytest.approx([12.5, 12.5, 10.1,
+                                                                         10.1])
+    status = {(r["round"], r["learner"]): r["status"] for r in run.rows}
+    assert [status.get((r, 1)) for r in range(1, 5)] == [None, None, "ok", "ok"]
+    assert [r["learners"] for r in run.rounds[1:]] == [3, 3, 4, 4]
+    assert run.data_spec.num_partitions == 4
+
+
 def test_fedbuff_gives_up_an_offline_learners_work(tmp_path: Path) -> None:
     """FedBuff on the same learners (matched by FedScale's rule: learner k to client k):
     learner 1 answers the probe at 0 s and leaves at 1 s, before its first work (seconds of
