@@ -187,8 +187,9 @@ def check(settings: LiveSettings, opts: LiveOptions, instance: Instance | None =
                    None if speeds is None else tuple(speeds), rates, schedule)
 
 
-#: The engines whose learners ``--availability`` pauses (their processes are started here).
-AVAILABILITY_ENGINES = ("local", "netns")
+#: The engines whose learners ``--availability`` takes offline (their processes are started
+#: here).
+AVAILABILITY_ENGINES = ("simulation", "local", "netns")
 
 
 def _schedule(settings: LiveSettings, opts: LiveOptions, inst: Instance, learners: int
@@ -199,8 +200,8 @@ def _schedule(settings: LiveSettings, opts: LiveOptions, inst: Instance, learner
         return None
     if opts.engine not in AVAILABILITY_ENGINES:
         raise SettingError("availability", LiveSettings.setting("availability").flag,
-                           "pauses learner processes started here: it needs {engine} "
-                           f"{' or '.join(AVAILABILITY_ENGINES)}, got {opts.engine}", " ",
+                           "takes learners started here offline: it needs {engine} "
+                           f"{', '.join(AVAILABILITY_ENGINES)}, got {opts.engine}", " ",
                            {"engine": opts.setting("engine").flag})
     return schedule_for(settings.availability, learner_names(inst, learners))
 
@@ -349,7 +350,7 @@ def live(job: LiveJob, out_dir: str | os.PathLike[str],
         if opts.engine == "simulation":
             speeds = None if job.speeds is None else list(job.speeds)
             _simulation(job.settings, job.nodes, out, say, speeds=speeds,
-                        instance=job.instance)
+                        instance=job.instance, schedule=job.schedule)
         else:
             _deployment(job, out, say)
         summary = json.loads((out / "summary.json").read_text()) if (
@@ -364,9 +365,11 @@ RAY_REAP_S = 10.0
 
 
 def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[str], None],
-                speeds: list[float] | None = None, instance: Instance | None = None) -> None:
+                speeds: list[float] | None = None, instance: Instance | None = None,
+                schedule: Schedule | None = None) -> None:
     """Flower's simulation runtime with the server app in this process (``instance``: the
-    settings' instance, parsed: the server does not parse it again)."""
+    settings' instance, parsed: the server does not parse it again; ``schedule``: the
+    learners' availability, whose clock starts now)."""
     import ray
     from flwr.simulation import run_simulation
 
@@ -393,7 +396,10 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[st
         # a hair under cpus / pool, so that Flower's int(cpus / share) is never pool - 1
         share = cpus / pool * (1 - 1e-9)
         with one_scan_per_sweep():  # Flower's K x K sweep of its messages, made one scan
-            run_simulation(server_app=server, client_app=make_client_app(speeds),
+            if schedule is not None:
+                say(f"availability: {schedule.matched}")
+            client = make_client_app(speeds, schedule, time.time())
+            run_simulation(server_app=server, client_app=client,
                            num_supernodes=nodes,
                            backend_config={"client_resources": {"num_cpus": share,
                                                                 "num_gpus": 0.0}})

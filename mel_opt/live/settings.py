@@ -84,9 +84,10 @@ LIVE_SETTINGS = (
             "the rate its shipped shards crossed at).", choices=TRANSFERS),
     Setting("availability", str, None, "A FedScale behaviour trace, fedscale:PATH: each "
             "learner goes offline and comes back as one of its clients (matched by name, else "
-            "by FedScale's rule), in seconds since the run started; an offline learner's node "
-            "is paused and answers nothing, so the server handles it as a missing learner "
-            "(--engine local or netns).", nullable=True, check=parse_availability,
+            "by FedScale's rule), in seconds since the run started; an offline learner does "
+            "not answer (a local or netns node is paused, a simulated learner's replies are "
+            "errors), so the server handles it as a missing learner (not --engine remote).",
+            nullable=True, check=parse_availability,
             default_doc="every learner always online"),
 )
 

@@ -209,8 +209,9 @@ def test_cli_refuses_a_bad_trace_and_an_engine_it_cannot_pause(tmp_path: Path) -
         (["--engine", "local", "--availability", f"fedscale:{bad}"],
          f"{bad}: client '1' has 'computation' but no 'active'"),
         (["--engine", "local", "--availability", "fedscale:"], "--availability expects"),
-        (["--availability", good], "--availability pauses learner processes started here: "
-                                   "it needs --engine local or netns, got simulation"),
+        (["--engine", "remote", "--superlink", "127.0.0.1:9", "--availability", good],
+         "--availability takes learners started here offline: it needs --engine simulation, "
+         "local, netns, got remote"),
     ]
     for args, words in cases:
         res = CliRunner().invoke(cli, ["live", str(inst), *args, "-o", str(tmp_path / "o")])
@@ -262,3 +263,37 @@ def test_a_paused_tree_stays_stopped_under_the_throttle_and_is_continued_at_the_
         trees.pause(root)  # paused again at the end: close continues it, then ends it
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or _state(pid) == "Z"
+
+
+# -- the simulation's client app ------------------------------------------------------------------
+def test_the_simulations_client_app_answers_offline_with_an_error(tmp_path: Path) -> None:
+    """The client app of the simulation engine (called directly, no Ray): learner 0 (client
+    a, online [0, 100] s) answers the probe; learner 1 (client b, online from 500 s) replies
+    with Flower's NODE_UNAVAILABLE error and a one-line reason, which the server reads as no
+    answer."""
+    pytest.importorskip("flwr")
+    from flwr.app import Context, Message, Metadata, RecordDict
+    from flwr.common.constant import ErrorCode
+
+    from mel_opt.live.client import make_client_app
+    from mel_opt.live.wire import content_of, records_of
+    from mel_opt.problems.messages import DataSpec, ProbeOrder, ProbeReport
+
+    spec = _trace(tmp_path / "t", {
+        "a": {"active": [0.0], "inactive": [100.0], "finish_time": 1000.0},
+        "b": {"active": [500.0], "inactive": [600.0], "finish_time": 1000.0}})
+    app = make_client_app(None, schedule_for(spec, ["a", "b"]), time.time())
+    order = ProbeOrder("mel-async", "softmax", 32, 0, 0.5, 0.05,
+                       DataSpec("digits", "iid", 2, 0, 400, 200))
+    replies = []
+    for pid in (0, 1):
+        msg = Message(content_of(order.encode()), metadata=Metadata(
+            1, f"m{pid}", 0, 1, "", "probe", time.time(), 60.0, "query"))
+        ctx = Context(run_id=1, node_id=1, node_config={"partition-id": pid,
+                                                         "num-partitions": 2},
+                      state=RecordDict(), run_config={})
+        replies.append(app(msg, ctx))
+    assert not replies[0].has_error()
+    assert ProbeReport.decode(records_of(replies[0].content)).learner == 0
+    assert replies[1].has_error() and replies[1].error.code == ErrorCode.NODE_UNAVAILABLE
+    assert replies[1].error.reason == "learner 1 is offline (--availability)"
