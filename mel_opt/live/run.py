@@ -456,10 +456,14 @@ def _deployment(job: LiveJob, out: Path, say: Callable[[str], None]) -> None:
                 fed = stack.enter_context(LocalFederation(
                     nodes=job.nodes, speeds=job.speeds, tuning=tuning, links=links))
                 fed.wait_ready()
+                pauser = None
                 if job.schedule is not None:  # its clock starts now; it ends before the nodes
                     say(f"availability: {job.schedule.matched}")
-                    stack.enter_context(_pauser(job.schedule, fed, say))
+                    pauser = stack.enter_context(_pauser(job.schedule, fed, say))
                 code = fed.run_app(app_dir, stream)
+                if pauser is not None and pauser.error is not None:
+                    say(f"warning: the learners' availability stopped being followed: "
+                        f"{pauser.error}")
                 link_died = code != 0 and not fed.link_alive()
             if link_died:
                 raise EndedEarly(_link_died(out))
