@@ -203,6 +203,14 @@ def _schedule(settings: LiveSettings, opts: LiveOptions, inst: Instance, learner
                            "takes learners started here offline: it needs {engine} "
                            f"{', '.join(AVAILABILITY_ENGINES)}, got {opts.engine}", " ",
                            {"engine": opts.setting("engine").flag})
+    if opts.engine == "simulation" and get_scheme(settings.scheme, "live").loop is Loop.BUFFERED:
+        # the simulation's offline learner replies with an error, and an asynchronous server
+        # sets a failed learner aside for good (schemes/fedbuff.py): it would never come back
+        raise SettingError("availability", LiveSettings.setting("availability").flag,
+                           "in the simulation an offline learner's replies are errors, which "
+                           f"{get_scheme(settings.scheme, 'live').title} takes for a failed "
+                           "node, set aside for good: use {engine} local or netns", " ",
+                           {"engine": opts.setting("engine").flag})
     return schedule_for(settings.availability, learner_names(inst, learners))
 
 

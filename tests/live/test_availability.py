@@ -212,6 +212,9 @@ def test_cli_refuses_a_bad_trace_and_an_engine_it_cannot_pause(tmp_path: Path) -
         (["--engine", "remote", "--superlink", "127.0.0.1:9", "--availability", good],
          "--availability takes learners started here offline: it needs --engine simulation, "
          "local, netns, got remote"),
+        (["--scheme", "fedbuff", "--availability", good],
+         "--availability in the simulation an offline learner's replies are errors, which "
+         "FedBuff takes for a failed node, set aside for good: use --engine local or netns"),
     ]
     for args, words in cases:
         res = CliRunner().invoke(cli, ["live", str(inst), *args, "-o", str(tmp_path / "o")])
