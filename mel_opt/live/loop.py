@@ -5,9 +5,9 @@ its first speed, :meth:`~mel_opt.live.rounds.LiveRun.accept_probe`), then runs t
 the run (:mod:`mel_opt.schemes`) by the loop it declares:
 
 - mel_opt's allocation: synchronous rounds (:func:`allocation_rounds`). Before each, the
-  missing learners are probed again (those that answer are back), and so are the nodes that
-  never answered a probe (a node paused from the start, :mod:`mel_opt.live.availability`:
-  those that answer join); the round is planned
+  missing learners are probed again (those that answer are back), and, in a run with the
+  learners' availability (:mod:`mel_opt.live.availability`), the nodes that never answered a
+  probe (paused from the start: those that answer join); the round is planned
   (:meth:`~mel_opt.live.rounds.LiveRun.plan`), its learners claim their work first where they
   plan their own and the exchange carries samples (:mod:`mel_opt.live.claims`), the orders
   go out and the answers come back within the round's wait, and the round is closed
@@ -55,7 +55,9 @@ def run_live(run: LiveRun, exchange: Exchange, on_round: Observer = _nothing,
 
         serve_buffered(run, exchange, on_round, log)
     elif run.scheme.loop is Loop.ALLOCATION:
-        allocation_rounds(run, exchange, on_round, log, nodes)
+        # with the learners' availability, a node paused at the probe joins when it answers
+        late = nodes if run.settings.availability is not None else ()
+        allocation_rounds(run, exchange, on_round, log, late)
     else:  # the registry says where each scheme runs; the settings refuse the others
         raise UsageError(f"{run.scheme.name} does not run live")
     return run
