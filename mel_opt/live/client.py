@@ -13,17 +13,26 @@ data, and its partition id, which maps the opaque node id to a learner of the in
 TRAIN (one round: train, measure, reply with the model and the measured numbers). What the
 learner keeps between messages (its own speed estimate, a problem's arrays) lives in the node
 state of Flower's context.
+
+In the simulation engine a learner offline by the run's availability
+(:mod:`mel_opt.live.availability`) answers with an error instead: offline when the message
+came, or gone before its answer was ready (wall seconds since the run started), it replies
+with Flower's error ``NODE_UNAVAILABLE`` and that reason, not its answer. The server reads a
+failed reply as no answer: the learner is missing until it answers a probe again.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message
+from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message
 from flwr.clientapp import ClientApp
+from flwr.common.constant import ErrorCode
 
 from mel_opt.live import learner as L
+from mel_opt.live.availability import Schedule
 from mel_opt.live.wire import content_of, records_of
 from mel_opt.problems.messages import ProbeOrder, TrainOrder
 from mel_opt.training.mlp import Params
@@ -64,13 +73,16 @@ def _partition(context: Context) -> int:
     return int(context.node_config.get("partition-id", 0))
 
 
-def make_client_app(speeds: Sequence[float] | None = None) -> ClientApp:
+def make_client_app(speeds: Sequence[float] | None = None, schedule: Schedule | None = None,
+                    started: float = 0.0) -> ClientApp:
     """The client app (see the module docstring).
 
     ``speeds``: each partition's fraction of a core (the simulation engine's ``--speeds``;
     None: all whole cores). A learner below 1 answers in a child process held at its share
     (:func:`mel_opt.live.learner.answer_at_speed`): its probe and its training are measured
     at that speed, never computed from it. A deployment throttles whole nodes instead.
+    ``schedule``: when each learner is online, in seconds since ``started`` (``time.time()``;
+    None: always).
     """
     app = ClientApp()
     shares = None if speeds is None else tuple(float(s) for s in speeds)
@@ -78,22 +90,43 @@ def make_client_app(speeds: Sequence[float] | None = None) -> ClientApp:
     def speed_of(pid: int) -> float:
         return 1.0 if shares is None else shares[pid]
 
+    def offline(pid: int, since: float, until: float | None = None) -> bool:
+        """Whether learner ``pid`` is offline at ``since`` or before ``until`` (wall
+        times)."""
+        end = since if until is None else until
+        return schedule is not None and not schedule.answers(pid, since - started,
+                                                             end - since)
+
+    def unavailable(pid: int, msg: Message) -> Message:
+        return Message(error=Error(ErrorCode.NODE_UNAVAILABLE,
+                                   f"learner {pid} is offline (--availability)"), reply_to=msg)
+
     @app.query()
     def probe(msg: Message, context: Context) -> Message:
         order = ProbeOrder.decode(records_of(msg.content))
         pid = _partition(context)
+        since = time.time()
+        if offline(pid, since):
+            return unavailable(pid, msg)
         local = L.local_data(order.data, pid)
         report = L.answer_at_speed(lambda memory: L.answer_probe(order, pid, local, memory),
                                    NodeMemory(context), speed_of(pid))
+        if offline(pid, since, time.time()):
+            return unavailable(pid, msg)
         return Message(content_of(report.encode()), reply_to=msg)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
         order = TrainOrder.decode(records_of(msg.content))
         pid = _partition(context)
+        since = time.time()
+        if offline(pid, since):
+            return unavailable(pid, msg)
         local = L.local_data(order.data, pid)
         report = L.answer_at_speed(lambda memory: L.answer_train(order, pid, local, memory),
                                    NodeMemory(context), speed_of(pid))
+        if offline(pid, since, time.time()):
+            return unavailable(pid, msg)
         return Message(content_of(report.encode()), reply_to=msg)
 
     return app

@@ -405,6 +405,17 @@ class LocalFederation(ProcessTrees):
         self._nodes[i].wait(timeout=5)
         self._killed.add(i)
 
+    def pause_node(self, i: int) -> None:
+        """Pause node ``i``'s whole process tree (SIGSTOP) until :meth:`resume_node` or the
+        end: its learner is offline (:mod:`mel_opt.live.availability`)."""
+        if i not in self._killed:
+            self.pause(self._nodes[i].pid)
+
+    def resume_node(self, i: int) -> None:
+        """Continue node ``i``'s tree paused by :meth:`pause_node`."""
+        if i not in self._killed:
+            self.resume(self._nodes[i].pid)
+
     def link_alive(self) -> bool:
         """Whether the SuperLink process is still running."""
         return self._link is not None and self._link.poll() is None

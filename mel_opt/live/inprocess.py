@@ -9,6 +9,10 @@ answering the same encoded orders. What differs is the exchange (:class:`ClockEx
 authors simulated), and which learners answer, and what, so a lost or faulty learner is a
 choice of the test, not a timer. Nothing crosses a link: learners draw the samples of their
 plans from the rows they hold (no claims), and no round trip is measured.
+
+With the run's ``availability`` (:mod:`mel_opt.live.availability`) a learner offline at a
+message's virtual time, or one that goes offline before its training ends, sends nothing, as a
+lost one; the virtual time counts from the probe.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mel_opt.live import learner as L
+from mel_opt.live.availability import Schedule, learner_names, schedule_for
 from mel_opt.live.exchange import PROBE, Arrival, Asked
 from mel_opt.live.loop import run_live
 from mel_opt.live.rounds import LiveRun
@@ -71,14 +76,16 @@ class ClockExchange:
     A synchronous exchange of orders lasts its slowest learner's training plus the clock's
     overhead of the round; pushed work (FedBuff) answers at the virtual time it was pushed
     plus its training, and work of a learner that does not answer is overdue at its due
-    time.
+    time. ``schedule``: the learners' availability on the virtual clock (None: always
+    online).
     """
 
     carries_data = False
     first_wait_s = 0.0
 
-    def __init__(self, data: Dataset, pools: Sequence[np.ndarray], clock: Clock) -> None:
-        self.data, self.clock = data, clock
+    def __init__(self, data: Dataset, pools: Sequence[np.ndarray], clock: Clock,
+                 schedule: Schedule | None = None) -> None:
+        self.data, self.clock, self.schedule = data, clock, schedule
         self.pools = [np.asarray(p) for p in pools]
         self.memories = {k: L.Memory({L.SPEED: clock.probe_s_per_sample})
                          for k in range(len(self.pools))}
@@ -122,11 +129,14 @@ class ClockExchange:
             # about rounds 1, 2, ...)
             if round_ > 0 and not self.clock.answers(round_, node):
                 continue
+            if not self._online(node):
+                continue
             if kind == PROBE:
                 arrivals.append(Arrival(node, self._probe(node, content)))
                 continue
             sent, compute = self._train(node, content)
-            arrivals.append(Arrival(node, sent))
+            if self._online(node, compute):
+                arrivals.append(Arrival(node, sent))
             longest = max(longest, compute)  # the clock's, not what was sent
         if kind != PROBE:
             self._advance(longest + self.clock.overhead_s(round_))
@@ -135,11 +145,18 @@ class ClockExchange:
     def push(self, node: int, content: Records, group: str, wait_s: float,
              round_: int) -> None:
         self._seq += 1
-        if not self.clock.answers(round_, node):
+        sent, compute = None, 0.0
+        if self.clock.answers(round_, node) and self._online(node):
+            sent, compute = self._train(node, content)
+        if sent is None or not self._online(node, compute):  # it never answers
             heapq.heappush(self._events, (self._now + wait_s, self._seq, node, None))
             return
-        sent, compute = self._train(node, content)
         heapq.heappush(self._events, (self._now + compute, self._seq, node, sent))
+
+    def _online(self, node: int, seconds: float = 0.0) -> bool:
+        """Whether ``node``'s learner is online now and for ``seconds`` more (the schedule's
+        :meth:`~mel_opt.live.availability.Schedule.answers`)."""
+        return self.schedule is None or self.schedule.answers(node, self._now, seconds)
 
     def _advance(self, seconds: float) -> None:
         self._now += seconds
@@ -180,7 +197,12 @@ def run_in_process(run: LiveRun, pools: Sequence[np.ndarray], clock: Clock,
     clock : Clock
     on_round : callable, optional
         Called with ``run`` after the probe and after every round.
+
+    With ``run.settings.availability`` the learners follow its behaviour trace on the
+    virtual clock (:mod:`mel_opt.live.availability`).
     """
-    exchange = ClockExchange(run.data, pools[:run.K], clock)
+    spec = run.settings.availability
+    schedule = None if spec is None else schedule_for(spec, learner_names(run.inst, run.K))
+    exchange = ClockExchange(run.data, pools[:run.K], clock, schedule)
     return run_live(run, exchange, on_round or (lambda r: None))
 

@@ -5,7 +5,9 @@ its first speed, :meth:`~mel_opt.live.rounds.LiveRun.accept_probe`), then runs t
 the run (:mod:`mel_opt.schemes`) by the loop it declares:
 
 - mel_opt's allocation: synchronous rounds (:func:`allocation_rounds`). Before each, the
-  missing learners are probed again (those that answer are back); the round is planned
+  missing learners are probed again (those that answer are back), and, in a run with the
+  learners' availability (:mod:`mel_opt.live.availability`), the nodes that never answered a
+  probe (paused from the start: those that answer join); the round is planned
   (:meth:`~mel_opt.live.rounds.LiveRun.plan`), its learners claim their work first where they
   plan their own and the exchange carries samples (:mod:`mel_opt.live.claims`), the orders
   go out and the answers come back within the round's wait, and the round is closed
@@ -53,7 +55,9 @@ def run_live(run: LiveRun, exchange: Exchange, on_round: Observer = _nothing,
 
         serve_buffered(run, exchange, on_round, log)
     elif run.scheme.loop is Loop.ALLOCATION:
-        allocation_rounds(run, exchange, on_round, log)
+        # with the learners' availability, a node paused at the probe joins when it answers
+        late = nodes if run.settings.availability is not None else ()
+        allocation_rounds(run, exchange, on_round, log, late)
     else:  # the registry says where each scheme runs; the settings refuse the others
         raise UsageError(f"{run.scheme.name} does not run live")
     return run
@@ -79,17 +83,28 @@ def probe(run: LiveRun, exchange: Exchange, nodes: Iterable[int], wait_s: float)
     _heard(run, asked)
 
 
-def rejoin(run: LiveRun, exchange: Exchange, r: int, log: Log = _nothing) -> None:
-    """Probe the missing learners again before round ``r``; those that answer are back."""
-    if not run.fleet.missing:
+def rejoin(run: LiveRun, exchange: Exchange, r: int, log: Log = _nothing,
+           nodes: Iterable[int] = ()) -> None:
+    """Probe the missing learners again before round ``r``; those that answer are back. The
+    ``nodes`` of the run that never answered a probe are probed too; those that answer join
+    (:meth:`~mel_opt.live.rounds.LiveRun.accept_probe`)."""
+    unmapped = [n for n in nodes if run.fleet.learner_at(n) is None]
+    if not run.fleet.missing and not unmapped:
         return
     missing = sorted(run.fleet.missing)
-    content = run.probe_order(len(run.fleet.nodes)).encode()
-    asked = exchange.ask({run.fleet.node_of(k): content for k in missing}, PROBE, "rejoin",
-                         run.rejoin_wait_s(missing), r)
+    content = run.probe_order(max(len(run.fleet.nodes), 1)).encode()
+    wait = run.rejoin_wait_s(missing)
+    if unmapped:
+        wait = max(wait, run.probe_wait_s(len(unmapped)))
+    asked = exchange.ask({**{run.fleet.node_of(k): content for k in missing},
+                          **{n: content for n in unmapped}}, PROBE, "rejoin", wait, r)
     for a in asked.arrivals:
         k = run.fleet.learner_at(a.node)
-        if k is not None and not a.failed:
+        if k is None and a.records is not None:
+            run.accept_probe(a.node, a.records, a.elapsed_s)
+            if (k := run.fleet.learner_at(a.node)) is not None:
+                log(f"learner {k} answers its first probe")
+        elif k is not None and not a.failed:
             run.fleet.back([k])
             log(f"learner {k} answers again")
     _heard(run, asked)
@@ -123,11 +138,13 @@ def _claim(run: LiveRun, exchange: Exchange, plan: RoundPlan) -> RoundPlan:
 
 
 def allocation_rounds(run: LiveRun, exchange: Exchange, on_round: Observer = _nothing,
-                      log: Log = _nothing) -> None:
+                      log: Log = _nothing, nodes: Iterable[int] = ()) -> None:
     """``run.settings.rounds`` synchronous rounds of the method's allocation, each closed at
-    its own wait (module docstring)."""
+    its own wait (module docstring); ``nodes``: the run's nodes (those that never answered a
+    probe are probed again before each round)."""
+    nodes = list(nodes)
     for r in range(1, run.settings.rounds + 1):
-        rejoin(run, exchange, r, log)
+        rejoin(run, exchange, r, log, nodes)
         exchange.lap()  # the round's time counts from its planning
         try:
             plan = run.plan(r)

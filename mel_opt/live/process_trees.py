@@ -24,6 +24,11 @@ A subclass starts its processes in :meth:`ProcessTrees.start`: it opens ``home``
 ``Popen`` followed by :meth:`ProcessTrees.track`), starts the monitor
 (:meth:`ProcessTrees.start_monitor`) and, to run trees at fractions of a core,
 :meth:`ProcessTrees.throttle`; it lists its roots in :meth:`ProcessTrees._roots`.
+
+Pauses: :meth:`ProcessTrees.pause` stops a root's whole recorded tree (SIGSTOP; the throttle
+holds it meanwhile, :meth:`~mel_opt.live.throttle.Throttle.hold`), the monitor stops again
+whatever is found running under a paused root, and :meth:`ProcessTrees.resume` continues it.
+:meth:`ProcessTrees.close` continues every paused tree before it ends the processes.
 """
 
 from __future__ import annotations
@@ -94,6 +99,8 @@ class ProcessTrees:
         self._halt = threading.Event()
         self._monitor: threading.Thread | None = None
         self._throttle: Throttle | None = None
+        self._paused: set[int] = set()  # roots whose trees are paused
+        self._pausing = threading.Lock()  # one pause, resume or re-stop at a time
         self._held: list[Closable] = []  # what the processes need until they end (ports)
 
     def __enter__(self) -> Self:
@@ -172,6 +179,38 @@ class ProcessTrees:
         self._throttle = Throttle(dict(fractions), period)
         self._throttle.start()
 
+    def pause(self, root: int) -> None:
+        """Stop ``root``'s whole tree (SIGSTOP) until :meth:`resume` (or :meth:`close`)."""
+        with self._pausing:
+            if self._throttle is not None:
+                self._throttle.hold(root)  # first: the duty cycle never continues it after
+            self._paused.add(root)
+            self._signal_tree(root, signal.SIGSTOP)
+
+    def resume(self, root: int) -> None:
+        """Continue ``root``'s tree paused by :meth:`pause` (SIGCONT)."""
+        with self._pausing:
+            self._paused.discard(root)
+            self._signal_tree(root, signal.SIGCONT)
+            if self._throttle is not None:
+                self._throttle.release(root)
+
+    def paused(self) -> set[int]:
+        """The roots paused now."""
+        with self._pausing:
+            return set(self._paused)
+
+    def _signal_tree(self, root: int, sig: int) -> None:
+        for pid, start in self.tree(root).items():
+            if is_alive(pid, start):
+                send(pid, sig)
+
+    def _stop_paused(self) -> None:
+        """Stop again what runs under a paused root (a child born as its tree was paused)."""
+        with self._pausing:
+            for root in self._paused:
+                self._signal_tree(root, signal.SIGSTOP)
+
     # -- the end ---------------------------------------------------------------------------------
     def close(self) -> None:
         """End every process started (and its descendants) and remove ``home``.
@@ -186,6 +225,8 @@ class ProcessTrees:
             raise
 
     def _close(self) -> None:
+        for root in self.paused():  # a stopped process would not see SIGTERM
+            self.resume(root)
         if self._throttle is not None:  # first: a stopped process would not see SIGTERM
             self._throttle.stop()
             self._throttle = None
@@ -212,6 +253,7 @@ class ProcessTrees:
         """Record every descendant while the trees are intact (detached ones included)."""
         while not self._halt.wait(MONITOR_PERIOD_S):
             self.scan()
+            self._stop_paused()
 
     def scan(self) -> dict[int, float | None]:
         """Record the current descendants; return every recorded process still alive (pid ->

@@ -63,6 +63,7 @@ from mel_opt.problems.learning import (
     sample_bytes,
 )
 from mel_opt.problems.messages import (
+    DataSpec,
     ProbeOrder,
     ProbeReport,
     Records,
@@ -121,6 +122,7 @@ class LiveRun:
             raise UsageError(f"--transfers measured is not defined for {self.spec.name}: its "
                              "plans take the transfers from the file")
         self.clock_s = 0.0
+        self._partitions = 0  # the data's parts: the nodes of the first probe
         self.started = time.perf_counter()
         self.log.add_round(RoundRecord(0, self.models.evaluation(), 0.0, 0.0, 0))
 
@@ -199,6 +201,12 @@ class LiveRun:
             self._inst, "device_names", None)
         return str(names[k]) if names is not None else str(k)
 
+    @property
+    def data_spec(self) -> DataSpec:
+        """Where each learner finds its part of the data: one part per node of the first probe
+        (so a node that did not answer it finds its part when it joins later)."""
+        return self.settings.data_spec(max(self._partitions, len(self.fleet.nodes)))
+
     def warn(self, text: str) -> None:
         self.log.warn(text)
 
@@ -206,8 +214,9 @@ class LiveRun:
     def probe_order(self, num_nodes: int) -> ProbeOrder:
         """What every node is sent in the probe round."""
         s = self.settings
+        self._partitions = max(self._partitions, num_nodes)
         return ProbeOrder(self.spec.name, s.model, s.batch_size, s.seed, s.alpha,
-                          self.probe_seconds(num_nodes), s.data_spec(num_nodes))
+                          self.probe_seconds(num_nodes), self.data_spec)
 
     def probe_seconds(self, num_nodes: int) -> float:
         """Seconds of training each of ``num_nodes`` learners times in the probe
@@ -259,8 +268,7 @@ class LiveRun:
         the run's learning rate and minibatch unless the round sets its own."""
         s = self.settings
         common = (self.spec.name, r, s.seed, s.alpha, s.lr if lr is None else lr,
-                  s.batch_size if batch is None else batch,
-                  s.data_spec(len(self.fleet.nodes)))
+                  s.batch_size if batch is None else batch, self.data_spec)
         if plan is None:
             return TrainOrder(*common, model, brief=dict(brief or {}))
         return TrainOrder(*common, model, task=plan.task, samples=plan.samples,
@@ -298,8 +306,7 @@ class LiveRun:
     def take_claims(self, plan: RoundPlan, answers: Sequence[Answer]) -> RoundPlan:
         """Round ``plan`` once its learners claimed (:func:`mel_opt.live.claims.take_claims`
         decides; the run applies it: those that did not answer are missing)."""
-        s = self.settings
-        claimed = claims.take_claims(plan, answers, s.data_spec(len(self.fleet.nodes)),
+        claimed = claims.take_claims(plan, answers, self.data_spec,
                                      self.data, sample_bytes(self.data.features))
         self.fleet.lose(claimed.missing)
         for text in claimed.warnings:

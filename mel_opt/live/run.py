@@ -49,6 +49,7 @@ import numpy as np
 from mel_opt import api
 from mel_opt.errors import MelOptError, SettingError, UsageError
 from mel_opt.io.json_io import read_json_file
+from mel_opt.live.availability import Pauser, Schedule, learner_names, schedule_for
 from mel_opt.live.settings import (
     ENGINES,
     INSTANCE_SPEEDS,
@@ -105,6 +106,9 @@ class LiveJob:
     link_rates
         Each node's link rate [bit/s] (the ``netns`` engine's shaped links); ``None`` for the
         other engines.
+    schedule
+        When each learner is online (``settings.availability``'s trace, read once,
+        :mod:`mel_opt.live.availability`); ``None``: always.
     """
 
     settings: LiveSettings
@@ -114,6 +118,7 @@ class LiveJob:
     nodes: int
     speeds: tuple[float, ...] | None = None
     link_rates: tuple[float, ...] | None = None
+    schedule: Schedule | None = None
 
 
 def _read(path: str | os.PathLike[str], **kw: Any) -> tuple[LiveSettings, Instance]:
@@ -171,6 +176,7 @@ def check(settings: LiveSettings, opts: LiveOptions, instance: Instance | None =
                                f"measured is not defined for {spec.name}: its plans take the "
                                "transfers from the file", " ")
     _check_scheme(settings, opts, inst, spec, nodes)
+    schedule = _schedule(settings, opts, inst, K)
     rates = None
     if opts.engine == "netns":
         rates = tuple(node_link_rates(settings, opts, nodes, inst))
@@ -178,7 +184,34 @@ def check(settings: LiveSettings, opts: LiveOptions, instance: Instance | None =
 
         require()  # root and iproute2, or one line saying what to use instead
     return LiveJob(settings, opts, inst, spec, nodes,
-                   None if speeds is None else tuple(speeds), rates)
+                   None if speeds is None else tuple(speeds), rates, schedule)
+
+
+#: The engines whose learners ``--availability`` takes offline (their processes are started
+#: here).
+AVAILABILITY_ENGINES = ("simulation", "local", "netns")
+
+
+def _schedule(settings: LiveSettings, opts: LiveOptions, inst: Instance, learners: int
+              ) -> Schedule | None:
+    """The learners' availability (``settings.availability``'s trace read now: a bad file is
+    one line, exit 2), where the engine can pause them."""
+    if settings.availability is None:
+        return None
+    if opts.engine not in AVAILABILITY_ENGINES:
+        raise SettingError("availability", LiveSettings.setting("availability").flag,
+                           "takes learners started here offline: it needs {engine} "
+                           f"{', '.join(AVAILABILITY_ENGINES)}, got {opts.engine}", " ",
+                           {"engine": opts.setting("engine").flag})
+    if opts.engine == "simulation" and get_scheme(settings.scheme, "live").loop is Loop.BUFFERED:
+        # the simulation's offline learner replies with an error, and an asynchronous server
+        # sets a failed learner aside for good (schemes/fedbuff.py): it would never come back
+        raise SettingError("availability", LiveSettings.setting("availability").flag,
+                           "in the simulation an offline learner's replies are errors, which "
+                           f"{get_scheme(settings.scheme, 'live').title} takes for a failed "
+                           "node, set aside for good: use {engine} local or netns", " ",
+                           {"engine": opts.setting("engine").flag})
+    return schedule_for(settings.availability, learner_names(inst, learners))
 
 
 def _check_scheme(settings: LiveSettings, opts: LiveOptions, inst: Any, spec: ProblemSpec,
@@ -325,7 +358,7 @@ def live(job: LiveJob, out_dir: str | os.PathLike[str],
         if opts.engine == "simulation":
             speeds = None if job.speeds is None else list(job.speeds)
             _simulation(job.settings, job.nodes, out, say, speeds=speeds,
-                        instance=job.instance)
+                        instance=job.instance, schedule=job.schedule)
         else:
             _deployment(job, out, say)
         summary = json.loads((out / "summary.json").read_text()) if (
@@ -340,9 +373,11 @@ RAY_REAP_S = 10.0
 
 
 def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[str], None],
-                speeds: list[float] | None = None, instance: Instance | None = None) -> None:
+                speeds: list[float] | None = None, instance: Instance | None = None,
+                schedule: Schedule | None = None) -> None:
     """Flower's simulation runtime with the server app in this process (``instance``: the
-    settings' instance, parsed: the server does not parse it again)."""
+    settings' instance, parsed: the server does not parse it again; ``schedule``: the
+    learners' availability, whose clock starts now)."""
     import ray
     from flwr.simulation import run_simulation
 
@@ -369,7 +404,10 @@ def _simulation(settings: LiveSettings, nodes: int, out: Path, say: Callable[[st
         # a hair under cpus / pool, so that Flower's int(cpus / share) is never pool - 1
         share = cpus / pool * (1 - 1e-9)
         with one_scan_per_sweep():  # Flower's K x K sweep of its messages, made one scan
-            run_simulation(server_app=server, client_app=make_client_app(speeds),
+            if schedule is not None:
+                say(f"availability: {schedule.matched}")
+            client = make_client_app(speeds, schedule, time.time())
+            run_simulation(server_app=server, client_app=client,
                            num_supernodes=nodes,
                            backend_config={"client_resources": {"num_cpus": share,
                                                                 "num_gpus": 0.0}})
@@ -426,7 +464,14 @@ def _deployment(job: LiveJob, out: Path, say: Callable[[str], None]) -> None:
                 fed = stack.enter_context(LocalFederation(
                     nodes=job.nodes, speeds=job.speeds, tuning=tuning, links=links))
                 fed.wait_ready()
+                pauser = None
+                if job.schedule is not None:  # its clock starts now; it ends before the nodes
+                    say(f"availability: {job.schedule.matched}")
+                    pauser = stack.enter_context(_pauser(job.schedule, fed, say))
                 code = fed.run_app(app_dir, stream)
+                if pauser is not None and pauser.error is not None:
+                    say(f"warning: the learners' availability stopped being followed: "
+                        f"{pauser.error}")
                 link_died = code != 0 and not fed.link_alive()
             if link_died:
                 raise EndedEarly(_link_died(out))
@@ -440,6 +485,23 @@ def _deployment(job: LiveJob, out: Path, say: Callable[[str], None]) -> None:
     if opts.engine == "remote":
         collector.finish()
     _final_figure(out)
+
+
+def _pauser(schedule: Schedule, fed: Any, say: Callable[[str], None]) -> Pauser:
+    """The :class:`~mel_opt.live.availability.Pauser` of a local federation's nodes (learner
+    k on node k)."""
+
+    def pause(k: int) -> None:
+        if k < fed.nodes:
+            fed.pause_node(k)
+            say(f"learner {k} is offline: its node is paused")
+
+    def resume(k: int) -> None:
+        if k < fed.nodes:
+            fed.resume_node(k)
+            say(f"learner {k} is back online: its node is resumed")
+
+    return Pauser(schedule, pause, resume)
 
 
 def _link_died(out: Path) -> str:

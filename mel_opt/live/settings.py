@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from mel_opt.arena.availability import parse_availability
 from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems.learning import ADAPT_POLICIES
 from mel_opt.problems.messages import DataSpec
@@ -82,6 +83,13 @@ LIVE_SETTINGS = (
             "file's model (file), or what each learner's replies measured, learned as its "
             "speed is (measured: mel-async's C0_k from its messaging per round, dab's b_k from "
             "the rate its shipped shards crossed at).", choices=TRANSFERS),
+    Setting("availability", str, None, "A FedScale behaviour trace, fedscale:PATH: each "
+            "learner goes offline and comes back as one of its clients (matched by name, else "
+            "by FedScale's rule), in seconds since the run started; an offline learner does "
+            "not answer (a local or netns node is paused, a simulated learner's replies are "
+            "errors), so the server handles it as a missing learner (not --engine remote).",
+            nullable=True, check=parse_availability,
+            default_doc="every learner always online"),
 )
 
 #: ``--speeds instance``: each learner at its relative speed in the instance's time model.
@@ -187,6 +195,9 @@ class LiveSettings(Declared):
         ``file`` (the plans take the transfers' times from the file) or ``measured`` (from
         :class:`~mel_opt.live.estimates.Transfers`, through the problem's
         ``LearningCycle.live_transfers``).
+    availability : str or None
+        ``fedscale:PATH``: learners offline and back as the behaviour trace's clients
+        (:mod:`mel_opt.live.availability`); None: every learner always online.
     pool : int or None
         Not a user setting: set by the simulation engine to the learners it trains at once
         (its pool of Ray actors, one per core), so that the server waits for a queue of
@@ -229,6 +240,7 @@ class LiveSettings(Declared):
     adapt: str = "data"
     shards: str = "shipped"
     transfers: str = "file"
+    availability: str | None = None
     pool: int | None = None
 
     def check_together(self) -> None:

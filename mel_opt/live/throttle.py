@@ -9,7 +9,10 @@ POSIX system, and slows everything the node does (its polling, its ClientApp, th
 between them) alike, which is what a slower device would do.
 
 The tree is read again every period because a SuperNode starts a fresh ``flwr-clientapp``
-process for every message. Only descendants of the given root pids are ever signalled (the
+process for every message. A tree held (:meth:`Throttle.hold`: its node is paused while its
+learner is offline, :mod:`mel_opt.live.availability`) is left to its holder: the duty cycle
+neither stops nor continues it until it is released, and :meth:`Throttle.stop` continues it
+with the rest. Only descendants of the given root pids are ever signalled (the
 roots included), processes that exit between two periods are skipped, and every process the
 throttle stopped is continued when it stops, also when its thread fails. The process table
 (trees, start times, signals) is :mod:`mel_opt.processes`.
@@ -92,8 +95,9 @@ class Throttle:
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        # pid -> start time of every process stopped and not continued yet
-        self._stopped: dict[int, float | None] = {}
+        # pid -> (start time, its root) of every process stopped and not continued yet
+        self._stopped: dict[int, tuple[float | None, int]] = {}
+        self._held: set[int] = set()  # roots paused by their holder
         self.error: Exception | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -122,6 +126,18 @@ class Throttle:
         # the thread continues everything on its way out; again here in case it never ran
         self._continue_all()
 
+    def hold(self, root: int) -> None:
+        """Leave ``root``'s tree to the caller, who stops it: the duty cycle no longer
+        continues (nor stops) it, until :meth:`release`. Once this returns, no continue of the
+        duty cycle is under way."""
+        with self._lock:
+            self._held.add(int(root))
+
+    def release(self, root: int) -> None:
+        """Give ``root``'s tree back to the duty cycle (the caller continued it)."""
+        with self._lock:
+            self._held.discard(int(root))
+
     # -- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
         throttled = sorted((s, pid) for pid, s in self.speeds.items() if s < 1)
@@ -134,6 +150,10 @@ class Throttle:
                 for speed, root in throttled:
                     if self._halt.wait(max(0.0, t0 + speed * self.period - time.monotonic())):
                         return
+                    with self._lock:
+                        held = root in self._held
+                    if held:
+                        continue
                     if not self.tree:
                         self._stop_root(root)
                         continue
@@ -157,7 +177,7 @@ class Throttle:
         # a process stopped without a record to continue it
         with self._lock:
             for pid in pids:
-                self._stopped[pid] = table[pid].start
+                self._stopped[pid] = (table[pid].start, root)
         for pid in pids:
             send(pid, signal.SIGSTOP)
 
@@ -167,19 +187,25 @@ class Throttle:
         if start is None or (expected is not None and start != expected):
             return  # it has exited
         with self._lock:
-            self._stopped[root] = start
+            self._stopped[root] = (start, root)
         send(root, signal.SIGSTOP)
 
-    def _continue_stopped(self) -> None:
+    def _continue_stopped(self, held_too: bool = False) -> None:
+        """Continue what the duty cycle stopped, but the held trees (unless ``held_too``);
+        under the lock, so that a tree held meanwhile is never continued after its holder
+        stopped it."""
         with self._lock:
-            stopped, self._stopped = self._stopped, {}
-        for pid, start in stopped.items():
-            if start is None or start_time(pid) == start:  # never a reused pid
-                send(pid, signal.SIGCONT)
+            keep = set() if held_too else self._held
+            stopped = {p: v for p, v in self._stopped.items() if v[1] not in keep}
+            self._stopped = {p: v for p, v in self._stopped.items() if v[1] in keep}
+            for pid, (start, _) in stopped.items():
+                if start is None or start_time(pid) == start:  # never a reused pid
+                    send(pid, signal.SIGCONT)
 
     def _continue_all(self) -> None:
-        """Continue what was stopped, then every current descendant of the roots."""
-        self._continue_stopped()
+        """Continue what was stopped (held trees too), then every current descendant of the
+        roots."""
+        self._continue_stopped(held_too=True)
         try:
             table = process_table(self._root_start)
         except OSError:

@@ -36,9 +36,10 @@ def engines(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The engines stood in for: what each was handed."""
     ran: dict[str, Any] = {}
     monkeypatch.setattr(R, "_simulation",
-                        lambda settings, nodes, out, say, speeds=None, instance=None:
+                        lambda settings, nodes, out, say, speeds=None, instance=None,
+                        schedule=None:
                         ran.update(engine="simulation", settings=settings, nodes=nodes,
-                                   speeds=speeds, instance=instance))
+                                   speeds=speeds, instance=instance, schedule=schedule))
     monkeypatch.setattr(R, "_deployment", lambda job, out, say:
                         ran.update(engine=job.options.engine, job=job))
     return ran
@@ -61,6 +62,22 @@ def test_the_job_holds_the_instance_parsed_once(tmp_path: Path, mel_async_file: 
     assert engines["engine"] == "simulation" and engines["nodes"] == 3
     assert engines["instance"] is job.instance  # the server app gets it parsed
     assert engines["settings"].grace_s is not None  # the engine's own grace filled in
+
+
+def test_the_job_reads_the_availability_once_and_the_engine_gets_it(
+        tmp_path: Path, mel_async_file: Any, engines: dict[str, Any]) -> None:
+    import pickle
+
+    trace = tmp_path / "behave"  # n1 offline from 5 to 10 s of every 10 s; n0, n2 never
+    trace.write_bytes(pickle.dumps({f"n{k}": {"active": [0.0], "inactive": [5.0 if k == 1
+                                                                          else 10.0],
+                                              "finish_time": 10.0} for k in range(3)}))
+    job = R.load_job(mel_async_file(3, 0.5), LiveOptions(engine="simulation"), rounds=1,
+                     model="softmax", availability=f"fedscale:{trace}")
+    assert job.schedule is not None and "by name" in job.schedule.matched
+    assert job.schedule.offline(7.0) == {1} and job.schedule.offline(12.0) == set()
+    R.live(job, tmp_path / "out")
+    assert engines["schedule"] is job.schedule
 
 
 def test_the_instances_speeds_are_solved_once_and_run_as_solved(
