@@ -126,7 +126,7 @@ class ArenaSettings(Declared):
     server_lr: float = 1.0
     alpha: float = 2.0
     groups: int | None = None
-    period: float = 1.0
+    period: float = 0.25
     per_scheme: tuple[str, ...] | None = None
     validation: int | None = None
     tune: bool = False

@@ -223,7 +223,7 @@ class LiveSettings(Declared):
     concurrency: int | None = None
     server_lr: float = 1.0
     groups: int | None = None
-    period: float = 1.0
+    period: float = 0.25
     seed: int = 0
     dataset: str = "digits"
     partition: str = "iid"

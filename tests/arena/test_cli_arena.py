@@ -50,8 +50,10 @@ def test_table_csv_and_json_agree(outputs: tuple[str, Path]) -> None:
             iv = mean_interval(reached)
             if reached:
                 assert t["seconds"]["mean"] == pytest.approx(iv.mean, rel=1e-6)
+                # the CSV's times are rounded: two close seeds' interval (t quantile 12.7
+                # at one degree of freedom) carries that to about 1e-4 s
                 assert t["seconds"]["hi"] - t["seconds"]["lo"] == pytest.approx(
-                    2 * (iv.half_width or 0.0), rel=1e-6, abs=1e-9)
+                    2 * (iv.half_width or 0.0), rel=1e-6, abs=1e-3)
             else:
                 assert t["seconds"]["mean"] is None
         finals = [float(rs[-1]["accuracy"]) for rs in seeds.values()]

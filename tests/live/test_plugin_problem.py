@@ -118,7 +118,8 @@ def test_the_arena_runs_every_scheme_of_the_registry_on_the_plugged_in_problem(
     assert clock.per_pass_s.tolist() == pytest.approx([0.332, 0.996])
     data = load_dataset("digits", max_train=300, max_test=100)
     out = arena(inst, ArenaSettings(seeds=1, cycles=3, model="softmax", lr=0.5, time_cv=0.0,
-                                    participation=0.5, concurrency=0.5), data=data)
+                                    participation=0.5, concurrency=0.5,
+                                    per_scheme=("staggered.period=1",)), data=data)
     times: dict[str, list[float]] = {}
     for r in out.rows:
         times.setdefault(r["scheme"], []).append(r["time_s"])

@@ -31,7 +31,7 @@ def test_staggered_in_process_plans_each_start_to_its_slot_and_gives_up_a_lost_l
         digits: Any) -> None:
     doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
     run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="staggered",
-                               rounds=6, groups=2, model="softmax"), digits)
+                               rounds=6, groups=2, period=1.0, model="softmax"), digits)
     clock = Clock(compute_s=lambda r, k, work: SLOW * work, overhead_s=lambda r: 0.0,
                   probe_s_per_sample=SLOW, answers=lambda r, k: k != 3)
     run_in_process(run, np.array_split(np.arange(digits.y_train.size), 4), clock)
