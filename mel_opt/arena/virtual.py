@@ -48,6 +48,7 @@ class VirtualWorkers:
         self._events: list[tuple[float, int, int, float, float]] = []
         self._seq = 0
         self._untrained: list[tuple[int, Model]] = []  # pushed, not trained: (node, start)
+        self._version = 0  # the version of the model pushed since the last step
         self._trained: dict[int, Model] = {}
         self._first = True
 
@@ -70,6 +71,7 @@ class VirtualWorkers:
         self._seq += 1
         self.tally.moved += self.tally.model_bytes
         self._untrained.append((node, model))
+        self._version = version
 
     def pull(self) -> list[tuple[int, Update]]:
         if not self._events:
@@ -98,6 +100,8 @@ class VirtualWorkers:
         start = self._untrained[0][1]  # pushed since the last step: one global model
         trained = train_from(self.run, start, ids, work_for(self.run, ids,
                                                             self.run.fixed_work(ids)))
+        if self.run.attack is not None:  # its liars' updates join step version + 1
+            trained = self.run.attack.lie(ids, trained, start, self._version + 1)
         for i, k in enumerate(ids):
             self._trained[int(k)] = [a[i] for a in trained]
         self._untrained.clear()

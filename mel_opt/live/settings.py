@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mel_opt.errors import SettingError, UsageError
+from mel_opt.problems.aggregate import DEFAULT_RULE
 from mel_opt.problems.learning import ADAPT_POLICIES
 from mel_opt.problems.messages import DataSpec
 from mel_opt.schemes import ALLOCATION, declaring, get_scheme, scheme_options, schemes_for
 from mel_opt.settings import Declared, Setting
-from mel_opt.training.settings import DATA_SETTINGS
+from mel_opt.training.settings import DATA_SETTINGS, ROBUST_SETTINGS
 
 __all__ = ["DEFAULT_LINK_MBIT", "ENGINES", "INSTANCE_SPEEDS", "LIVE_OPTIONS", "LIVE_SETTINGS",
            "SCHEMES", "LiveOptions", "LiveSettings", "SpeedsSetting", "grace_for"]
@@ -81,6 +82,7 @@ LIVE_SETTINGS = (
             "file's model (file), or what each learner's replies measured, learned as its "
             "speed is (measured: mel-async's C0_k from its messaging per round, dab's b_k from "
             "the rate its shipped shards crossed at).", choices=TRANSFERS),
+    *ROBUST_SETTINGS,
 )
 
 #: ``--speeds instance``: each learner at its relative speed in the instance's time model.
@@ -226,6 +228,11 @@ class LiveSettings(Declared):
     adapt: str = "data"
     shards: str = "shipped"
     transfers: str = "file"
+    aggregation: str = DEFAULT_RULE
+    attack: str | None = None
+    liars: float = 0.0
+    liar_ids: tuple[int, ...] | None = None
+    attack_from: int = 1
     pool: int | None = None
 
     def check_together(self) -> None:
