@@ -50,7 +50,8 @@ def rounds_table(summary: dict[str, Any]) -> Table:
 
 _SERVER = ("method", "rounds", "scheme", "buffer", "concurrency", "server_lr", "seed", "dataset",
            "partition", "model", "lr", "batch_size", "max_train", "time_limit", "grace_s",
-           "probe_s", "adapt", "shards", "transfers")
+           "probe_s", "adapt", "shards", "transfers", "aggregation", "attack", "liars",
+           "liar_ids", "attack_from")
 _ENGINE = ("engine", "nodes", "speeds", "link_rate", "superlink", "root_certificates", "insecure",
            "emulate")
 

@@ -70,3 +70,21 @@ def test_bad_attack_values_one_line_exit_2(tmp_path: Path, args: list[str], flag
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and flag in lines[0] and "Traceback" not in res.output
+
+
+def test_train_takes_the_same_settings_and_its_summary_counts_the_clipped(data: Any) -> None:
+    from mel_opt.training import TrainSettings, train
+    from mel_opt.training.report import csv_text, summarise
+
+    inst = api.load_instance(INSTANCE)
+    lie = {"attack": "scale:1e30", "liar_ids": (1,), "attack_from": 2}
+    common = {"schemes": ("exact",), "cycles": 4, "seeds": 1, "model": "softmax",
+              "processes": 1}
+    mean = train(inst, TrainSettings(aggregation="mean", **common, **lie), data=data)
+    norm = train(inst, TrainSettings(**common, **lie), data=data)
+    assert all(np.isfinite(r["accuracy"]) for r in mean.rows + norm.rows)
+    assert norm.rows[-1]["accuracy"] > mean.rows[-1]["accuracy"] + 0.1
+    # the liar's update of cycles 2, 3 and 4 clipped, each said in its cycle's row
+    assert [r["clipped"] for r in norm.rows] == [0, 0, 1, 1, 1]
+    assert summarise(norm)["schemes"]["exact"]["clipped_updates"] == 3
+    assert csv_text(norm).splitlines()[0].endswith(",clipped,kept")
