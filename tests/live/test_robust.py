@@ -113,3 +113,19 @@ def _spec() -> Any:
     from mel_opt.problems.messages import DataSpec
 
     return DataSpec("digits", "iid", 4, 0, None, None)
+
+
+def test_a_stale_liar_sends_the_model_of_its_first_lying_round(digits: Any) -> None:
+    sent: dict[int, list[np.ndarray]] = {}
+
+    def sends(r: int, k: int, rec: Records) -> Records:
+        if k == 1:
+            sent[r] = [a.copy() for a in rec.arrays["model"]]
+        return rec
+
+    live, models = run(digits, rounds=3, sends=sends, attack="stale", liar_ids=(1,),
+                       attack_from=2)
+    # models[i] is the global model after round i (0: the probe's, untrained)
+    assert all(np.array_equal(a, b) for a, b in zip(sent[2], models[1], strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(sent[3], models[1], strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(sent[1], models[0], strict=True))
