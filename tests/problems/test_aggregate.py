@@ -184,3 +184,20 @@ def test_a_cycle_whose_aggregate_is_not_finite_keeps_its_start_and_says_so() -> 
     one = cycle.aggregate(plan, [Reply(0, 8.0), Reply(1, 9.0)],
                           [np.array([[math.nan, 0.0], [2.0, 1.0]])], start, "mean")
     assert one.model[0].tolist() == [2.0, 1.0] and one.kept is None and list(one.notes) == [0]
+
+
+def test_fedbuffs_norm_bound_reads_the_latest_updates_lengths() -> None:
+    from mel_opt.schemes.fedbuff import FedBuffBuffer
+
+    # a buffer of 2: the step's own median would be the mean of the two lengths. The latest
+    # lengths are 1, 1, 1 (first step: [1, 0], [0, 1]; second: [1, 0], then [0, 100]):
+    # median of [1, 1, 1, 100] = 1, bound 3 -> [0, 100] enters as [0, 3]
+    buf = FedBuffBuffer(2, rule="norm")
+    buf.add([np.array([1.0, 0.0])], staleness=0)
+    buf.add([np.array([0.0, 1.0])], staleness=0)
+    assert buf.flush([np.zeros(2)])[0].tolist() == [0.5, 0.5] and not buf.notes
+    buf.add([np.array([1.0, 0.0])], staleness=0)
+    buf.add([np.array([0.0, 100.0])], staleness=0)
+    # 0 + (1 / 2) ([1, 0] + [0, 3])
+    assert buf.flush([np.zeros(2)])[0] == pytest.approx([0.5, 1.5])
+    assert list(buf.notes) == [1] and "above 3 x the median 1 of the latest 4" in buf.notes[1]
