@@ -54,7 +54,8 @@ class LearnerRow:
         The allocation's own numbers (the problem's declared columns: ``d``, ``tau``, ...) and
         the scheme's (FedBuff's ``staleness``).
     reason : str or None
-        Why an ``ignored`` reply was refused.
+        Why an ``ignored`` reply was refused, or what the aggregation rule did to an ``ok``
+        one (clipped, left out).
     adapted : str or None
         What the problem changed in the file's job for this round.
     """
