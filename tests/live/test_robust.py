@@ -129,3 +129,21 @@ def test_a_stale_liar_sends_the_model_of_its_first_lying_round(digits: Any) -> N
     assert all(np.array_equal(a, b) for a, b in zip(sent[2], models[1], strict=True))
     assert all(np.array_equal(a, b) for a, b in zip(sent[3], models[1], strict=True))
     assert not all(np.array_equal(a, b) for a, b in zip(sent[1], models[0], strict=True))
+
+
+def test_fedbuff_live_a_liar_is_clipped_in_the_step_and_the_mean_is_ruined(
+        digits: Any) -> None:
+    lie = {"scheme": "fedbuff", "buffer": 2, "attack": "scale:1000", "liar_ids": (1,),
+           "attack_from": 2}
+    honest, _ = run(digits, rounds=8, scheme="fedbuff", buffer=2)
+    mean, m_models = run(digits, rounds=8, aggregation="mean", **lie)
+    norm, n_models = run(digits, rounds=8, **lie)
+    assert all(np.isfinite(a).all() for m in m_models + n_models for a in m)
+    assert honest.summary()["clipped"] == 0 and mean.summary()["clipped"] == 0
+    clipped = [r for r in norm.rounds if r.get("clipped")]
+    assert clipped and all(set(r["clipped"]) == {"1"} for r in clipped)
+    assert norm.summary()["clipped"] == len(clipped)
+    # the mean stays where the liar's first update left it; the norm run follows the honest
+    assert len(set(accuracies(mean)[4:])) == 1 and accuracies(mean)[-1] < \
+        accuracies(honest)[-1] - 0.03
+    assert accuracies(norm)[-1] >= accuracies(honest)[-1] - 0.02
