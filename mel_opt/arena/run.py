@@ -26,6 +26,7 @@ from mel_opt.arena.settings import ALTERNATIVES, ArenaSettings
 from mel_opt.blas import blas_threads
 from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems import get_problem
+from mel_opt.problems.attacks import make_attack
 from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
 from mel_opt.problems.work import WorkClock
@@ -216,12 +217,14 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSetti
         assert solution is not None
         allocated = allocated_updates(inst, cycle, method, solution, N, seed, ds.features)
     run = Run(ds, init, pools, clock, s, rng, horizon, s.threads or 1, validation, allocated,
-              availability_of(s.availability, inst))
+              availability_of(s.availability, inst),
+              make_attack(s, K, seed))
     rows: Iterable[dict[str, Any]]
     if allocating:
         assert solution is not None
         ctx = RunContext(scheme, solution, seed, held.astype(np.int64), {},
-                         sample_bytes=sample_bytes(ds.features), time_cv=spread(s))
+                         sample_bytes=sample_bytes(ds.features), time_cv=spread(s),
+                         aggregation=s.aggregation, attack=run.attack)
         rows = allocation_run(run, cycle, inst, ctx)
     elif spec.loop is Loop.BUFFERED:
         rows = buffered_run(run, spec)
@@ -265,6 +268,7 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
     clock = work_clock(inst)
     cycle = _cycle(problem)
     schemes = _check(problem, settings)
+    make_attack(settings, clock.K, 0)  # a liar's index out of range: refused before any run
     ds = data if data is not None else load_dataset(
         settings.dataset, max_train=settings.max_train, max_test=settings.max_test)
     ds = ds.astype(np.dtype(settings.dtype))

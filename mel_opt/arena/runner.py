@@ -37,7 +37,9 @@ import numpy as np
 from mel_opt.arena.availability import Availability
 from mel_opt.arena.settings import ArenaSettings
 from mel_opt.errors import UsageError
-from mel_opt.problems.learning import CyclePlan, LearningCycle, RunContext, weighted_average
+from mel_opt.problems.aggregate import combine
+from mel_opt.problems.attacks import Attack
+from mel_opt.problems.learning import CyclePlan, LearningCycle, RunContext
 from mel_opt.problems.work import WorkClock
 from mel_opt.schemes.base import RoundPolicy, SchemeSpec
 from mel_opt.schemes.fedprox import prox_sgd
@@ -78,6 +80,10 @@ class Tally:
         Learner-rounds whose busy time passed the round's budget (kept or not).
     dropped : int
         Updates trained (or started) and not aggregated.
+    clipped : int
+        Updates the aggregation rule clipped or left out (:mod:`mel_opt.problems.aggregate`).
+    kept : int
+        Aggregations whose result was not finite: the previous model was kept.
     """
 
     model_bytes: float
@@ -87,6 +93,14 @@ class Tally:
     updates: float = 0.0
     stragglers: int = 0
     dropped: int = 0
+    clipped: int = 0
+    kept: int = 0
+
+    def aggregated(self, notes: int, kept: str | None) -> None:
+        """Add what one aggregation's rule did: ``notes`` updates clipped or left out, and
+        whether it kept the previous model."""
+        self.clipped += notes
+        self.kept += kept is not None
 
     def round(self, invited: int, busy: np.ndarray, idle: np.ndarray, stragglers: int,
               dropped: int, updates: float) -> None:
@@ -102,7 +116,7 @@ class Tally:
     def columns(self) -> dict[str, float]:
         return {"bytes": self.moved, "idle_s": self.idle_s, "busy_s": self.busy_s,
                 "updates": self.updates, "stragglers": self.stragglers,
-                "dropped": self.dropped}
+                "dropped": self.dropped, "clipped": self.clipped, "kept": self.kept}
 
 
 @dataclass
@@ -121,6 +135,7 @@ class Run:
     validation: tuple[np.ndarray, np.ndarray] | None = None
     allocated: np.ndarray | None = None
     availability: Availability | None = None
+    attack: Attack | None = None
 
     def row(self, step: int, t: float, model: Params, tally: Tally) -> dict[str, Any]:
         """The run's state after aggregation ``step`` at virtual time ``t``: the model's
@@ -247,8 +262,10 @@ def train_from(run: Run, model: Params, learners: np.ndarray, work: Work,
 def rounds_run(run: Run, policy: RoundPolicy) -> Iterator[dict[str, Any]]:
     """Synchronous rounds of ``policy``'s scheme until the horizon: each round the policy
     invites, sets the work (whole minibatch steps, :func:`work_for`), closes the round on the
-    noisy times and learns from what it observed; the kept learners' models are averaged by
-    their data sizes (FedAvg's n_k, whatever work each did)."""
+    noisy times and learns from what it observed; the kept learners' models (a liar's as it
+    lies, :attr:`Run.attack`) are combined by the run's ``aggregation`` with their data sizes
+    as weights (FedAvg's n_k, whatever work each did; the rule's result kept only where it is
+    finite)."""
     clock = run.clock
     model = [a.copy() for a in run.init]
     tally = Tally(model_bytes(model))
@@ -287,7 +304,13 @@ def rounds_run(run: Run, policy: RoundPolicy) -> Iterator[dict[str, Any]]:
             chosen = ids[kept]
             part = Work(work.steps[kept], work.updates[kept], work.passes[kept])
             trained = train_from(run, model, chosen, part, policy.mu)
-            model = weighted_average(trained, run.sizes[chosen].astype(float))
+            if run.attack is not None:
+                trained = run.attack.lie(chosen, trained, model, r)
+            got = combine(trained, run.sizes[chosen].astype(float), model,
+                          run.settings.aggregation)
+            tally.aggregated(len(got.notes), got.kept)
+            if got.model is not None:
+                model = got.model
         t += close.duration_s
         yield run.row(r, t, model, tally)
 
@@ -304,14 +327,15 @@ def buffered_run(run: Run, spec: SchemeSpec) -> list[dict[str, Any]]:
     rows = [run.row(0, 0.0, run.init, workers.tally)]
 
     def on_step(step: Any, model: Params) -> None:
+        workers.tally.aggregated(len(step.notes), step.kept)
         workers.stepped()
         rows.append(run.row(step.version, workers.now, model, workers.tally))
 
     spec.serve(workers, plan.nodes, [a.copy() for a in run.init],
                buffer=plan.buffer, concurrency=plan.concurrency, steps=MAX_STEPS,
-               server_lr=run.settings.server_lr, pick=workers.pick,
-               until=lambda: workers.now >= run.horizon_s, on_step=on_step,
-               weigh=plan.weight)
+               server_lr=run.settings.server_lr, aggregation=run.settings.aggregation,
+               pick=workers.pick, until=lambda: workers.now >= run.horizon_s,
+               on_step=on_step, weigh=plan.weight)
     return rows
 
 
@@ -353,6 +377,7 @@ def allocation_run(run: Run, cycle: LearningCycle, inst: Any,
     trainer = Trainer(run.data, run.init, s.lr, s.batch_size, run.threads, run.validation)
     for rec in run_cycles(trainer, cycle, inst, ctx, run.pools, None, run.rng,
                           observe=observe, arrives=None if avail is None else arrives):
+        tally.aggregated(rec.clipped, rec.kept)
         row = {"step": rec.cycle, "time_s": rec.time_s, "loss": rec.loss,
                "accuracy": rec.accuracy, **tally.columns()}
         if rec.val_accuracy is not None:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from mel_opt.arena.availability import parse_availability
 from mel_opt.errors import SettingError
+from mel_opt.problems.aggregate import DEFAULT_RULE
 from mel_opt.schemes import Loop, scheme_options, schemes_for
 from mel_opt.schemes.base import SHARED_OPTIONS
 from mel_opt.schemes.deadline import DEFAULT_OVERCOMMIT
@@ -23,7 +24,7 @@ from mel_opt.schemes.fedprox import DEFAULT_MU
 from mel_opt.settings import Declared, Setting
 from mel_opt.stats import DEFAULT_TIME_CV
 from mel_opt.training.partition import parse_shares
-from mel_opt.training.settings import DATA_SETTINGS, DTYPES
+from mel_opt.training.settings import DATA_SETTINGS, DTYPES, ROBUST_SETTINGS
 
 __all__ = ["ALTERNATIVES", "ARENA_SETTINGS", "ArenaSettings"]
 
@@ -91,6 +92,7 @@ ARENA_SETTINGS = (
             minimum_open=True, nullable=True, default_doc="none"),
     Setting("threads", int, None, "Threads that train the learners of one round.", minimum=1,
             nullable=True, default_doc="1"),
+    *ROBUST_SETTINGS,
 )
 
 
@@ -134,6 +136,11 @@ class ArenaSettings(Declared):
     tune_seeds: int = 2
     time_limit: float | None = 60.0
     threads: int | None = None
+    aggregation: str = DEFAULT_RULE
+    attack: str | None = None
+    liars: float = 0.0
+    liar_ids: tuple[int, ...] | None = None
+    attack_from: int = 1
 
     def check_together(self) -> None:
         if self.schemes is not None and len(set(self.schemes)) != len(self.schemes):

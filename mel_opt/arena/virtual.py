@@ -66,6 +66,7 @@ class VirtualWorkers:
         self._seq = 0
         # pushed, not trained: (node, start, its work)
         self._untrained: list[tuple[int, Model, Work]] = []
+        self._version = 0  # the version of the model pushed since the last step
         self._trained: dict[int, Model] = {}
         self._first = True
         self._gone: list[int] = []
@@ -110,6 +111,7 @@ class VirtualWorkers:
             self._event(self.now + busy, node, busy, float(work.updates[0]), _ANSWER)
         self.tally.moved += self.tally.model_bytes
         self._untrained.append((node, model, work))
+        self._version = version
 
     def pull(self) -> list[tuple[int, Update]]:
         if not self._events:
@@ -156,6 +158,8 @@ class VirtualWorkers:
         work = Work(*(np.concatenate([getattr(w, f) for _, _, w in self._untrained])
                       for f in ("steps", "updates", "passes")))
         trained = train_from(self.run, start, ids, work)
+        if self.run.attack is not None:  # its liars' updates join step version + 1
+            trained = self.run.attack.lie(ids, trained, start, self._version + 1)
         for i, k in enumerate(ids):
             self._trained[int(k)] = [a[i] for a in trained]
         self._untrained.clear()

@@ -53,7 +53,8 @@ def rounds_table(summary: dict[str, Any]) -> Table:
 # and period) as the registry declares them
 _SERVER = ("method", "rounds", "scheme", *(o.name for o in scheme_options("live")), "seed",
            "dataset", "partition", "model", "lr", "batch_size", "max_train", "time_limit",
-           "grace_s", "probe_s", "adapt", "shards", "transfers", "availability")
+           "grace_s", "probe_s", "adapt", "shards", "transfers", "availability", "aggregation",
+           "attack", "liars", "liar_ids", "attack_from")
 _ENGINE = ("engine", "nodes", "speeds", "link_rate", "superlink", "root_certificates", "insecure",
            "emulate")
 

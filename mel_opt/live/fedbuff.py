@@ -233,7 +233,8 @@ class AsyncServer:
         pred = self.predicted_s(k, samples, passes)
         comm = float(self.work.comm_s[k])
         plan = LearnerPlan(k, samples, passes, 1.0, (pred or 0.0) + comm, comm_s=comm)
-        order = run.order(self.seq, [np.asarray(a, dtype=np.float32) for a in model], plan)
+        order = run.lying(run.order(self.seq, [np.asarray(a, dtype=np.float32) for a in model],
+                                    plan), k, version + 1)
         self.busy.add(node)
         # before its speed is measured: the file's model of the computation, per sample-pass
         # of the fixed work
@@ -312,7 +313,14 @@ class AsyncServer:
     def on_step(self, step: Step, model: Model) -> None:
         """One round of the outputs: the new global model, evaluated."""
         run = self.run
-        run.models.replace(0, model)
+        if not run.models.replace(0, model):
+            run.warn(f"step {step.version}: the new model is not finite in float32; the "
+                     "previous model is kept")
+        fleet = run.fleet
+        clipped = {k: why for n, why in step.notes.items()
+                   if (k := fleet.learner_at(n)) is not None}
+        if step.kept:
+            run.warn(f"step {step.version}: {step.kept}")
         self._tick()
         wall, self._since_step = self._since_step, 0.0
         record = RoundRecord(step.version, run.models.evaluation(),
@@ -320,7 +328,8 @@ class AsyncServer:
                              round_wall_s=wall,
                              missing=tuple(sorted(run.fleet.missing)),
                              method=run.scheme.method_label(run.method),
-                             last=step.version >= self.steps, staleness=tuple(step.staleness))
+                             last=step.version >= self.steps, staleness=tuple(step.staleness),
+                             clipped=clipped or None, kept=step.kept)
         run.log.add_round(record)
         self.log(f"step {step.version}: accuracy {record.evaluation['accuracy']:.3f}, "
                  f"{len(step.nodes)} updates, staleness {max(step.staleness)} at most, "
@@ -433,8 +442,8 @@ def serve_buffered(run: LiveRun, exchange: Exchange,
                          [run.fleet.node_of(k) for k in learners],
                          [np.asarray(a, dtype=float) for a in run.model], buffer=K,
                          concurrency=C, steps=s.rounds, server_lr=s.server_lr,
-                         max_polls=polls, on_step=on_step, on_reply=server.on_reply,
-                         weigh=weigh)
+                         aggregation=s.aggregation, max_polls=polls, on_step=on_step,
+                         on_reply=server.on_reply, weigh=weigh)
     if outcome.stopped is not None:
         run.stop(len(outcome.steps) + 1, f"{spec.name} stopped: {outcome.stopped}")
         on_round(run)

@@ -55,6 +55,8 @@ R = TypeVar("R")
 
 #: The memory key of the learner's own seconds per sample-pass.
 SPEED = "seconds_per_sample"
+#: The memory's key of the model a ``stale`` liar keeps sending.
+STALE = "attack.stale_model"
 
 
 @dataclass(frozen=True)
@@ -333,6 +335,7 @@ def answer_train(order: TrainOrder, learner: int, local: LocalData, memory: Memo
         if side.plans_own_work and order.brief else None
     samples, passes = (own.samples, own.passes) if own is not None else (order.samples,
                                                                            order.passes)
+    start = [a.copy() for a in model] if order.attack else model  # what a liar's lie starts at
     with blas_threads(1):
         extras = side.before_training(order, local, memory)
         done = train_cycle(model, local, samples, passes, order.batch, order.lr,
@@ -341,5 +344,23 @@ def answer_train(order: TrainOrder, learner: int, local: LocalData, memory: Memo
     if done.work > 0:
         _remember(memory, compute_s / done.work, order.alpha)
     side.after_training(order, done.model, memory)
+    sent = done.model if not order.attack else _lie(order, learner, done.model, start, memory)
     return TrainReport(learner, compute_s, done.work, done.samples, done.passes,
-                       done.model, own, dict(extras.metrics), dict(extras.arrays))
+                       sent, own, dict(extras.metrics), dict(extras.arrays))
+
+
+def _lie(order: TrainOrder, learner: int, trained: Params, start: Params,
+         memory: Memory) -> Params:
+    """What a lying learner sends instead of ``trained`` (a measured run's ``attack``, told
+    in its order; :func:`mel_opt.problems.attacks.apply_lie`): this process computes it, so it
+    crosses the wire as any reply does. A ``stale`` liar keeps the model of its first lying
+    round in its memory."""
+    from mel_opt.problems.attacks import apply_lie, parse_attack
+
+    kind, value = parse_attack(order.attack)
+    stale = memory.arrays(STALE)
+    if kind == "stale" and stale is None:
+        memory.keep_arrays(STALE, start)
+        stale = memory.arrays(STALE)
+    rng = np.random.default_rng([order.seed, learner, order.round, 51])
+    return apply_lie(kind, value, trained, start, rng, stale)

@@ -54,7 +54,8 @@ class LearnerRow:
         The allocation's own numbers (the problem's declared columns: ``d``, ``tau``, ...) and
         the scheme's (FedBuff's ``staleness``).
     reason : str or None
-        Why an ``ignored`` reply was refused.
+        Why an ``ignored`` reply was refused, or what the aggregation rule did to an ``ok``
+        one (clipped, left out).
     adapted : str or None
         What the problem changed in the file's job for this round.
     """
@@ -130,6 +131,10 @@ class RoundRecord:
         What the problem changed in the file's job.
     staleness : tuple of int or None
         An asynchronous step's updates' staleness.
+    clipped : Mapping or None
+        Learners whose reply the aggregation rule clipped or left out, and why.
+    kept : str or None
+        Why the round kept the previous global model (its aggregate was not finite).
     """
 
     round: int
@@ -146,6 +151,8 @@ class RoundRecord:
     control: Mapping[str, Any] | None = None
     adapted: Mapping[str, Any] | None = None
     staleness: tuple[int, ...] | None = None
+    clipped: Mapping[int, str] | None = None
+    kept: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The record as ``summary.json`` holds it (keys in a fixed order; the optional ones
@@ -163,6 +170,10 @@ class RoundRecord:
             out["adapted"] = dict(self.adapted)
         if self.staleness is not None:
             out["staleness"] = list(self.staleness)
+        if self.clipped:
+            out["clipped"] = {str(k): v for k, v in self.clipped.items()}
+        if self.kept:
+            out["kept"] = self.kept
         return out
 
 

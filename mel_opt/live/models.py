@@ -59,9 +59,15 @@ class GlobalModels:
         """Every task's model (a new list of the same arrays)."""
         return list(self._models)
 
-    def replace(self, task: int, model: Params) -> None:
-        """Task ``task``'s new global model (kept in float32)."""
-        self._models[task] = [np.asarray(a, dtype=np.float32) for a in model]
+    def replace(self, task: int, model: Params) -> bool:
+        """Task ``task``'s new global model (kept in float32); a model that is not finite in
+        float32 is not taken (False: the task keeps the one it had)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            new = [np.asarray(a, dtype=np.float32) for a in model]
+        if not all(np.isfinite(a).all() for a in new):
+            return False
+        self._models[task] = new
+        return True
 
     def evaluation(self) -> dict[str, Any]:
         """Validation loss and accuracy of the global model; with several tasks, their means

@@ -53,6 +53,7 @@ from mel_opt.live.plan import Answer, RoundPlan
 from mel_opt.live.planners import Planner, PlanView, planner_for
 from mel_opt.live.settings import LiveSettings
 from mel_opt.problems import get_problem
+from mel_opt.problems.attacks import make_attack
 from mel_opt.problems.learning import (
     Adaptation,
     CyclePlan,
@@ -116,6 +117,8 @@ class LiveRun:
         self.N = int(data.y_train.size)
         self.models = GlobalModels(settings.model, data, settings.seed, cycle.tasks(self._inst))
         self.fleet = Fleet(self.K, settings.alpha, settings.pool)
+        #: Learners told to lie in a measured run (their own process lies: the order says how)
+        self.attack = make_attack(settings, self.K, settings.seed)
         self.log = RunLog()
         self._finished = False  # the problem ended the run (adaptive-tau: budget spent)
         if settings.transfers == "measured" and not cycle.measured_transfers:
@@ -274,6 +277,13 @@ class LiveRun:
         return TrainOrder(*common, model, task=plan.task, samples=plan.samples,
                           passes=plan.passes, predicted_s=plan.predicted_s, comm_s=plan.comm_s)
 
+    def lying(self, order: TrainOrder, k: int, r: int) -> TrainOrder:
+        """``order`` for learner ``k`` in round ``r``, telling it to lie where the run's
+        ``attack`` makes it a liar by then (:mod:`mel_opt.problems.attacks`)."""
+        if self.attack is None or not self.attack.lies(k, r):
+            return order
+        return dataclasses.replace(order, attack=str(self.settings.attack))
+
     def plan(self, r: int) -> RoundPlan:
         """The allocation and the learners' orders of round ``r`` (1, 2, ...).
 
@@ -292,7 +302,8 @@ class LiveRun:
         for k in draft.learners:
             p = plans.get(k)
             model = self.models.of(0 if p is None else p.task)
-            orders[k] = self.order(r, model, p, draft.briefs.get(k, {}), lr, draft.cycle.batch)
+            orders[k] = self.lying(self.order(r, model, p, draft.briefs.get(k, {}), lr,
+                                              draft.cycle.batch), k, r)
         return RoundPlan(r, draft.cycle, orders, draft.allocation, draft.method, draft.solve_s,
                          draft.last, draft.adapted)
 
@@ -395,11 +406,18 @@ class LiveRun:
             if row.status in ("ok", "late") and p is not None and p.weight > 0:
                 assert row.measured_s is not None
                 usable.append((Reply(k, row.measured_s), got[k].model, p))
-        self.log.add_rows(rows)
         cycle = CyclePlan(tuple(plans.values()), plan.cycle.duration_s, plan.cycle.deadline_s,
                           plan.cycle.batch, plan.cycle.lr_scale, plan.cycle.restart) \
             if not plan.cycle.learners else plan.cycle
-        clock = self._aggregate(cycle, usable) if usable else plan.clock_s
+        notes: dict[int, str] = {}
+        kept: list[str] = []
+        clock = self._aggregate(cycle, usable, notes, kept) if usable else plan.clock_s
+        # what the aggregation rule did to a reply is its row's reason (its status stays)
+        rows = [dataclasses.replace(row, reason=notes[row.learner])
+                if row.learner in notes and row.reason is None else row for row in rows]
+        self.log.add_rows(rows)
+        for why in kept:
+            self.warn(f"round {r}: {why}")
         if not usable:
             self.warn(f"round {r}: no usable reply; the global model is unchanged")
         self.clock_s += clock
@@ -416,13 +434,17 @@ class LiveRun:
             len(usable), round_wall_s=wall_s, missing=tuple(sorted(self.fleet.missing)),
             method=plan.method, solve_s=plan.solve_s, allocation=plan.allocation,
             last=plan.last or self._finished, control=dict(fb.record) if fb.record else None,
-            adapted=_adapted(plan.adapted) if plan.adapted else None))
+            adapted=_adapted(plan.adapted) if plan.adapted else None,
+            clipped=dict(notes) or None, kept="; ".join(kept) or None))
 
     def _aggregate(self, cycle: CyclePlan,
-                   usable: Sequence[tuple[Reply, Params, LearnerPlan]]) -> float:
+                   usable: Sequence[tuple[Reply, Params, LearnerPlan]],
+                   notes: dict[int, str], kept: list[str]) -> float:
         """Each task's new global model from its learners' replies (the problem's
-        ``aggregate``); returns the round's length on the problem's clock (the longest of the
-        tasks')."""
+        ``aggregate`` by the run's ``aggregation``, from the task's model as it was);
+        returns the round's length on the problem's clock (the longest of the tasks'). What
+        the rule did is added to ``notes`` (learner -> why) and ``kept`` (why a task kept
+        its model: the aggregate was not finite)."""
         clock = 0.0
         for task in sorted({p.task for _, _, p in usable}):
             mine = [(reply, model) for reply, model, p in usable if p.task == task]
@@ -430,7 +452,11 @@ class LiveRun:
                             cycle.duration_s, cycle.deadline_s, cycle.batch, cycle.lr_scale,
                             cycle.restart)
             stacked = [np.stack([m[i] for _, m in mine]) for i in range(len(mine[0][1]))]
-            agg = self.cycle.aggregate(sub, [rp for rp, _ in mine], stacked)
+            agg = self.cycle.aggregate(sub, [rp for rp, _ in mine], stacked,
+                                       self.models.of(task), self.settings.aggregation)
+            notes.update(agg.notes)
+            if agg.kept is not None:
+                kept.append(agg.kept if task == 0 else f"task {task}: {agg.kept}")
             self.models.replace(task, agg.model)
             clock = max(clock, agg.duration_s)
         return clock
@@ -497,6 +523,10 @@ class LiveRun:
             "prediction_error": _median_errors(measured),
             "adapted": [{"round": r["round"], **r["adapted"]} for r in self.rounds
                         if "adapted" in r],
+            # the aggregation rule's doing: rounds whose aggregate was not finite (the model
+            # was kept), and replies it clipped or left out
+            "kept_previous": [r["round"] for r in self.rounds if "kept" in r],
+            "clipped": sum(len(r.get("clipped", {})) for r in self.rounds),
             "stopped": self.stopped,
             "warnings": self.warnings,
             "wall_s": time.perf_counter() - self.started,

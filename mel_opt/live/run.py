@@ -160,6 +160,9 @@ def check(settings: LiveSettings, opts: LiveOptions, instance: Instance | None =
     if not 1 <= nodes <= K:
         raise SettingError("nodes", opts.setting("nodes").flag,
                            f"must be between 1 and the instance's {K} learners, got {nodes}")
+    from mel_opt.problems.attacks import make_attack
+
+    make_attack(settings, nodes, settings.seed)  # a liar's index out of range: one line
     if opts.emulate and not spec.learning.emulated:
         raise SettingError("emulate", opts.setting("emulate").flag,
                            f"the emulator does not train {spec.name} (it runs live only)",
@@ -526,6 +529,8 @@ def _emulate(job: LiveJob, out: Path) -> dict[str, Any]:
                        dataset=settings.dataset, partition=settings.partition,
                        model=settings.model, lr=settings.lr, batch_size=settings.batch_size,
                        max_train=settings.max_train, max_test=settings.max_test,
-                       time_limit=settings.time_limit)
+                       time_limit=settings.time_limit, aggregation=settings.aggregation,
+                       attack=settings.attack, liars=settings.liars,
+                       liar_ids=settings.liar_ids, attack_from=settings.attack_from)
     run = train(job.instance, ts)
     return write_outputs(run, out)

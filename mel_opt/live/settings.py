@@ -17,11 +17,12 @@ from typing import Any, ClassVar
 
 from mel_opt.arena.availability import parse_availability
 from mel_opt.errors import SettingError, UsageError
+from mel_opt.problems.aggregate import DEFAULT_RULE
 from mel_opt.problems.learning import ADAPT_POLICIES
 from mel_opt.problems.messages import DataSpec
 from mel_opt.schemes import ALLOCATION, declaring, get_scheme, scheme_options, schemes_for
 from mel_opt.settings import Declared, Setting
-from mel_opt.training.settings import DATA_SETTINGS
+from mel_opt.training.settings import DATA_SETTINGS, ROBUST_SETTINGS
 
 __all__ = ["DEFAULT_LINK_MBIT", "ENGINES", "INSTANCE_SPEEDS", "LIVE_OPTIONS", "LIVE_SETTINGS",
            "SCHEMES", "LiveOptions", "LiveSettings", "SpeedsSetting", "grace_for"]
@@ -90,6 +91,7 @@ LIVE_SETTINGS = (
             "errors), so the server handles it as a missing learner (not --engine remote).",
             nullable=True, check=parse_availability,
             default_doc="every learner always online"),
+    *ROBUST_SETTINGS,
 )
 
 #: ``--speeds instance``: each learner at its relative speed in the instance's time model.
@@ -241,6 +243,11 @@ class LiveSettings(Declared):
     shards: str = "shipped"
     transfers: str = "file"
     availability: str | None = None
+    aggregation: str = DEFAULT_RULE
+    attack: str | None = None
+    liars: float = 0.0
+    liar_ids: tuple[int, ...] | None = None
+    attack_from: int = 1
     pool: int | None = None
 
     def check_together(self) -> None:

@@ -176,6 +176,11 @@ class RunContext:
     time_cv : float or None
         Run-to-run spread of the time of every learner whose plan gives none or 0 (the
         arena's, so that no scheme runs on a deterministic clock); None: none added.
+    aggregation : str
+        The rule the emulator's cycles aggregate by (:mod:`mel_opt.problems.aggregate`;
+        default the papers' weighted mean).
+    attack : Attack or None
+        Learners that lie in the emulator's cycles (:mod:`mel_opt.problems.attacks`).
     """
 
     scheme: str
@@ -186,6 +191,8 @@ class RunContext:
     memo: dict[str, Any] = field(default_factory=dict, compare=False)
     sample_bytes: float = 0.0
     time_cv: float | None = None
+    aggregation: str = "mean"
+    attack: Any = None
 
     @property
     def dataset_size(self) -> int:
@@ -222,12 +229,18 @@ class Aggregate:
         The cycle's time past its deadline in % of the deadline (None without a deadline).
     late : tuple of int
         Learners whose time passed the deadline.
+    notes : Mapping of int to str
+        Learners whose update did not enter as sent, and why (clipped by the rule, left out).
+    kept : str or None
+        Why the previous model was kept (the aggregate was not finite); None: it was not.
     """
 
     model: Params
     duration_s: float
     truancy: float | None = None
     late: tuple[int, ...] = ()
+    notes: Mapping[int, str] = field(default_factory=dict)
+    kept: str | None = None
 
 
 @dataclass(frozen=True)
@@ -389,10 +402,13 @@ def sample_bytes(features: int) -> float:
 
 
 def weighted_average(models: Params, weights: np.ndarray) -> Params:
-    """sum_k w_k P_k / sum_k w_k over the leading (learner) axis of each array."""
-    w = np.asarray(weights, dtype=float)
+    """sum_k w_k P_k / sum_k w_k over the leading (learner) axis of each array, accumulated
+    in float64 and returned in each array's dtype (no check: :func:`~mel_opt.problems.
+    aggregate.combine` is what runs aggregate with)."""
+    w = np.asarray(weights, dtype=np.float64)
     w = w / w.sum()
-    return [np.tensordot(w, a, axes=(0, 0)).astype(a.dtype) for a in models]
+    return [np.tensordot(w, np.asarray(a, dtype=np.float64), axes=(0, 0)).astype(a.dtype)
+            for a in models]
 
 
 class LearningCycle(abc.ABC):
@@ -472,8 +488,12 @@ class LearningCycle(abc.ABC):
         late = tuple(r.learner for r in replies if r.seconds > D)
         return duration, 100.0 * max(0.0, duration - D) / D, late
 
-    def aggregate(self, plan: CyclePlan, replies: Sequence[Reply], models: Params) -> Aggregate:
-        """Federated averaging of the replies' models by their plans' weights.
+    def aggregate(self, plan: CyclePlan, replies: Sequence[Reply], models: Params,
+                  start: Params | None = None, rule: Any = "mean") -> Aggregate:
+        """The replies' models combined by ``rule`` with their plans' weights (federated
+        averaging by default; :func:`mel_opt.problems.aggregate.combine`, the run's
+        ``aggregation``); a new model that is not finite is not taken: ``start`` (the
+        round's starting model) is kept, and :attr:`Aggregate.kept` says why.
 
         Parameters
         ----------
@@ -482,11 +502,24 @@ class LearningCycle(abc.ABC):
             One per learner that answered, in the order of the first axis of ``models``.
         models : list of ndarray
             The answering learners' models, stacked over a leading axis.
+        start : list of ndarray or None
+            The model the cycle started from (required unless the aggregate is sure to be
+            finite: a ValueError otherwise).
+        rule : str or Rule
         """
+        from mel_opt.problems.aggregate import combine
+
         weight = {p.learner: p.weight for p in plan.learners}
         w = np.array([weight[r.learner] for r in replies], dtype=float)
         duration, truancy, late = self.close(plan, replies)
-        return Aggregate(weighted_average(models, w), duration, truancy, late)
+        got = combine(models, w, start, rule)
+        notes = {replies[i].learner: why for i, why in got.notes.items()}
+        if got.model is None:
+            if start is None:
+                raise ValueError(f"{got.kept}, but no previous model was given")
+            return Aggregate([np.array(a, copy=True) for a in start], duration, truancy, late,
+                             notes, got.kept)
+        return Aggregate(got.model, duration, truancy, late, notes)
 
     # -- fixed work: the field's alternatives (mel_opt.schemes) ------------------------------
     def work_clock(self, inst: Any) -> WorkClock | None:

@@ -295,6 +295,9 @@ class TrainOrder:
     shipped : list of ndarray
         The samples to train on, sent with the order: features (samples x features) and
         labels; empty: the learner draws them from the part of the data set it holds.
+    attack : str
+        A measured run's lie (:mod:`mel_opt.problems.attacks`: ``scale:F``, ``sign``...)
+        this learner sends instead of its trained model; empty: it is honest.
     """
 
     problem: str
@@ -313,6 +316,7 @@ class TrainOrder:
     brief: Mapping[str, Scalar] = field(default_factory=dict)
     claim: bool = False
     shipped: Params = field(default_factory=list)
+    attack: str = ""
 
     def encode(self) -> Records:
         config: dict[str, Scalar] = {
@@ -326,6 +330,8 @@ class TrainOrder:
             config["claim"] = True
         else:
             arrays[MODEL] = list(self.model)
+        if self.attack:
+            config["attack"] = self.attack
         if self.shipped:
             arrays[SHIPPED] = list(self.shipped)
         return Records(config, arrays)
@@ -342,7 +348,7 @@ class TrainOrder:
                    DataSpec.read(r), _arrays(MODEL, records.arrays.get(MODEL, [])),
                    r.integer("task", 0), r.integer("samples", 0), r.integer("passes", 0),
                    r.number("predicted_s"), r.number("comm_s"), r.prefixed("brief."),
-                   claim, shipped)
+                   claim, shipped, r.optional("attack", "text") or "")
 
 
 def _samples(arrays: Any) -> Params:

@@ -112,7 +112,9 @@ class FedBuffBuffer:
     array([3.])
     """
 
-    def __init__(self, size: int, server_lr: float = 1.0) -> None:
+    def __init__(self, size: int, server_lr: float = 1.0, rule: str | None = "mean") -> None:
+        from mel_opt.problems.aggregate import parse_rule
+
         if int(size) != size or size < 1:
             raise ValueError(f"buffer size must be an integer >= 1, got {size!r}")
         if not np.isfinite(server_lr) or server_lr <= 0:
@@ -121,6 +123,14 @@ class FedBuffBuffer:
         self.server_lr = float(server_lr)
         self._sum: list[NDArray[np.float64]] | None = None
         self._count = 0
+        self.rule = parse_rule(rule)
+        self._held: list[list[NDArray[np.float64]]] = []  # weighted deltas (a robust rule)
+        #: What the last :meth:`flush`'s rule did: why an update (by its place in the buffer)
+        #: did not enter as sent, and why the step was not taken (None: it was).
+        self.notes: dict[int, str] = {}
+        self.kept: str | None = None
+        self._lengths: list[float] = []  # the latest updates' lengths (the norm rule)
+        self._pending: dict[int, str] = {}  # the buffer's clipped updates, by place
 
     def __len__(self) -> int:
         return self._count
@@ -150,6 +160,12 @@ class FedBuffBuffer:
             if not math.isfinite(weight) or weight < 0:
                 raise ValueError(f"an update's weight must be finite and >= 0, got {weight!r}")
             w = float(weight)
+        if self.rule.name == "norm":
+            delta = self._bounded(delta)
+        elif self.rule.name != "mean":
+            self._held.append([w * np.asarray(d, dtype=float) for d in delta])
+            self._count += 1
+            return self._count >= self.size
         if self._sum is None:
             self._sum = [w * np.asarray(d, dtype=float) for d in delta]
         else:
@@ -161,6 +177,25 @@ class FedBuffBuffer:
                 acc += w * np.asarray(d, dtype=float)
         self._count += 1
         return self._count >= self.size
+
+    def _bounded(self, delta: list[NDArray[np.floating]]) -> list[NDArray[np.floating]]:
+        """``delta`` clipped onto C times the median length of the latest updates (the
+        ``norm`` rule on an asynchronous server: a buffer of a few updates has no median to
+        speak of, the last ``max(10, 3 K)`` updates have; this one among them)."""
+        from mel_opt.problems.aggregate import NORM_BOUND
+
+        with np.errstate(over="ignore", invalid="ignore"):
+            length = float(np.sqrt(sum(float(np.sum(np.square(np.asarray(d, dtype=float))))
+                                       for d in delta)))
+        self._lengths = [*self._lengths, length][-max(10, 3 * self.size):]
+        med = float(np.median(self._lengths))
+        c = NORM_BOUND if self.rule.value is None else self.rule.value
+        if not length > c * med:
+            return delta
+        self._pending[self._count] = (f"clipped: its update's length {length:.3g} is above "
+                                      f"{c:g} x the median {med:.3g} of the latest "
+                                      f"{len(self._lengths)}")
+        return [np.asarray(d, dtype=float) * (c * med / length) for d in delta]
 
     def flush(self, model: list[NDArray[np.floating]]) -> list[NDArray[np.float64]]:
         """Take the server step and empty the buffer.
@@ -175,8 +210,30 @@ class FedBuffBuffer:
         list of numpy.ndarray
             ``model + server_lr * (sum of weighted deltas) / size`` (Algorithm 1 divides by
             ``K``, the buffer size, also when flushed early with fewer updates); the model
-            unchanged (copied) when the buffer is empty.
+            unchanged (copied) when the buffer is empty. With a robust rule (``rule``,
+            :mod:`mel_opt.problems.aggregate`) the sum is ``n`` times the rule's centre of
+            the ``n`` weighted deltas (the mean's is the sum itself): ``norm`` clips a delta
+            longer than C times the median length, ``median``, ``trimmed`` and ``krum`` take
+            their centre of the deltas. A step that would not be finite is not taken (the
+            model is returned unchanged, :attr:`kept` says why).
         """
+        self.notes, self.kept, self._pending = dict(self._pending), None, {}
+        if self._held:
+            from mel_opt.problems.aggregate import combine
+
+            n = len(self._held)
+            stacked = [np.stack([h[i] for h in self._held]) for i in range(len(self._held[0]))]
+            got = combine(stacked, np.ones(n), [np.zeros_like(a[0]) for a in stacked],
+                          self.rule)
+            self._held, self._count = [], 0
+            self.notes.update(got.notes)
+            if got.model is None:
+                self.kept = got.kept
+                return [np.array(m, dtype=float) for m in model]
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = [np.asarray(m, dtype=float) + self.server_lr * n * c / self.size
+                       for m, c in zip(model, got.model, strict=True)]
+            return self._checked(out, model)
         if self._sum is None:
             return [np.array(m, dtype=float) for m in model]
         out = [
@@ -185,7 +242,18 @@ class FedBuffBuffer:
         ]
         self._sum = None
         self._count = 0
-        return out
+        return self._checked(out, model)
+
+    def _checked(self, out: list[NDArray[np.float64]],
+                 model: list[NDArray[np.floating]]) -> list[NDArray[np.float64]]:
+        """``out``, or ``model`` (copied) where ``out`` in the model's dtypes is not finite."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = all(np.isfinite(np.asarray(o).astype(np.asarray(m).dtype)).all()
+                         for o, m in zip(out, model, strict=True))
+        if finite:
+            return out
+        self.kept = "the server step is not finite; the previous model is kept"
+        return [np.array(m, dtype=float) for m in model]
 
 
 class Workers(Protocol):
@@ -209,6 +277,10 @@ class Step:
     version: int
     nodes: list[int]
     staleness: list[int]
+    #: Updates that did not enter as sent (node -> why: clipped, left out by the rule).
+    notes: dict[int, str] = field(default_factory=dict)
+    #: Why the step kept the previous model (its result was not finite); None: it did not.
+    kept: str | None = None
 
 
 @dataclass
@@ -252,7 +324,8 @@ def default_buffer(concurrency: int) -> int:
 
 
 def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
-        concurrency: int, steps: int, server_lr: float = 1.0, max_polls: int = 10_000,
+        concurrency: int, steps: int, server_lr: float = 1.0, aggregation: str = "mean",
+        max_polls: int = 10_000,
         pick: Callable[[Sequence[int], int], list[int]] = first_idle,
         until: Callable[[], bool] | None = None,
         on_step: Callable[[Step, Model], None] | None = None,
@@ -279,6 +352,8 @@ def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
         Server steps to take.
     server_lr : float
         ``eta_g`` of Algorithm 1.
+    aggregation : str
+        The rule applied to each step's buffered deltas (:class:`FedBuffBuffer`).
     max_polls : int
         Polls in a row without any answer, while no learner is busy (every one given up),
         after which the loop stops.
@@ -299,7 +374,7 @@ def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
     """
     if buffer < 1 or concurrency < 1 or steps < 0:
         raise ValueError("buffer and concurrency must be >= 1 and steps >= 0")
-    buf = FedBuffBuffer(buffer, server_lr)
+    buf = FedBuffBuffer(buffer, server_lr, aggregation)
     dtypes = [np.asarray(m).dtype for m in model]
     out = FedBuffOutcome(model=[np.array(m) for m in model])
     version = 0
@@ -366,7 +441,8 @@ def run(workers: Workers, nodes: Sequence[int], model: Model, *, buffer: int,
                 out.model = [a.astype(t) for a, t in
                              zip(buf.flush(out.model), dtypes, strict=True)]
                 version += 1
-                step = Step(version, [h[0] for h in held], [h[1] for h in held])
+                step = Step(version, [h[0] for h in held], [h[1] for h in held],
+                            {held[i][0]: why for i, why in buf.notes.items()}, buf.kept)
                 held = []
                 out.steps.append(step)
                 if on_step is not None:

@@ -52,6 +52,12 @@ class CycleRecord:
     val_accuracy : float or None
         The accuracy on a validation split held out of the training set, where the run has
         one (the arena's tuning picks by it).
+    clipped : int
+        Updates of this cycle that did not enter as sent (clipped or left out by the
+        aggregation rule).
+    kept : str or None
+        Why this cycle kept the previous model (its aggregate was not finite); None: it did
+        not.
     """
 
     cycle: int
@@ -60,6 +66,8 @@ class CycleRecord:
     accuracy: float
     truancy: float | None = None
     val_accuracy: float | None = None
+    clipped: int = 0
+    kept: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,10 +98,11 @@ class Trainer:
     validation: tuple[np.ndarray, np.ndarray] | None = None
 
     def record(self, cycle: int, t: float, model: Params,
-               truancy: float | None = None) -> CycleRecord:
+               truancy: float | None = None, clipped: int = 0,
+               kept: str | None = None) -> CycleRecord:
         loss, acc = evaluate(model, self.data.x_test, self.data.y_test)
         val = None if self.validation is None else evaluate(model, *self.validation)[1]
-        return CycleRecord(cycle, t, loss, acc, truancy, val)
+        return CycleRecord(cycle, t, loss, acc, truancy, val, clipped, kept)
 
 
 def emulated_seconds(plan: CyclePlan, rng: np.random.Generator) -> np.ndarray:
@@ -185,7 +194,8 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
         samples = [draw(pools[k], int(n), rng) for k, n in zip(ids, plan.column("samples"),
                                                                   strict=True)]
         batch = tr.batch_size if plan.batch is None else plan.batch
-        if batch == 0 and plan.restart and _averages(cycle):
+        if batch == 0 and plan.restart and _averages(cycle) and ctx.aggregation == "mean" \
+                and ctx.attack is None:
             # one full-batch step per learner, then FedAvg: the same as one weighted step
             model = averaged_step(model, x, y, samples, plan.column("weight"),
                                   tr.lr * plan.lr_scale)
@@ -206,6 +216,8 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
         else:
             start = [a[ids] for a in own]
         trained = local_sgd(start, x, y, sched, tr.lr * plan.lr_scale, tr.threads)
+        if ctx.attack is not None:  # liars send something else (mel_opt.problems.attacks)
+            trained = ctx.attack.lie(ids, trained, model, c)
         if not plan.restart:
             if own is None:
                 own = broadcast(model, len(pools))
@@ -218,15 +230,16 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
             duration, truancy, _ = cycle.close(plan, replies)
             if came.any():
                 model = cycle.aggregate(plan, [r for r, a in zip(replies, came, strict=True)
-                                               if a], [m[came] for m in trained]).model
+                                               if a], [m[came] for m in trained], model,
+                                        ctx.aggregation).model
             if observe is not None:
                 observe(plan, seconds, duration)
             t += duration
             yield tr.record(c, t, model, truancy)
             continue
-        agg = cycle.aggregate(plan, replies, trained)
+        agg = cycle.aggregate(plan, replies, trained, model, ctx.aggregation)
         if observe is not None:
             observe(plan, seconds, agg.duration_s)
         model = agg.model
         t += agg.duration_s
-        yield tr.record(c, t, model, agg.truancy)
+        yield tr.record(c, t, model, agg.truancy, len(agg.notes), agg.kept)

@@ -24,7 +24,8 @@ from mel_opt.io.csvsafe import csv_text as safe_csv_text
 from mel_opt.stats import band, mean_interval
 from mel_opt.training.run import TrainRun
 
-CSV_COLUMNS = ("scheme", "seed", "cycle", "time_s", "loss", "accuracy", "truancy")
+CSV_COLUMNS = ("scheme", "seed", "cycle", "time_s", "loss", "accuracy", "truancy", "clipped",
+               "kept")
 
 
 def interval(values: list[float]) -> dict[str, Any]:
@@ -72,6 +73,12 @@ def summarise(run: TrainRun) -> dict[str, Any]:
         tru = [r["truancy"] for rows in seeds.values() for r in rows if r["truancy"] is not None]
         if tru:
             entry["truancy_percent"] = interval(tru)
+        # the aggregation rule's doing: updates clipped or left out, cycles that kept the
+        # previous model (their aggregate was not finite)
+        entry["clipped_updates"] = sum(int(r.get("clipped", 0)) for rows in seeds.values()
+                                       for r in rows)
+        entry["kept_previous"] = sum(bool(r.get("kept")) for rows in seeds.values()
+                                     for r in rows)
         schemes[scheme] = entry
     for entry in schemes.values():
         for key, tgt in entry["targets"].items():
@@ -96,7 +103,8 @@ def csv_text(run: TrainRun) -> str:
 
     rows = ({"scheme": r["scheme"], "seed": r["seed"], "cycle": r["cycle"],
              "time_s": fmt(r["time_s"]), "loss": fmt(r["loss"]),
-             "accuracy": fmt(r["accuracy"]), "truancy": fmt(r["truancy"])} for r in run.rows)
+             "accuracy": fmt(r["accuracy"]), "truancy": fmt(r["truancy"]),
+             "clipped": r.get("clipped", 0), "kept": r.get("kept", "")} for r in run.rows)
     return safe_csv_text(CSV_COLUMNS, rows)
 
 

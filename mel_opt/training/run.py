@@ -22,6 +22,7 @@ from mel_opt import activity, api
 from mel_opt.blas import blas_threads
 from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems import get_problem
+from mel_opt.problems.attacks import make_attack
 from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
 from mel_opt.processes import pool_worker_init
@@ -148,12 +149,15 @@ class _Shared:
             pools = make_pools(ds.y_train, sizes, self.part, ds.classes, rng)
             ctx = RunContext(scheme, sol, seed, np.array([p.size for p in pools]),
                              {"param_bits": s.param_bits},
-                             sample_bytes=sample_bytes(ds.features))
+                             sample_bytes=sample_bytes(ds.features),
+                             aggregation=s.aggregation,
+                             attack=make_attack(s, len(pools), seed))
             best, best_cycle = -1.0, 0
             for rec in run_cycles(tr, self.cycle, self.inst, ctx, pools, s.cycles, rng):
                 rows.append({"scheme": scheme, "seed": seed, "cycle": rec.cycle,
                              "time_s": rec.time_s, "loss": rec.loss,
-                             "accuracy": rec.accuracy, "truancy": rec.truancy})
+                             "accuracy": rec.accuracy, "truancy": rec.truancy,
+                             "clipped": rec.clipped, "kept": rec.kept or ""})
                 if rec.cycle and tick is not None:
                     tick(scheme, seed, rec.cycle)
                 if rec.accuracy > best + s.tolerance:
@@ -223,6 +227,7 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
     if ds.y_train.size < K:
         raise UsageError(f"the data set has {ds.y_train.size} training samples, fewer than "
                          f"the {K} learners")
+    make_attack(settings, K, 0)  # a liar's index out of range: refused before any run
     run = TrainRun(inst.name, problem, settings)
     for scheme in settings.schemes:
         if scheme in cycle.schemes:

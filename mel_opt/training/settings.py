@@ -14,11 +14,13 @@ from typing import ClassVar
 
 from mel_opt.errors import SettingError
 from mel_opt.mlp import check_model
+from mel_opt.problems.aggregate import DEFAULT_RULE, NORM_BOUND, TRIM_BETA, parse_rule
+from mel_opt.problems.attacks import check_fraction, parse_attack
 from mel_opt.settings import Declared, Setting
 from mel_opt.training.data import check_dataset_name
 from mel_opt.training.partition import parse_partition
 
-__all__ = ["DATA_SETTINGS", "DTYPES", "TRAIN_SETTINGS", "TrainSettings"]
+__all__ = ["DATA_SETTINGS", "DTYPES", "ROBUST_SETTINGS", "TRAIN_SETTINGS", "TrainSettings"]
 
 DTYPES = ("float32", "float64")
 
@@ -39,6 +41,30 @@ MAX_TEST = Setting("max_test", int, None, "Use at most this many validation samp
 
 #: What every learning run (emulated or live) says about its data and model.
 DATA_SETTINGS = (DATASET, PARTITION, MODEL, LR, BATCH_SIZE, MAX_TRAIN, MAX_TEST)
+
+#: How the server combines the learners' models (:mod:`mel_opt.problems.aggregate`) and
+#: which learners lie to measure it (:mod:`mel_opt.problems.attacks`): ``melopt train``,
+#: ``arena`` and ``live`` declare these alike.
+ROBUST_SETTINGS = (
+    Setting("aggregation", str, DEFAULT_RULE, "How the server combines the learners' models: "
+            "mean (the papers' weighted mean), norm[:C] (an update farther from the round's "
+            "start than C times the round's median distance is clipped onto that bound, then "
+            f"the mean; C = {NORM_BOUND:g}), median, trimmed[:BETA] (coordinate-wise, beta = "
+            f"{TRIM_BETA:g}) or krum[:F].", check=parse_rule,
+            default_doc=f"{DEFAULT_RULE}: the papers' mean whenever no update is far out of "
+            "line"),
+    Setting("attack", str, None, "Make chosen learners lie (to measure the aggregation): "
+            "scale:F (their model times F), sign (their update's sign flipped), noise:SIGMA "
+            "(Gaussian noise added), stale (the model of their first lying round, every "
+            "round).", nullable=True, check=parse_attack, default_doc="none: all honest"),
+    Setting("liars", float, 0.0, "With --attack: the fraction of the learners that lie, "
+            "drawn once per seed, in [0, 1).", minimum=0.0, check=check_fraction),
+    Setting("liar_ids", int, None, "With --attack: the learners that lie, by index "
+            "(comma-separated; instead of --liars).", minimum=0, many=True, nullable=True,
+            default_doc="none: --liars says"),
+    Setting("attack_from", int, 1, "With --attack: the first round (server step) the liars "
+            "lie.", minimum=1),
+)
 
 TRAIN_SETTINGS = (
     Setting("schemes", str, None, "Comma-separated methods of the instance's problem and "
@@ -71,6 +97,7 @@ TRAIN_SETTINGS = (
             "as progress for the patience.", minimum=0.0),
     Setting("until_targets", bool, False, "Stop a run once it has reached every target "
             "accuracy (all that cycles and seconds to target need)."),
+    *ROBUST_SETTINGS,
 )
 
 
@@ -153,6 +180,11 @@ class TrainSettings(Declared):
     patience: int | None = None
     tolerance: float = 0.001
     until_targets: bool = False
+    aggregation: str = DEFAULT_RULE
+    attack: str | None = None
+    liars: float = 0.0
+    liar_ids: tuple[int, ...] | None = None
+    attack_from: int = 1
 
     def check_together(self) -> None:
         if len(set(self.schemes)) != len(self.schemes):

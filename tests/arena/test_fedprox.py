@@ -111,9 +111,9 @@ def test_models_are_averaged_by_data_size_not_by_work(monkeypatch: Any) -> None:
     from mel_opt.schemes import SCHEMES
 
     seen: list[np.ndarray] = []
-    real = runner.weighted_average
-    monkeypatch.setattr(runner, "weighted_average",
-                        lambda models, w: seen.append(np.array(w)) or real(models, w))
+    real = runner.combine
+    monkeypatch.setattr(runner, "combine",
+                        lambda models, w, *a: seen.append(np.array(w)) or real(models, w, *a))
     run = _run(TWO, ArenaSettings(cycles=1, model="softmax", time_cv=0.0, mu=0.01))
     assert run.sizes.tolist() == [200, 200]
     rows = list(runner.rounds_run(run, SCHEMES["fedprox"].policy(run)))
