@@ -26,10 +26,10 @@ install-test: $(VENV)/.installed-test
 run: $(VENV)/.installed
 	$(MELOPT) solve instances
 
-# two workers (pytest-xdist): a file's tests on one, every federation test on the same one
-# (tests/conftest.py groups them)
+# two workers (pytest-xdist), a file's tests on one (its module fixtures made once); tests that
+# start a federation or Ray take tests/live/conftest.py's lock, one at a time on the machine
 test: lint docs
-	$(PY) -m pytest -p no:cacheprovider --timeout=900 -n 2 --dist loadgroup -rs --durations=20
+	$(PY) -m pytest -p no:cacheprovider --timeout=900 -n 2 --dist loadfile -rs --durations=20
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check mel_opt tests benchmarks
