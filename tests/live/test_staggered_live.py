@@ -70,3 +70,36 @@ def test_staggered_in_process_plans_each_start_to_its_slot_and_gives_up_a_lost_l
                and r["passes"] >= 1 and 0 <= r["staleness"] <= 2 for r in ok)
     assert all(r["method"] == "exact" and r["learners"] == 2 for r in run.rounds[1:])
     assert run.rounds[-1]["accuracy"] > run.rounds[0]["accuracy"] + 0.3
+
+
+def _staggered(digits: Any, **kw: Any) -> LiveRun:
+    doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
+    run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="staggered",
+                               rounds=8, groups=2, period=1.0, model="softmax", **kw), digits)
+    clock = Clock(compute_s=lambda r, k, work: SLOW * work, overhead_s=lambda r: 0.0,
+                  probe_s_per_sample=SLOW)
+    return run_in_process(run, np.array_split(np.arange(digits.y_train.size), 4), clock)
+
+
+def test_staggered_live_a_liar_is_clipped_by_the_default_rule_and_ruins_the_mean(
+        digits: Any) -> None:
+    """A poisoned learner, as FedBuff's loop meets it: learner 1 sends its model scaled by
+    1,000 from its second update on; its own code does it, the server sees a well-formed
+    reply."""
+    lie = {"attack": "scale:1000", "liar_ids": (1,), "attack_from": 2}
+    honest = _staggered(digits)
+    norm = _staggered(digits, **lie)
+    mean = _staggered(digits, aggregation="mean", **lie)
+    acc = {name: [r["accuracy"] for r in run.rounds] for name, run in
+           (("honest", honest), ("norm", norm), ("mean", mean))}
+    clipped = [r for r in norm.rounds if r.get("clipped")]
+    assert clipped and all(set(r["clipped"]) == {"1"} for r in clipped)
+    assert honest.summary()["clipped"] == 0
+    assert acc["norm"][-1] >= acc["honest"][-1] - 0.02
+    # the mean: the liar's first scaled update dominates the model from then on (every later
+    # honest update is a thousandth of it), so its accuracy stays where that step left it
+    # (the step of its first lie: where the norm run clipped it first; the runs are the same
+    # until then)
+    first = min(r["round"] for r in clipped)
+    assert acc["mean"][:first] == acc["norm"][:first]
+    assert len(set(acc["mean"][first:])) == 1 and acc["mean"][-1] < acc["honest"][-1]
