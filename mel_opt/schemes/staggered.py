@@ -183,6 +183,8 @@ class StaggeredPlan:
 
     def __post_init__(self) -> None:
         self._aimed = np.full(self.group.size, -np.inf)  # each learner's last slot
+        held = self.sizes[self.sizes > 0]  # the data of those that take part: fixed for good
+        self._mean = float(np.mean(held)) if held.size else 1.0
 
     def arrival(self, node: int, now: float) -> float:
         """When ``node``, starting at ``now``, is planned back: its group's first slot after
@@ -217,10 +219,8 @@ class StaggeredPlan:
         synchronous cycle), times FedBuff's staleness weight of the staleness beyond the
         plan's ``G`` (module docstring)."""
         k = int(node)
-        held = self.sizes[self.sizes > 0]
-        mean = float(np.mean(held)) if held.size else 1.0
         late = max(0, int(staleness) - self.groups)
-        return float(self.sizes[k]) / mean / self.groups * staleness_weight(late)
+        return float(self.sizes[k]) / self._mean / self.groups * staleness_weight(late)
 
 
 SPEC = SchemeSpec(
