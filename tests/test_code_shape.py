@@ -243,7 +243,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("mel_opt.api", "mel_opt.batch", "mel_opt.sweep", "mel_opt.compare", "mel_opt.export",
      "mel_opt.plot", "mel_opt.examples", "mel_opt.schemas", "mel_opt.settings",
      "mel_opt.ray_local", "mel_opt.reproduce", "mel_opt.training", "mel_opt.live",
-     "mel_opt.subset_benchmarking", "mel_opt.arena", "mel_opt.schemes"),
+     "mel_opt.subset_benchmarking", "mel_opt.arena", "mel_opt.schemes", "mel_opt.units"),
     ("mel_opt.cli",),
 )
 #: mel_opt.problems.<pkg>: the problem packages (the registry's other modules are shared).

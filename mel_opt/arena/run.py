@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt import api
+from mel_opt import api, units
 from mel_opt.arena.availability import Availability, availability_for
 from mel_opt.arena.runner import Run, allocation_run, buffered_run, rounds_run
 from mel_opt.arena.settings import ALTERNATIVES, ArenaSettings
@@ -239,42 +239,74 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSetti
     return out
 
 
-def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = None,
-          progress: Callable[[int, int], None] | None = None) -> ArenaRun:
-    """Run every scheme of ``settings`` on ``inst``'s population (module docstring).
-
-    Parameters
-    ----------
-    inst : instance
-        A mel-async or dab instance (:func:`mel_opt.api.load_instance`).
-    settings : ArenaSettings
-    data : Dataset, optional
-        Use this data set instead of loading ``settings.dataset``.
-    progress : callable, optional
-        Called as progress(done, total) after every (scheme, seed) run (with ``tune``, every
-        trial's runs too).
-
-    Raises
-    ------
-    UsageError
-        A problem without an arena clock or learning cycle, an unknown scheme, too little
-        data for the learners.
-    """
-    if settings.tune:
-        from mel_opt.arena.tune import tuned
-
-        return tuned(inst, settings, data=data, progress=progress)
-    problem = api.problem_of(inst)
-    clock = work_clock(inst)
-    cycle = _cycle(problem)
-    schemes = _check(problem, settings)
-    make_attack(settings, clock.K, 0)  # a liar's index out of range: refused before any run
+def arena_data(settings: ArenaSettings, data: Dataset | None = None
+               ) -> tuple[Dataset, tuple[np.ndarray, np.ndarray] | None]:
+    """The data set every run reads (``data``, else ``settings.dataset`` loaded), in the
+    settings' precision, and the validation split held out of it (None without one)."""
     ds = data if data is not None else load_dataset(
         settings.dataset, max_train=settings.max_train, max_test=settings.max_test)
     ds = ds.astype(np.dtype(settings.dtype))
     validation = None
     if settings.validation is not None:
         ds, validation = hold_out(ds, settings.validation)
+    return ds, validation
+
+
+#: Settings that decide nothing in one (scheme, seed) run: which runs there are, how they are
+#: spread, the options of other schemes (:meth:`ArenaSettings.for_scheme` has applied the
+#: run's own), the solver's time limit (the allocation itself is in the key).
+_NOT_IN_KEY = ("schemes", "seeds", "first_seed", "per_scheme", "tune", "trials", "tune_seeds",
+               "threads", "time_limit")
+
+
+@dataclass
+class Planned:
+    """One arena's runs before they run: the :class:`ArenaRun` to fill, and a unit
+    (:mod:`mel_opt.units`) per (scheme, seed)."""
+
+    run: ArenaRun
+    jobs: list[tuple[str, int]]
+    units: list[units.Unit]
+
+    def fill(self, results: list[list[dict[str, Any]]]) -> ArenaRun:
+        """The run with every unit's rows, in the order of the jobs."""
+        for rows in results:
+            self.run.rows.extend(rows)
+        return self.run
+
+
+def _arena_unit(shared: tuple[Any, ...], settings: ArenaSettings, scheme: str, seed: int,
+                solution: dict[str, Any] | None, horizon: float,
+                method: str) -> list[dict[str, Any]]:
+    """One (scheme, seed) run: a unit of :func:`arena`."""
+    inst, cycle, ds, validation = shared
+    with blas_threads(1):
+        return _one(inst, cycle, ds, settings, scheme, seed, solution, horizon, validation,
+                    method)
+
+
+def _file_digest(path: str | None) -> str | None:
+    """The SHA-256 of a trace file a setting names (``fedscale:PATH``), None without one."""
+    if path is None:
+        return None
+    import hashlib
+
+    try:
+        with open(path.partition(":")[2], "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def plan(inst: Instance, settings: ArenaSettings, ds: Dataset,
+         validation: tuple[np.ndarray, np.ndarray] | None) -> Planned:
+    """Check ``settings``, solve the methods the schemes need, and make a unit per (scheme,
+    seed) (what :func:`arena` runs; the tuning runs every trial's at once)."""
+    problem = api.problem_of(inst)
+    clock = work_clock(inst)
+    cycle = _cycle(problem)
+    schemes = _check(problem, settings)
+    make_attack(settings, clock.K, 0)  # a liar's index out of range: refused before any run
     if ds.y_train.size < clock.K:
         raise UsageError(f"the data set has {ds.y_train.size} training samples, fewer than "
                          f"the {clock.K} learners")
@@ -303,12 +335,72 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
             out.infeasible[scheme] = f"{reference} has no allocation ({why[reference]})"
     seeds = range(settings.first_seed, settings.first_seed + settings.seeds)
     jobs = [(scheme, seed) for scheme in out.ran for seed in seeds]
-    with blas_threads(1):
-        for i, (scheme, seed) in enumerate(jobs):
-            allocation = scheme_of(problem, scheme).loop is Loop.ALLOCATION
-            method = scheme if allocation else reference
-            out.rows.extend(_one(inst, cycle, ds, settings, scheme, seed,
-                                 solutions.get(method), horizon, validation, method))
-            if progress is not None:
-                progress(i + 1, len(jobs))
-    return out
+    base = {"kind": "arena", "code": units.code_version(),
+            "instance": units.fingerprint(inst), "data": units.data_fingerprint(ds),
+            "validation": None if validation is None else units.fingerprint(list(validation)),
+            "availability": _file_digest(settings.availability), "horizon": horizon}
+    todo = []
+    for scheme, seed in jobs:
+        allocation = scheme_of(problem, scheme).loop is Loop.ALLOCATION
+        method = scheme if allocation else reference
+        solution = solutions.get(method)
+        own = {k: v for k, v in settings.for_scheme(scheme).values().items()
+               if k not in _NOT_IN_KEY}
+        todo.append(units.Unit(
+            {**base, "settings": own, "scheme": scheme, "seed": seed, "method": method,
+             "solution": solution},
+            f"{inst.name}: {scheme}, seed {seed}", _arena_unit,
+            (settings, scheme, seed, solution, horizon, method)))
+    return Planned(out, jobs, todo)
+
+
+def execution(runs: int, progress: Callable[[int, int], None] | None = None,
+              offset: int = 0, total: int | None = None) -> units.Execution:
+    """The command's execution (:func:`mel_opt.units.current`) for ``runs`` runs: its
+    ``--jobs``, else one worker per CPU this process may use, at most one per run;
+    ``progress(done, total)`` hears each finished run (counted from ``offset`` of ``total``)."""
+    from mel_opt.training.run import available_cpus
+
+    ex = units.current()
+    jobs = max(1, min(ex.jobs or available_cpus(), runs))
+    counted = units.Counting(progress, ex.progress, offset, total) if progress else ex.progress
+    return dataclasses.replace(ex, jobs=jobs, progress=counted)
+
+
+def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = None,
+          progress: Callable[[int, int], None] | None = None) -> ArenaRun:
+    """Run every scheme of ``settings`` on ``inst``'s population (module docstring).
+
+    Every (scheme, seed) run is a unit (:mod:`mel_opt.units`): they run on the command's
+    ``--jobs`` worker processes (one per CPU by default) or its ``--cluster``, and are kept in
+    its output folder's ``units/`` as each finishes; the rows are the same wherever they ran.
+
+    Parameters
+    ----------
+    inst : instance
+        A mel-async or dab instance (:func:`mel_opt.api.load_instance`).
+    settings : ArenaSettings
+    data : Dataset, optional
+        Use this data set instead of loading ``settings.dataset``.
+    progress : callable, optional
+        Called as progress(done, total) after every (scheme, seed) run (with ``tune``, every
+        trial's runs too).
+
+    Raises
+    ------
+    UsageError
+        A problem without an arena clock or learning cycle, an unknown scheme, too little
+        data for the learners.
+    """
+    if settings.tune:
+        from mel_opt.arena.tune import tuned
+
+        return tuned(inst, settings, data=data, progress=progress)
+    problem = api.problem_of(inst)
+    work_clock(inst)
+    _check(problem, settings)
+    ds, validation = arena_data(settings, data)
+    planned = plan(inst, settings, ds, validation)
+    shared = (inst, _cycle(problem), ds, validation)
+    results = units.run_units(planned.units, shared, execution(len(planned.units), progress))
+    return planned.fill(results)

@@ -50,10 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from mel_opt import api
-from mel_opt.arena.run import ArenaRun, _check, arena, scheme_of
+from mel_opt import api, units
+from mel_opt.arena.run import ArenaRun, _check, arena, arena_data, execution, plan, scheme_of
 from mel_opt.arena.settings import ArenaSettings
 from mel_opt.errors import SettingError
+from mel_opt.problems import get_problem
 from mel_opt.problems.base import Instance
 from mel_opt.training.data import Dataset, load_dataset
 
@@ -182,19 +183,23 @@ def tuned(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
                                first_seed=seeds.start, seeds=len(seeds))
     per_trial = len(schemes) * len(seeds)
     total = settings.trials * per_trial + len(schemes) * settings.seeds
-    done = 0
-
-    def counted(d: int, n: int) -> None:
-        if progress is not None:
-            progress(done + d, total)
-
+    # every trial's runs are units of one list: they run together, on as many workers as
+    # the command has, and a rerun skips the ones kept
+    held, split = arena_data(base, ds)
+    shared = (inst, get_problem(problem).learning, held, split)
+    trials = [plan(inst, dataclasses.replace(
+        base, per_scheme=own + tuple(_item(s, k, v) for s in schemes
+                                     for k, v in plans[s][i].items()) or None),
+        held, split) for i in range(settings.trials)]
+    everything = [u for t in trials for u in t.units]
+    results = units.run_units(everything, shared,
+                              execution(len(everything), progress, 0, total))
     scores: dict[str, list[float | None]] = {s: [] for s in schemes}
     rows: list[dict[str, Any]] = []
-    for i in range(settings.trials):
-        items = own + tuple(_item(s, k, v) for s in schemes for k, v in plans[s][i].items())
-        trial = arena(inst, dataclasses.replace(base, per_scheme=items or None), data=ds,
-                      progress=counted)
-        done += per_trial
+    at = 0
+    for i, planned in enumerate(trials):
+        trial = planned.fill(results[at:at + len(planned.units)])
+        at += len(planned.units)
         by_run: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(
             lambda: defaultdict(list))
         for r in trial.rows:
@@ -204,6 +209,12 @@ def tuned(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
             runs = by_run.get(s)
             scores[s].append(None if not runs else float(np.mean(
                 [score(rs, trial.horizon_s) for rs in runs.values()])))
+    done = len(everything)
+
+    def counted(d: int, n: int) -> None:
+        if progress is not None:
+            progress(done + d, total)
+
     chosen: dict[str, dict[str, Any]] = {}
     best: dict[str, float | None] = {}
     for s in schemes:

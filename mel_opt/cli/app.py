@@ -411,20 +411,6 @@ def method_list(text: str | None) -> list[str] | None:
     return [m.strip() for m in text.split(",") if m.strip()]
 
 
-@contextlib.contextmanager
-def counted_progress(label: str) -> Iterator[Any]:
-    """A transient bar on stderr for a library call that reports ``progress(done, total)``;
-    yields that callback (``melopt train`` and ``melopt arena``)."""
-    with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
-        task = bar.add_task(label, total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield progress
-
-
 def _progress() -> Progress:
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(),

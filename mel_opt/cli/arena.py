@@ -31,7 +31,6 @@ from mel_opt.arena.run import arena, availability_of
 from mel_opt.arena.settings import ARENA_SETTINGS, ArenaSettings
 from mel_opt.cli.app import (
     cli,
-    counted_progress,
     declared_options,
     err,
     fail,
@@ -39,6 +38,7 @@ from mel_opt.cli.app import (
     out,
     refuse_overwrite,
 )
+from mel_opt.cli.work import execution_options, units_run
 
 
 def _num(v: float, digits: int = 3) -> str:
@@ -177,8 +177,11 @@ def arena_table(summary: dict[str, Any]) -> Group:
 @declared_options(*ARENA_SETTINGS)
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for arena.csv, curve.csv, summary.json and arena.png (and "
-                   "tuning.csv with --tune).")
-def arena_cmd(path: str, out_dir: str, **values: Any) -> None:
+                   "tuning.csv with --tune; units/ keeps the finished runs a rerun reads "
+                   "back).")
+@execution_options
+def arena_cmd(path: str, out_dir: str, jobs: int | None, cluster: str | None,
+              **values: Any) -> None:
     """Train PATH's population under mel_opt's allocations and the field's alternatives.
 
     Every scheme runs on the same learners (their times from the instance's model), data,
@@ -196,8 +199,8 @@ def arena_cmd(path: str, out_dir: str, **values: Any) -> None:
             refuse_overwrite(str(Path(out_dir) / name), path)
         settings = ArenaSettings(**values)
         inst = load_instance(path)
-        with counted_progress("arena") as progress:
-            run = arena(inst, settings, progress=progress)
+        with units_run(out_dir, "arena", jobs, cluster):
+            run = arena(inst, settings)
         summary = write_outputs(run, out_dir)
         for scheme, why in run.infeasible.items():
             err.print(f"warning: scheme {scheme} has no allocation ({why}); not run",

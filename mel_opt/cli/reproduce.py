@@ -11,6 +11,7 @@ from rich.table import Table
 
 from mel_opt import activity
 from mel_opt.cli.app import cli, err, guarded, out, seed_int
+from mel_opt.cli.work import execution_options, units_run
 from mel_opt.reproduce.catalogue import (
     REPRODUCED,
     Context,
@@ -92,8 +93,10 @@ def _summary(done: list[tuple[Entry, Outcome]], skipped: list[tuple[Entry, list[
 @click.option("--dataset", default=None,
               help="Data set of the training entries: digits, fashion-mnist, mnist or "
                    "idx:DIR (default: Fashion-MNIST where installed, else digits).")
+@execution_options
 def reproduce_cmd(ids: tuple[str, ...], out_dir: str, list_only: bool, quick: bool,
-                  seeds: int | None, seed: int, dataset: str | None) -> None:
+                  seeds: int | None, seed: int, dataset: str | None, jobs: int | None,
+                  cluster: str | None) -> None:
     """Regenerate figures and tables of the papers (all when no ID is given).
 
     Each entry writes its table with the paper's numbers beside ours, its figure (with the
@@ -129,7 +132,8 @@ def reproduce_cmd(ids: tuple[str, ...], out_dir: str, list_only: bool, quick: bo
             def on_done(entry: Entry, outcome: Outcome) -> None:
                 progress.update(task, advance=1, description=f"done {entry.id}")
 
-            with activity.reporting(on_step):
+            with units_run(out_dir, "units", jobs, cluster, bar=progress), \
+                    activity.reporting(on_step):
                 done = run_entries(runnable, Path(out_dir), ctx, on_done=on_done,
                                    skipped=[(e, m) for e, m in skipped], on_start=on_start)
         out.print(_summary(done, skipped, sum(o.seconds for _, o in done)))

@@ -11,7 +11,6 @@ from rich.table import Table
 from mel_opt.api import load_instance
 from mel_opt.cli.app import (
     cli,
-    counted_progress,
     declared_options,
     err,
     fail,
@@ -19,6 +18,7 @@ from mel_opt.cli.app import (
     out,
     refuse_overwrite,
 )
+from mel_opt.cli.work import execution_options, units_run
 from mel_opt.training import TrainSettings, train, write_outputs
 
 
@@ -68,8 +68,11 @@ _FLAGS = ("schemes", "cycles", "seeds", "dataset", "partition", "model", "target
 @click.argument("path", type=click.Path(dir_okay=False))
 @declared_options(*(TrainSettings.setting(name) for name in _FLAGS))
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Directory for train.csv, summary.json and train.png.")
-def train_cmd(path: str, out_dir: str, **values: Any) -> None:
+              help="Directory for train.csv, summary.json and train.png (and units/, the "
+                   "finished runs a rerun reads back).")
+@execution_options
+def train_cmd(path: str, out_dir: str, jobs: int | None, cluster: str | None,
+              **values: Any) -> None:
     """Solve PATH with each scheme, then train a model under every allocation.
 
     The clock is virtual: a cycle lasts what the instance's latency model says (dab: plus each
@@ -81,8 +84,8 @@ def train_cmd(path: str, out_dir: str, **values: Any) -> None:
             refuse_overwrite(str(Path(out_dir) / name), path)
         settings = TrainSettings(**values)
         inst = load_instance(path)
-        with counted_progress("training") as progress:
-            run = train(inst, settings, progress=progress)
+        with units_run(out_dir, "training", jobs, cluster):
+            run = train(inst, settings)
         summary = write_outputs(run, out_dir)
         for scheme, why in run.infeasible.items():
             err.print(f"warning: scheme {scheme} has no allocation ({why}); not trained",

@@ -245,7 +245,7 @@ class Entry:
     def run(self, ctx: Context) -> Outcome:
         """Compute the rows, test the claims on them, return the outcome (no files)."""
         start = time.perf_counter()
-        rows, notes = self.compute(ctx)
+        rows, notes = computed_rows(self, ctx)
         claims = self.judge(rows)
         notes = list(notes)
         if ctx.quick:
@@ -253,6 +253,29 @@ class Entry:
         rows = [{k: r.get(k) for k in self.columns} for r in rows]
         return Outcome(self.columns, rows, claims, verdict_of(claims), notes=notes,
                        seconds=time.perf_counter() - start)
+
+
+def _compute(entry: Entry, ctx: Context) -> list[Any]:
+    """An entry's rows and notes: the unit of :func:`computed_rows` (run in this process)."""
+    rows, notes = entry.compute(ctx)
+    return [rows, list(notes)]
+
+
+def computed_rows(entry: Entry, ctx: Context) -> Computed:
+    """``entry.compute(ctx)`` as a unit of work (:mod:`mel_opt.units`): kept in the command's
+    output folder once computed, and read back by a rerun with the same context, data and code
+    (its training runs are units of their own, kept as each finishes, so an entry stopped
+    half-way resumes from its finished runs)."""
+    import dataclasses
+
+    from mel_opt import units
+
+    key = {"kind": "entry", "id": entry.id, "context": ctx, "code": units.code_version(),
+           "data": ctx.training_data() if "train" in entry.needs else None}
+    unit = units.Unit(key, f"entry {entry.id}", _compute, (ctx,))
+    here = dataclasses.replace(units.current(), jobs=1, cluster=None, progress=None)
+    rows, notes = units.run_units([unit], entry, here)[0]
+    return rows, notes
 
 
 #: Seconds of a full run of each entry (``benchmarks/bench_reproduce.py [--dataset ...]``, quiet

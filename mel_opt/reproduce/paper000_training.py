@@ -29,7 +29,7 @@ from mel_opt.reproduce.learning import (
 )
 from mel_opt.training.curves import centralised_ceiling, flat, learning_curve
 from mel_opt.training.data import Dataset
-from mel_opt.training.run import TrainSettings, train
+from mel_opt.training.run import TrainSettings, train_all
 
 # Paper 000, Section V-C (Fig. 3): cycles to the target; None = never reached; absent = not said.
 PAPER000: dict[tuple[int, float], dict[str, int | None]] = {
@@ -77,9 +77,10 @@ def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool
                              dataset=dataset, model=net, targets=targets, lr=0.1,
                              batch_size=32, dtype=dtype, threads=threads,
                              until_targets=not quick)
-    for K in Ks:
-        inst = generated_instance("mel-async", "mohammad2020", K, 2020)
-        run = train(inst, settings, data=ds)
+    insts = [generated_instance("mel-async", "mohammad2020", K, 2020) for K in Ks]
+    # every K's runs side by side on the command's workers (units of one list)
+    runs = train_all([(inst, settings) for inst in insts], data=ds)
+    for K, inst, run in zip(Ks, insts, runs, strict=True):
         summary = save_run(run, out_subdir(out_dir, f"paper000_K{K}"), out)
         stale = {s: api.solve(inst, s).metrics.get("max_staleness") for s in PAPER000_SCHEMES}
         out.rows += learning_curve(run, {"K": K, "dataset": ds.name, "ceiling": ceiling})

@@ -37,7 +37,7 @@ from mel_opt.reproduce.learning import (
 )
 from mel_opt.training.curves import accuracy_at, centralised_ceiling, flat, time_curve
 from mel_opt.training.data import Dataset
-from mel_opt.training.run import TrainRun, TrainSettings, train
+from mel_opt.training.run import TrainRun, TrainSettings, train, train_all
 
 # Paper 004, Table II: (K, partition) -> scheme -> (test accuracy, training speedup).
 PAPER004: dict[tuple[int, str], dict[str, tuple[float, float]]] = {
@@ -65,26 +65,36 @@ def converged_after(cycles: int) -> int:
     return max(5, int(cycles * CONVERGED_AFTER))
 
 
-def _feel_runs(inst: Any, schemes: tuple[str, ...], settings: TrainSettings, ds: Dataset,
-               rounds: int, epochs: int) -> TrainRun:
-    """One run per scheme with its own number of cycles (gradient rounds are far cheaper than
-    local epochs), each until it converges (:func:`converged_after`), merged into one TrainRun
-    so the summary compares them."""
-    merged: TrainRun | None = None
+def _feel_calls(inst: Any, schemes: tuple[str, ...], settings: TrainSettings, rounds: int,
+                epochs: int) -> list[tuple[Any, TrainSettings]]:
+    """One training per scheme with its own number of cycles (gradient rounds are far cheaper
+    than local epochs), each until it converges (:func:`converged_after`)."""
+    out = []
     for s in schemes:
         cycles = epochs if s in ("individual", "model-based") else rounds
-        run = train(inst, TrainSettings(**{**vars(settings), "schemes": (s,),
+        out.append((inst, TrainSettings(**{**vars(settings), "schemes": (s,),
                                            "cycles": cycles, "reference": None,
-                                           "patience": converged_after(cycles)}), data=ds)
-        if merged is None:
-            merged = run
-        else:
-            merged.rows += run.rows
-            merged.infeasible.update(run.infeasible)
-            merged.allocations.update(run.allocations)
-    assert merged is not None
+                                           "patience": converged_after(cycles)})))
+    return out
+
+
+def _merged(runs: list[TrainRun], settings: TrainSettings) -> TrainRun:
+    """The per-scheme runs of :func:`_feel_calls` merged into one TrainRun, so the summary
+    compares them."""
+    merged = runs[0]
+    for run in runs[1:]:
+        merged.rows += run.rows
+        merged.infeasible.update(run.infeasible)
+        merged.allocations.update(run.allocations)
     merged.settings = settings
     return merged
+
+
+def _feel_runs(inst: Any, schemes: tuple[str, ...], settings: TrainSettings, ds: Dataset,
+               rounds: int, epochs: int) -> TrainRun:
+    """:func:`_feel_calls` trained (side by side on the command's workers) and merged."""
+    return _merged(train_all(_feel_calls(inst, schemes, settings, rounds, epochs), data=ds),
+                   settings)
 
 
 PAPER004_TARGET = 0.9  # on CIFAR-10, about its ceiling minus 3 points
@@ -115,14 +125,19 @@ def paper004_table2(out_dir: str | Path | None = None, seeds: int = 3, quick: bo
     levels = (target,) if target is not None else tuple(
         round(ceiling - b, 4) for b in TABLE2_BELOW)
     cases = [(6, "iid")] if quick else [(K, p) for K in (6, 12) for p in ("iid", "non-iid")]
+    every = []
     for K, part in cases:
         inst = generated_instance("feel", "ren2021", K, 1, {"processor": "cpu"})
         settings = TrainSettings(schemes=TABLE2_SCHEMES, seeds=seeds, dataset=dataset,
                                  aggregation="mean",  # the papers' plain mean
                                  partition=part, model=net,
                                  targets=levels, reference="individual")
-        run = _feel_runs(inst, TABLE2_SCHEMES, settings, ds, 30 if quick else 1500,
-                         5 if quick else 300)
+        every.append((settings, _feel_calls(inst, TABLE2_SCHEMES, settings,
+                                            30 if quick else 1500, 5 if quick else 300)))
+    # every case's runs side by side on the command's workers (units of one list)
+    trained = iter(train_all([c for _, calls in every for c in calls], data=ds))
+    for (K, part), (settings, calls) in zip(cases, every, strict=True):
+        run = _merged([next(trained) for _ in calls], settings)
         summary = save_run(run, out_subdir(out_dir, f"paper004_K{K}_{part}"), out)
         out.rows += time_curve(run, {"K": K, "partition": part, "dataset": ds.name,
                                      "ceiling": ceiling})
@@ -229,23 +244,25 @@ def paper004_fig3(out_dir: str | Path | None = None, seeds: int = 2, quick: bool
     net = "softmax" if quick else model
     ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
     target = round(ceiling - 0.03, 4)
-    for dnn in FIG3_MODELS[:1] if quick else FIG3_MODELS:
-        inst = generated_instance("feel", "ren2021", 12, 1, {"processor": "cpu", "model": dnn})
-        for lr in FIG3_LRS[:2] if quick else FIG3_LRS:
-            settings = TrainSettings(schemes=("closed-form",), cycles=30 if quick else 1500,
-                                     aggregation="mean",  # the papers' plain mean
-                                     patience=converged_after(30 if quick else 1500),
-                                     seeds=seeds, dataset=dataset, partition="non-iid",
-                                     model=net, lr=lr, targets=(target,))
-            run = train(inst, settings, data=ds)
-            summary = save_run(run, out_subdir(out_dir, f"paper004_fig3_{dnn}_lr{lr:g}"), out)
-            e = summary["schemes"]["closed-form"]
-            t = e["targets"][f"{target:g}"]
-            out.rows.append({"model": dnn, "lr": lr, "dataset": ds.name, "ceiling": ceiling,
-                             "target": target, **flat("accuracy", e["final_accuracy"]),
-                             **flat("loss", e["final_loss"]),
-                             **flat("seconds_to_target", t["seconds"]),
-                             **flat("rounds_to_target", t["cycles"]), "reached": t["reached"]})
+    points = [(dnn, lr) for dnn in (FIG3_MODELS[:1] if quick else FIG3_MODELS)
+              for lr in (FIG3_LRS[:2] if quick else FIG3_LRS)]
+    calls = [(generated_instance("feel", "ren2021", 12, 1, {"processor": "cpu", "model": dnn}),
+              TrainSettings(schemes=("closed-form",), cycles=30 if quick else 1500,
+                            aggregation="mean",  # the papers' plain mean
+                            patience=converged_after(30 if quick else 1500),
+                            seeds=seeds, dataset=dataset, partition="non-iid",
+                            model=net, lr=lr, targets=(target,)))
+             for dnn, lr in points]
+    # every point's runs side by side on the command's workers (units of one list)
+    for (dnn, lr), run in zip(points, train_all(calls, data=ds), strict=True):
+        summary = save_run(run, out_subdir(out_dir, f"paper004_fig3_{dnn}_lr{lr:g}"), out)
+        e = summary["schemes"]["closed-form"]
+        t = e["targets"][f"{target:g}"]
+        out.rows.append({"model": dnn, "lr": lr, "dataset": ds.name, "ceiling": ceiling,
+                         "target": target, **flat("accuracy", e["final_accuracy"]),
+                         **flat("loss", e["final_loss"]),
+                         **flat("seconds_to_target", t["seconds"]),
+                         **flat("rounds_to_target", t["cycles"]), "reached": t["reached"]})
     out.wall_s = time.perf_counter() - start
     return out
 

@@ -10,22 +10,23 @@ allocation is infeasible is reported and left out; the others run.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from mel_opt import activity, api
+from mel_opt import activity, api, units
 from mel_opt.blas import blas_threads
 from mel_opt.errors import SettingError, UsageError
 from mel_opt.problems import get_problem
 from mel_opt.problems.attacks import make_attack
 from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
-from mel_opt.processes import pool_worker_init
 from mel_opt.training.data import Dataset, load_dataset
 from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.mlp import init_params, layers_for
@@ -169,26 +170,27 @@ class _Shared:
         return rows
 
 
-#: The runs' shared state while a pool of forked workers trains them (set by :func:`train`).
-_SHARED: list[_Shared | None] = [None]
-
-
-def _train_job(job: tuple[str, int]) -> list[dict[str, Any]]:
-    shared = _SHARED[0]
-    assert shared is not None, "a training worker forked without its runs"
-    return shared.train_one(*job)
+def _train_unit(shared: Sequence[_Shared], call: int, scheme: str,
+                seed: int) -> list[dict[str, Any]]:
+    """One (scheme, seed) run of the ``call``-th training: a unit of :func:`train_all`
+    (:mod:`mel_opt.units`)."""
+    return shared[call].train_one(scheme, seed)
 
 
 def run_processes(settings: TrainSettings, runs: int) -> int:
     """Worker processes that train the ``runs`` (scheme, seed) runs at once: the
-    ``processes`` setting, else one per CPU this process may use, at most one per run; one
-    (this process) where a process may not start children of its own (a pool's daemonic
-    worker) or cannot fork safely (:func:`mel_opt.solvers.forked.can_fork`: a process that
-    has loaded Ray, whose gRPC threads a forked child inherits with their locks held, or runs
-    threads that are not daemons). The rows are the same either way."""
+    ``processes`` setting, else the ``--jobs`` of the command (:func:`mel_opt.units.current`),
+    else one per CPU this process may use, at most one per run; one (this process) where a
+    process may not start children of its own (a pool's daemonic worker) or cannot fork safely
+    (:func:`mel_opt.solvers.forked.can_fork`: a process that has loaded Ray, whose gRPC threads
+    a forked child inherits with their locks held, or runs threads that are not daemons). The
+    rows are the same either way."""
     from mel_opt.solvers import forked
 
-    want = settings.processes if settings.processes is not None else available_cpus()
+    if settings.processes is not None:
+        want = settings.processes
+    else:
+        want = units.current().jobs or available_cpus()
     n = max(1, min(int(want), runs))
     if n > 1 and (multiprocessing.current_process().daemon
                   or "fork" not in multiprocessing.get_all_start_methods()
@@ -197,9 +199,24 @@ def run_processes(settings: TrainSettings, runs: int) -> int:
     return n
 
 
+def unit_key(inst: Instance, ds: Dataset, settings: TrainSettings) -> dict[str, Any]:
+    """What every run of one :func:`train` call depends on, besides its scheme, seed and
+    allocation (a unit's key, :mod:`mel_opt.units`): the instance, the data set's arrays, the
+    settings a run reads, and mel_opt's code."""
+    values = {k: v for k, v in settings.values().items()
+              if k not in ("schemes", "seeds", "threads", "processes")}
+    return {"kind": "train", "code": units.code_version(), "instance": units.fingerprint(inst),
+            "data": units.data_fingerprint(ds), "settings": values}
+
+
 def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = None,
           progress: Callable[[int, int], None] | None = None) -> TrainRun:
     """Solve ``inst`` with every scheme and train under each allocation.
+
+    Every (scheme, seed) run is a unit (:mod:`mel_opt.units`): on the ``processes`` setting's
+    worker processes, else the command's ``--jobs`` (one per CPU by default) or its
+    ``--cluster``, kept in its output folder as each finishes. The rows are the same wherever
+    they ran.
 
     Parameters
     ----------
@@ -217,6 +234,12 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
     UsageError
         Bad settings, unknown data set, model or scheme (nothing is trained).
     """
+    return train_all([(inst, settings)], data=data, progress=progress)[0]
+
+
+def _prepare(inst: Instance, settings: TrainSettings, data: Dataset | None
+             ) -> tuple[TrainRun, _Shared]:
+    """One training's checks, data and allocations (nothing trained yet)."""
     problem = api.problem_of(inst)
     part = check_settings(problem, settings)
     cycle = learning_cycle(problem)
@@ -240,52 +263,69 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
             run.allocations[scheme] = out
     shared = _Shared(inst, cycle, ds, settings, part,
                      layers_for(settings.model, ds.features, ds.classes), run.allocations)
-    jobs = [(scheme, seed) for scheme in run.schemes for seed in range(settings.seeds)]
-    processes = run_processes(settings, len(jobs))
-    shared.threads = settings.threads if settings.threads is not None else max(
-        1, available_cpus() // processes)
-    total = len(jobs) * settings.cycles
+    return run, shared
+
+
+def train_all(calls: Sequence[tuple[Instance, TrainSettings]], *, data: Dataset | None = None,
+              progress: Callable[[int, int], None] | None = None) -> list[TrainRun]:
+    """:func:`train` of every (instance, settings) of ``calls``, their runs as one list of
+    units (a catalogue entry's trainings run side by side on the command's workers instead of
+    one after the other); one :class:`TrainRun` per call, in order, as :func:`train` gives it.
+    ``progress(done, total)`` counts the cycles of every call's runs."""
+    prepared = [_prepare(inst, settings, data) for inst, settings in calls]
+    jobs = [(c, scheme, seed) for c, (run, shared) in enumerate(prepared)
+            for scheme in run.schemes for seed in range(shared.settings.seeds)]
+    first = calls[0][1] if calls else None
+    processes = run_processes(first, len(jobs)) if first is not None else 1
+    for _, shared in prepared:
+        shared.threads = (shared.settings.threads if shared.settings.threads is not None
+                          else max(1, available_cpus() // processes))
+    total = sum(s.settings.cycles for c, _, _ in jobs for s in [prepared[c][1]])
     done = 0
 
-    def tick(scheme: str, seed: int, cycle_no: int) -> None:
+    def tick(c: int, scheme: str, seed: int, cycle_no: int) -> None:
         nonlocal done
         done += 1
         if progress is not None:
             progress(done, total)
+        s, name = prepared[c][1].settings, prepared[c][0].instance
         if activity.listening():
-            activity.report(f"{inst.name}: {scheme}, seed {seed + 1}/{settings.seeds}, "
-                            f"cycle {cycle_no}/{settings.cycles}")
+            activity.report(f"{name}: {scheme}, seed {seed + 1}/{s.seeds}, "
+                            f"cycle {cycle_no}/{s.cycles}")
 
-    def converged_early(rows: list[dict[str, Any]]) -> None:
+    def converged_early(c: int, rows: list[dict[str, Any]]) -> None:
         """A run its patience or its targets stopped: its cycles not trained count as done."""
         nonlocal done
-        skipped = settings.cycles - max((int(r["cycle"]) for r in rows), default=0)
+        skipped = prepared[c][1].settings.cycles - max((int(r["cycle"]) for r in rows),
+                                                       default=0)
         if skipped > 0:
             done += skipped
             if progress is not None:
                 progress(done, total)
 
-    if processes == 1:
-        for scheme, seed in jobs:
-            rows = shared.train_one(scheme, seed, tick)
-            run.rows.extend(rows)
-            converged_early(rows)
-        return run
-    # independent (scheme, seed) runs, a share of the cores each: forked workers read the
-    # data set and the instance from this process's memory; the rows come back in the order
-    # of the jobs, so the run is the same as in one process
-    _SHARED[0] = shared
-    ctx = multiprocessing.get_context("fork")
-    try:
-        # a worker leaves Ctrl-C to the parent, which ends the pool, and is never ended
-        # holding the lock of the result queue (that would hang the pool's terminate)
-        with ctx.Pool(processes, initializer=pool_worker_init) as pool:
-            for (scheme, seed), rows in zip(jobs, pool.imap(_train_job, jobs), strict=True):
-                run.rows.extend(rows)
-                for r in rows:
-                    if r["cycle"]:
-                        tick(scheme, seed, int(r["cycle"]))
-                converged_early(rows)
-    finally:
-        _SHARED[0] = None
-    return run
+    ex = dataclasses.replace(units.current(), jobs=processes)
+    if processes == 1 and ex.cluster is None and ex.store is None:
+        for c, scheme, seed in jobs:  # in this process, each cycle reported as it ends
+            rows = prepared[c][1].train_one(scheme, seed, functools.partial(tick, c))
+            prepared[c][0].rows.extend(rows)
+            converged_early(c, rows)
+        return [run for run, _ in prepared]
+    # independent (scheme, seed) runs (units), kept in the command's output folder as each
+    # finishes, on worker processes (forked: they read the data set and the instance from
+    # this process's memory) or a Ray cluster; the rows come back in the order of the jobs, so
+    # the runs are the same wherever each ran
+    keys = [unit_key(shared.inst, shared.ds, shared.settings) for _, shared in prepared]
+    todo = [units.Unit({**keys[c], "scheme": scheme, "seed": seed,
+                        "solution": prepared[c][0].allocations.get(scheme)},
+                       f"{prepared[c][0].instance}: {scheme}, seed {seed}", _train_unit,
+                       (c, scheme, seed))
+            for c, scheme, seed in jobs]
+    shared_all = [shared for _, shared in prepared]
+    for (c, scheme, seed), rows in zip(jobs, units.run_units(todo, shared_all, ex),
+                                       strict=True):
+        prepared[c][0].rows.extend(rows)
+        for r in rows:
+            if r["cycle"]:
+                tick(c, scheme, seed, int(r["cycle"]))
+        converged_early(c, rows)
+    return [run for run, _ in prepared]
