@@ -10,6 +10,7 @@ command. Ray is passed in or imported inside the functions: importing this modul
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -18,7 +19,7 @@ from typing import Any
 
 from mel_opt.processes import command_line, descendants, is_alive, process_table, send
 
-__all__ = ["end_ray_pool", "init_local_ray", "ray_descendants", "reap"]
+__all__ = ["LocalCluster", "end_ray_pool", "init_local_ray", "ray_descendants", "reap"]
 
 
 def init_local_ray(ray: Any, jobs: int) -> None:
@@ -64,6 +65,33 @@ def init_local_ray(ray: Any, jobs: int) -> None:
     services.resolve_ip_for_localhost = lambda host: host
     try:
         ray.init(**kwargs)
+    finally:
+        services.resolve_ip_for_localhost = original
+
+
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _as_given(host: str) -> Any:
+    return host
+
+
+def connect_ray(ray: Any, address: str) -> None:
+    """``ray.init`` as a driver of the cluster at ``address``. A cluster on the loopback address
+    (:class:`LocalCluster`) is reached on it: the driver's own node address is 127.0.0.1 and
+    Ray keeps it (as :func:`init_local_ray` does), else Ray would look for the cluster at the
+    machine's outward address, where nothing listens."""
+    host = address.rsplit(":", 1)[0]
+    if host not in LOOPBACK:
+        ray.init(address=address, log_to_driver=False, ignore_reinit_error=True)
+        return
+    from ray._private import services
+
+    original = services.resolve_ip_for_localhost
+    services.resolve_ip_for_localhost = _as_given
+    try:
+        ray.init(address=address, log_to_driver=False, ignore_reinit_error=True,
+                 _node_ip_address="127.0.0.1")
     finally:
         services.resolve_ip_for_localhost = original
 
@@ -138,3 +166,134 @@ def reap(procs: Sequence[tuple[int, float | None]], until: float) -> None:
         left = [p for p in left if is_alive(*p)]  # a zombie counts as gone
         if left:
             time.sleep(0.01)
+
+
+#: ``ray start`` run with the node's address kept as given (a loopback address stays 127.0.0.1:
+#: :func:`init_local_ray` says why).
+_RAY_START = ("from ray._private import services; services.resolve_ip_for_localhost = "
+              "lambda host: host; from ray.scripts.scripts import main; main()")
+
+
+class LocalCluster:
+    """A Ray cluster of ``nodes`` nodes on this machine, every one listening on 127.0.0.1:
+    ``ray start --head`` and ``ray start --address`` run with ``--block``, each in a process
+    group of its own, so that :meth:`stop_node` ends one node (its raylet and workers, as a
+    lost machine would) and :meth:`close` (or leaving the ``with`` block, on error and Ctrl-C
+    too) ends them all.
+
+    What ``melopt ... --cluster`` is tested and measured on; a real cluster is started with
+    Ray's own ``ray start`` on each machine.
+
+    Parameters
+    ----------
+    nodes
+        Nodes, the head included (at least 1).
+    cpus
+        CPUs each node offers.
+    port
+        The head's port (the cluster's address is ``127.0.0.1:PORT``).
+    env
+        Variables added to the nodes' environment (their workers inherit it).
+    """
+
+    def __init__(self, nodes: int = 2, cpus: int = 1, port: int = 6390,
+                 env: dict[str, str] | None = None) -> None:
+        import sys
+        import tempfile
+
+        self.nodes, self.cpus, self.port = max(1, nodes), cpus, port
+        self.address = f"127.0.0.1:{port}"
+        self.env = {**os.environ, "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+                    "RAY_worker_niceness": "0", **(env or {})}
+        # a short folder: Ray's socket paths must fit in 107 characters
+        self.temp = tempfile.mkdtemp(prefix="mr-", dir="/tmp")
+        self.python = sys.executable
+        self.procs: list[Any] = []
+
+    def _start(self, head: bool) -> Any:
+        import subprocess
+
+        where = (["--head", f"--port={self.port}", "--include-dashboard=false",
+                  f"--temp-dir={self.temp}"] if head else [f"--address={self.address}"])
+        cmd = [self.python, "-c", _RAY_START, "start", *where, "--block",
+               f"--num-cpus={self.cpus}", "--node-ip-address=127.0.0.1",
+               "--disable-usage-stats"]
+        return subprocess.Popen(cmd, env=self.env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def start(self, timeout: float = 120.0) -> LocalCluster:
+        """Start the head, then the other nodes; return once every node is alive in the
+        cluster (RuntimeError, after ending what started, when they are not in ``timeout``)."""
+        try:
+            self.procs.append(self._start(head=True))
+            self._wait(1, timeout)
+            for _ in range(self.nodes - 1):
+                self.procs.append(self._start(head=False))
+            self._wait(self.nodes, timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def alive_nodes(self) -> int:
+        """Nodes the cluster counts as alive (``ray status``'s view; 0 when it cannot say)."""
+        import json
+        import subprocess
+
+        probe = ("import json, ray; from mel_opt.ray_local import connect_ray; "
+                 f"connect_ray(ray, {self.address!r}); "
+                 "print(json.dumps(sum(1 for n in ray.nodes() if n['Alive'])))")
+        try:
+            done = subprocess.run([self.python, "-c", probe], env=self.env, timeout=60,
+                                  capture_output=True, text=True)
+            return int(json.loads(done.stdout.strip().splitlines()[-1]))
+        except (subprocess.SubprocessError, ValueError, IndexError):
+            return 0
+
+    def _wait(self, nodes: int, timeout: float) -> None:
+        until = time.monotonic() + timeout
+        while time.monotonic() < until:
+            if any(p.poll() is not None for p in self.procs):
+                raise RuntimeError("a ray start of the local cluster ended at its start")
+            if self.alive_nodes() >= nodes:
+                return
+            time.sleep(1.0)
+        raise RuntimeError(f"the local cluster did not have {nodes} nodes in {timeout:g} s")
+
+    def stop_node(self, index: int) -> None:
+        """End node ``index`` (0 is the head) and every process of its group at once."""
+        _end_groups([self.procs[index]], signal.SIGKILL)
+
+    def close(self) -> None:
+        """End every node (the workers first, then the head) and remove the cluster's
+        folder."""
+        import shutil
+
+        _end_groups(self.procs, signal.SIGTERM)
+        self.procs.clear()
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _end_groups(procs: Sequence[Any], sig: int, grace: float = 5.0) -> None:
+    """Send ``sig`` to each of ``procs``' process groups and every process below them (Ray's
+    helpers start sessions of their own); kill what is left after ``grace`` seconds, and return
+    once all are gone."""
+    me = os.getpid()
+    table = process_table([me])
+    below = [(pid, table[pid].start)
+             for pid in sorted(descendants([p.pid for p in procs], table))]
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+    for pid, _ in below:
+        send(pid, sig)
+    reap(below, time.monotonic() + grace)  # the procs themselves are among them
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=KILLED_WAIT_S)

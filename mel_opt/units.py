@@ -410,8 +410,10 @@ def connect(address: str) -> tuple[Any, bool]:
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     if ray.is_initialized():
         return ray, False
+    from mel_opt.ray_local import connect_ray
+
     try:
-        ray.init(address=address, log_to_driver=False, ignore_reinit_error=True)
+        connect_ray(ray, address)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"--cluster: no Ray cluster answers at {address!r} ({first}); start "

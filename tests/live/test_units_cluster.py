@@ -1,0 +1,72 @@
+"""Units of work on a Ray cluster of two nodes that the test starts and ends
+(:class:`mel_opt.ray_local.LocalCluster`): the same rows as on this machine, and a node lost
+mid-run has its unit run again on the other, nothing lost."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray", reason="the ray extra is not installed")
+
+from mel_opt import api, units  # noqa: E402
+from mel_opt.arena.run import arena  # noqa: E402
+from mel_opt.arena.settings import ArenaSettings  # noqa: E402
+from mel_opt.ray_local import LocalCluster  # noqa: E402
+from mel_opt.training.data import load_dataset  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.federation
+
+
+def slow_square(shared: str, i: int) -> int:
+    """A unit that leaves a mark per attempt (``<i>.<pid>`` in the folder ``shared``), then
+    works for two seconds."""
+    Path(shared, f"{i}.{os.getpid()}").write_text("")
+    time.sleep(2.0)
+    return i * i
+
+
+def test_a_cluster_gives_the_local_rows_and_survives_a_lost_node(tmp_path: Path,
+                                                                  ray: Any) -> None:
+    inst = api.load_instance(ROOT / "instances/mel-async/k10_T15.json")
+    data = load_dataset("digits", max_train=600, max_test=200)
+    settings = ArenaSettings(schemes=("exact", "fedbuff", "deadline"), seeds=2, cycles=3)
+    with units.using(units.Execution(jobs=1)):
+        local = arena(inst, settings, data=data)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with LocalCluster(nodes=2, cpus=1, port=6397,
+                      env={"PYTHONPATH": str(Path(__file__).parent)}) as cluster:
+        store = tmp_path / "units"
+        on = units.Execution(cluster=cluster.address, store=str(store))
+        with units.using(on):
+            remote = arena(inst, settings, data=data)
+        assert remote.rows == local.rows  # bit for bit: every float the same
+        assert len(list(store.glob("*.json"))) == 6
+
+        # the second node is killed once both nodes hold a unit: its unit runs again on the
+        # head, and every result is there
+        def kill_when_busy() -> None:
+            until = time.monotonic() + 60
+            while len(list(marks.iterdir())) < 2 and time.monotonic() < until:
+                time.sleep(0.05)
+            cluster.stop_node(1)
+
+        killer = threading.Thread(target=kill_when_busy)
+        killer.start()
+        todo = [units.Unit({"i": i}, f"square {i}", slow_square, (i,)) for i in range(4)]
+        got = units.run_units(todo, str(marks), units.Execution(cluster=cluster.address))
+        killer.join()
+        assert got == [0, 1, 4, 9]
+        attempts: dict[str, int] = {}
+        for m in marks.iterdir():
+            attempts[m.name.split(".")[0]] = attempts.get(m.name.split(".")[0], 0) + 1
+        assert sorted(attempts) == ["0", "1", "2", "3"]
+        assert max(attempts.values()) == 2  # the lost node's unit ran a second time
+    assert ray.gone(30), ray.alive()
