@@ -33,6 +33,7 @@ from mel_opt.problems.work import WorkClock
 from mel_opt.schemes import ALLOCATION, SCHEMES, Loop, SchemeSpec
 from mel_opt.stats import DEFAULT_TIME_CV
 from mel_opt.training.data import Dataset, hold_out, load_dataset
+from mel_opt.training.device import get_device
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import (
     make_pools,
@@ -218,7 +219,7 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSetti
         allocated = allocated_updates(inst, cycle, method, solution, N, seed, ds.features)
     run = Run(ds, init, pools, clock, s, rng, horizon, s.threads or 1, validation, allocated,
               availability_of(s.availability, inst),
-              make_attack(s, K, seed))
+              make_attack(s, K, seed), get_device(s.device))
     rows: Iterable[dict[str, Any]]
     if allocating:
         assert solution is not None
@@ -260,6 +261,7 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
         A problem without an arena clock or learning cycle, an unknown scheme, too little
         data for the learners.
     """
+    get_device(settings.device)  # no CuPy or no GPU: refused before any work
     if settings.tune:
         from mel_opt.arena.tune import tuned
 

@@ -27,6 +27,7 @@ from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
 from mel_opt.processes import pool_worker_init
 from mel_opt.training.data import Dataset, load_dataset
+from mel_opt.training.device import get_device
 from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import Partition, make_pools, parse_partition, proportional_sizes
@@ -143,7 +144,7 @@ class _Shared:
         # every one of them for its other threads, and several times longer on a busy machine
         with blas_threads(1):
             tr = Trainer(ds, init_params(self.layers, seed, ds.x_train.dtype), s.lr,
-                         s.batch_size, self.threads)
+                         s.batch_size, self.threads, device=get_device(s.device))
             rng = np.random.default_rng([seed, 7])
             sizes = proportional_sizes(shares, N)
             pools = make_pools(ds.y_train, sizes, self.part, ds.classes, rng)
@@ -185,9 +186,12 @@ def run_processes(settings: TrainSettings, runs: int) -> int:
     (this process) where a process may not start children of its own (a pool's daemonic
     worker) or cannot fork safely (:func:`mel_opt.solvers.forked.can_fork`: a process that
     has loaded Ray, whose gRPC threads a forked child inherits with their locks held, or runs
-    threads that are not daemons). The rows are the same either way."""
+    threads that are not daemons), or trains on a GPU (``device``: one process drives it).
+    The rows are the same either way."""
     from mel_opt.solvers import forked
 
+    if settings.device != "cpu":
+        return 1
     want = settings.processes if settings.processes is not None else available_cpus()
     n = max(1, min(int(want), runs))
     if n > 1 and (multiprocessing.current_process().daemon
@@ -219,6 +223,7 @@ def train(inst: Instance, settings: TrainSettings, *, data: Dataset | None = Non
     """
     problem = api.problem_of(inst)
     part = check_settings(problem, settings)
+    get_device(settings.device)  # no CuPy or no GPU: refused before any work
     cycle = learning_cycle(problem)
     ds = data if data is not None else load_dataset(
         settings.dataset, max_train=settings.max_train, max_test=settings.max_test)
