@@ -19,8 +19,9 @@ the attacks, Oort's utilities and the live runs.
 
 from __future__ import annotations
 
+import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from mel_opt.arrays import register
 from mel_opt.errors import SettingError, install_hint
 
 __all__ = ["ACCURACY_SAMPLES", "CPU", "DEVICES", "GPU_EXTRA", "LOSS_RTOL", "Device",
-           "get_device", "params_on_host"]
+           "get_device", "params_on_host", "rows_differ"]
 
 DEVICES = ("cpu", "cuda")
 #: The optional extra that brings CuPy (pyproject.toml: cupy-cuda12x).
@@ -185,3 +186,45 @@ def forget_devices() -> None:
 def params_on_host(device: Device, params: list[Any]) -> list[np.ndarray]:
     """``params`` (arrays on ``device``) on the host."""
     return [device.get(a) for a in params]
+
+
+#: Row columns read off the model (loss and accuracy: compared within the tolerances); every
+#: other column (time, bytes, updates...) comes from the clock and the random draws, which
+#: stay on the host, and must be equal.
+MODEL_COLUMNS = ("loss", "accuracy", "val_accuracy")
+
+
+def rows_differ(reference: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]],
+                samples: int, validation: int | None = None) -> list[str]:
+    """Where ``other``'s rows (trained on another device, same seeds) differ from
+    ``reference``'s beyond float32 rounding: a loss more than :data:`LOSS_RTOL` apart
+    (relative), an accuracy more than :data:`ACCURACY_SAMPLES` of the ``samples`` test samples
+    apart (``val_accuracy``: of ``validation``), any other column not equal (a float to
+    1e-9). Empty: they agree."""
+    out = []
+    if len(reference) != len(other):
+        out.append(f"{len(other)} rows against {len(reference)}")
+    for i, (a, b) in enumerate(zip(reference, other, strict=False)):
+        if set(a) != set(b):
+            out.append(f"row {i}: columns {sorted(set(a) ^ set(b))} in one only")
+            continue
+        for col, x in a.items():
+            y = b[col]
+            if col == "loss":
+                ok = math.isclose(x, y, rel_tol=LOSS_RTOL, abs_tol=LOSS_RTOL * 1e-3) or (
+                    math.isnan(x) and math.isnan(y))
+            elif col in MODEL_COLUMNS and x is not None and y is not None:
+                n = samples if col == "accuracy" else (validation or samples)
+                ok = abs(float(x) - float(y)) <= ACCURACY_SAMPLES / n + 1e-12
+            elif isinstance(x, float) and isinstance(y, float):
+                ok = math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+            else:
+                ok = x == y
+            if not ok:
+                out.append(f"row {i} ({', '.join(str(a[k]) for k in a if k in KEYS)}): "
+                           f"{col} {y!r} against {x!r}")
+    return out
+
+
+#: Columns that name a row (shown where it differs).
+KEYS = ("scheme", "seed", "cycle", "step")
