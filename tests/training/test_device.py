@@ -13,6 +13,7 @@ and exit code 2. ``benchmarks/bench_gpu.py`` runs the same comparison on a real 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -265,3 +266,22 @@ def test_the_refusal_in_a_fresh_interpreter_is_one_line_without_a_traceback(
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 2
     assert res.stdout == "" and res.stderr.strip() == REFUSED
+
+
+def test_the_gpu_benchmark_runs_here_in_its_smoke_form(tmp_path: Path) -> None:
+    """benchmarks/bench_gpu.py, the script a GPU session runs once, works (every part tiny,
+    on the CPU): each part finishes and the check's rows agree."""
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/bench_gpu.py"), "--device",
+                          "cpu", "--smoke", "--budget-s", "300", "--cpus", "1", "--out",
+                          str(tmp_path)], capture_output=True, text=True, timeout=400,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    parts = {p["part"]: p for p in doc["parts"]}
+    assert list(parts) == ["check", "fig3", "arena", "fig3-cpu", "arena-cpu"]
+    assert all(p["finished"] for p in parts.values())
+    checks = [e for e in parts["check"]["events"] if e["event"] == "result"]
+    assert len(checks) == 2 and all(e["ok"] and e["rows"] > 2 for e in checks)
+    assert all(any(e["event"] == "done" for e in parts[p]["events"])
+               for p in ("fig3", "arena", "fig3-cpu", "arena-cpu"))
+    assert "agree" in res.stdout
