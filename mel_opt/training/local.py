@@ -18,6 +18,12 @@ whichever thread trains it.
 :func:`make_schedule` draws every shuffle up front, so the batched trainer
 (:func:`local_sgd`) and the plain per-learner loop (:func:`local_sgd_loop`, the reference the
 tests and the benchmark compare against) consume exactly the same minibatches.
+
+With a ``device`` other than the host (:mod:`mel_opt.training.device`: CuPy on a GPU) the same
+code trains on the device's array module: the data set resident there, each round's schedule
+(the rows and weights of the steps trained) and starting model uploaded, every learner in one
+share, the trained models brought back for the aggregation; :func:`evaluate` scores there too.
+The schedule is still drawn on the host, so a seed gives the same minibatches on either.
 """
 
 from __future__ import annotations
