@@ -32,6 +32,7 @@ written to DIR/results.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -140,8 +141,10 @@ def part_fig3(device: str, smoke: bool, cpus: int, log: Log) -> None:
                   projected_s=state["after_ceiling"] + spent / max(frac, 1e-9),
                   what=f"K block {state['block'] + 1}/{blocks}, {done}/{total} cycles")
 
-    def train(*args: Any, **kwargs: Any) -> Any:
-        run = real_train(*args, progress=progress, **kwargs)
+    def train(inst: Any, settings: Any, **kwargs: Any) -> Any:
+        if device == "cpu":  # the runs of a K in --cpus processes at once
+            settings = dataclasses.replace(settings, processes=cpus)
+        run = real_train(inst, settings, progress=progress, **kwargs)
         state["block"] += 1
         return run
 
