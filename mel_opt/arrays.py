@@ -28,11 +28,17 @@ def register(array_type: type, module: Any) -> None:
 
 
 def array_module(*arrays: Any) -> Any:
-    """The module of the first of ``arrays`` whose type is registered, else numpy."""
+    """The module of the first of ``arrays`` whose type is registered (or a subclass of one),
+    else numpy."""
     for a in arrays:
-        module = _MODULES.get(type(a))
+        kind = type(a)
+        module = _MODULES.get(kind)
         if module is not None:
             return module
+        if kind is not np.ndarray:
+            for registered, module in _MODULES.items():
+                if isinstance(a, registered):
+                    return module
     return np
 
 
