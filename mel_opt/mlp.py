@@ -29,9 +29,11 @@ evaluation train and score each model by its own loss, with no change where they
 is copied, stacked, averaged and sent like any array (an empty one costs nothing); a model
 without one (all models but ``svm``) is exactly what it was before tags existed.
 
-This module imports nothing of mel_opt but its errors, so that the training emulator, live
-runs and subset benchmarking (:mod:`mel_opt.subset_benchmarking`) all take the model from
-here without importing one another.
+This module imports nothing of mel_opt but its errors and :mod:`mel_opt.arrays`, so that the
+training emulator, live runs and subset benchmarking (:mod:`mel_opt.subset_benchmarking`) all
+take the model from here without importing one another. Its functions compute with the array
+module of the arrays they are given (:func:`mel_opt.arrays.array_module`): numpy on the host,
+CuPy for the emulator's ``--device cuda`` (the same calls; numpy's results are unchanged).
 
 Named shapes (:data:`HIDDEN`, adapted to a data set by :func:`layers_for`):
 
@@ -53,6 +55,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import DTypeLike
 
+from mel_opt.arrays import array_module, put_along_axis
 from mel_opt.errors import UsageError
 
 TWONN_LAYERS: tuple[int, ...] = (784, 50, 20, 10)
@@ -186,9 +189,10 @@ class CrossEntropy(OutputLoss):
 
     def finish(self, e: np.ndarray) -> np.ndarray:
         """exp(z - max_c z) in place (the shift keeps exp finite); returns the class sums."""
-        e -= np.maximum.reduce(e, axis=1, keepdims=True)
-        np.exp(e, out=e)
-        return np.add.reduce(e, axis=1, keepdims=True)
+        xp = array_module(e)
+        e -= xp.max(e, axis=1, keepdims=True)  # numpy: np.maximum.reduce, as before
+        xp.exp(e, out=e)
+        return xp.sum(e, axis=1, keepdims=True)
 
     def output(self, e: np.ndarray, s: np.ndarray | None) -> np.ndarray:
         """The softmax probabilities e / s."""
@@ -196,8 +200,9 @@ class CrossEntropy(OutputLoss):
         return e
 
     def losses(self, out: np.ndarray, y: np.ndarray) -> np.ndarray:
-        picked = np.take_along_axis(out, y[..., None], axis=-1)[..., 0]
-        return -np.log(np.maximum(picked, 1e-12))
+        xp = array_module(out)
+        picked = xp.take_along_axis(out, y[..., None], axis=-1)[..., 0]
+        return -xp.log(xp.maximum(picked, 1e-12))
 
     def score_gradient(self, e: np.ndarray, s: np.ndarray | None, weight: np.ndarray,
                        y: np.ndarray | None, target: np.ndarray | None) -> np.ndarray:
@@ -207,7 +212,8 @@ class CrossEntropy(OutputLoss):
         g *= weight[:, None, :] / s
         if target is None:
             K, m = weight.shape
-            g[np.arange(K)[:, None], y, np.arange(m)] -= weight
+            xp = array_module(g)
+            g[xp.arange(K)[:, None], y, xp.arange(m)] -= weight
         else:
             g -= target
         return g
@@ -247,16 +253,17 @@ class Hinge(OutputLoss):
 
     def score_gradient(self, e: np.ndarray, s: np.ndarray | None, weight: np.ndarray,
                        y: np.ndarray | None, target: np.ndarray | None) -> np.ndarray:
+        xp = array_module(e)
         if y is None:
             assert target is not None
             # the class where the target puts the sample's weight (a sample of weight 0,
             # padding, takes no step whichever class this gives)
-            y = np.argmax(target, axis=1)
+            y = xp.argmax(target, axis=1)
         loss, rival = hinge_terms(e, y, axis=1)
         step = (weight * (loss > 0))[:, None, :]
         e.fill(0)
-        np.put_along_axis(e, rival[:, None, :], step, axis=1)
-        np.put_along_axis(e, y[:, None, :], -step, axis=1)  # rival != y: no overlap
+        put_along_axis(xp, e, rival[:, None, :], step, axis=1)
+        put_along_axis(xp, e, y[:, None, :], -step, axis=1)  # rival != y: no overlap
         return e
 
 
@@ -277,14 +284,15 @@ def hinge_terms(z: np.ndarray, y: np.ndarray, axis: int) -> tuple[np.ndarray, np
     rival : ndarray of int
         argmax_{j != y} z_j (the lowest index among ties).
     """
-    at_y = np.expand_dims(y, axis)
-    own = np.take_along_axis(z, at_y, axis=axis)
-    others = np.array(z, copy=True)
-    np.put_along_axis(others, at_y, -np.inf, axis=axis)
-    rival = np.argmax(others, axis=axis, keepdims=True)
-    best = np.take_along_axis(others, rival, axis=axis)
-    loss = np.maximum(1 - (own - best), 0)
-    return np.squeeze(loss, axis=axis), np.squeeze(rival, axis=axis)
+    xp = array_module(z)
+    at_y = xp.expand_dims(y, axis)
+    own = xp.take_along_axis(z, at_y, axis=axis)
+    others = xp.array(z, copy=True)
+    put_along_axis(xp, others, at_y, -np.inf, axis=axis)
+    rival = xp.argmax(others, axis=axis, keepdims=True)
+    best = xp.take_along_axis(others, rival, axis=axis)
+    loss = xp.maximum(1 - (own - best), 0)
+    return xp.squeeze(loss, axis=axis), xp.squeeze(rival, axis=axis)
 
 
 _LOSSES: dict[str, OutputLoss] = {CROSS_ENTROPY: CrossEntropy(), HINGE: Hinge()}
@@ -344,21 +352,22 @@ def forward_terms(params: Params, x: np.ndarray, work: ForwardBuffers | None = N
     s : ndarray, shape (K, 1, m), or None
         The class sums of ``e`` (cross-entropy); None for the hinge.
     """
+    xp = array_module(x)
     acts = [x]
     n_layers = layer_count(params)
     K = x.shape[0]
     for i in range(n_layers - 1):
-        z = np.matmul(acts[-1], params[2 * i], out=None if work is None else work.hidden[i][:K])
+        z = xp.matmul(acts[-1], params[2 * i], out=None if work is None else work.hidden[i][:K])
         z += params[2 * i + 1][:, None, :]
-        acts.append(np.maximum(z, 0, out=z))
+        acts.append(xp.maximum(z, 0, out=z))
     w_out, b_out = params[2 * n_layers - 2], params[2 * n_layers - 1]
     classes = w_out.shape[2]
     if work is None:
-        e = np.empty((classes, K, x.shape[1]),
-                     dtype=np.result_type(w_out, x)).transpose(1, 0, 2)
+        e = xp.empty((classes, K, x.shape[1]),
+                     dtype=np.result_type(w_out.dtype, x.dtype)).transpose(1, 0, 2)
     else:
         e = work.e[:K]
-    np.matmul(w_out.transpose(0, 2, 1), acts[-1].transpose(0, 2, 1), out=e)
+    xp.matmul(w_out.transpose(0, 2, 1), acts[-1].transpose(0, 2, 1), out=e)
     e += b_out[:, :, None]
     return acts, e, output_loss(params).finish(e)
 
@@ -380,8 +389,8 @@ def stacked_loss(params: Params, x: np.ndarray, y: np.ndarray,
     cross-entropy -log p_i[y_i] or the mean hinge (:func:`output_loss`)."""
     per_sample = output_loss(params).losses(stacked_forward(params, x)[-1], y)
     if weight is None:
-        return np.asarray(per_sample.mean(axis=1))
-    return np.asarray((per_sample * weight).sum(axis=1))
+        return per_sample.mean(axis=1)
+    return (per_sample * weight).sum(axis=1)
 
 
 def stacked_gradients(params: Params, x: np.ndarray, y: np.ndarray | None,
@@ -407,14 +416,15 @@ def stacked_gradients(params: Params, x: np.ndarray, y: np.ndarray | None,
     list of ndarray
         One per parameter, of its shape (the loss tag's: empty).
     """
+    xp = array_module(x)
     acts, e, s = forward_terms(params, x)
     m = weight.shape[1]
     # d loss / d scores, class-major (K, C, m)
     g = output_loss(params).score_gradient(e, s, weight, y, target)
     n_layers = layer_count(params)
-    grads: Params = [np.empty(0)] * (2 * n_layers) + [np.zeros_like(a)
+    grads: Params = [np.empty(0)] * (2 * n_layers) + [xp.zeros_like(a)
                                                       for a in params[2 * n_layers:]]
-    ones = np.ones((m, 1), dtype=g.dtype)  # sums over the minibatch as products (faster)
+    ones = xp.ones((m, 1), dtype=g.dtype)  # sums over the minibatch as products (faster)
     grads[2 * n_layers - 2] = acts[-1].transpose(0, 2, 1) @ g.transpose(0, 2, 1)
     grads[2 * n_layers - 1] = (g @ ones)[:, :, 0]
     if n_layers > 1:  # back to sample-major (K, m, n) for the hidden layers

@@ -274,6 +274,14 @@ class Execution:
         return max(1, int(self.jobs or 1))
 
 
+def refuse_cluster_on_gpu(ex: Execution, device: str) -> None:
+    """UsageError for ``--cluster`` with a GPU device: a Ray task does not ask its node for a
+    GPU yet, so the units run on one GPU here, not on the cluster."""
+    if ex.cluster is not None and device != "cpu":
+        raise UsageError(f"--cluster: the units run on the cluster's CPUs; --device {device} "
+                         "trains on this machine's GPU (leave out one of the two)")
+
+
 _CURRENT: list[Execution] = [Execution()]
 
 

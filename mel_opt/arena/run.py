@@ -33,6 +33,7 @@ from mel_opt.problems.work import WorkClock
 from mel_opt.schemes import ALLOCATION, SCHEMES, Loop, SchemeSpec
 from mel_opt.stats import DEFAULT_TIME_CV
 from mel_opt.training.data import Dataset, hold_out, load_dataset
+from mel_opt.training.device import get_device
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import (
     make_pools,
@@ -218,7 +219,7 @@ def _one(inst: Instance, cycle: LearningCycle, ds: Dataset, settings: ArenaSetti
         allocated = allocated_updates(inst, cycle, method, solution, N, seed, ds.features)
     run = Run(ds, init, pools, clock, s, rng, horizon, s.threads or 1, validation, allocated,
               availability_of(s.availability, inst),
-              make_attack(s, K, seed))
+              make_attack(s, K, seed), get_device(s.device))
     rows: Iterable[dict[str, Any]]
     if allocating:
         assert solution is not None
@@ -355,14 +356,17 @@ def plan(inst: Instance, settings: ArenaSettings, ds: Dataset,
 
 
 def execution(runs: int, progress: Callable[[int, int], None] | None = None,
-              offset: int = 0, total: int | None = None) -> units.Execution:
+              offset: int = 0, total: int | None = None,
+              device: str = "cpu") -> units.Execution:
     """The command's execution (:func:`mel_opt.units.current`) for ``runs`` runs: its
-    ``--jobs``, else one worker per CPU this process may use, at most one per run;
-    ``progress(done, total)`` hears each finished run (counted from ``offset`` of ``total``)."""
+    ``--jobs``, else one worker per CPU this process may use, at most one per run (one on a
+    GPU: a forked process cannot use the CUDA its parent started); ``progress(done, total)``
+    hears each finished run (counted from ``offset`` of ``total``)."""
     from mel_opt.training.run import available_cpus
 
     ex = units.current()
-    jobs = max(1, min(ex.jobs or available_cpus(), runs))
+    units.refuse_cluster_on_gpu(ex, device)
+    jobs = 1 if device != "cpu" else max(1, min(ex.jobs or available_cpus(), runs))
     counted = units.Counting(progress, ex.progress, offset, total) if progress else ex.progress
     return dataclasses.replace(ex, jobs=jobs, progress=counted)
 
@@ -392,6 +396,7 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
         A problem without an arena clock or learning cycle, an unknown scheme, too little
         data for the learners.
     """
+    get_device(settings.device)  # no CuPy or no GPU: refused before any work
     if settings.tune:
         from mel_opt.arena.tune import tuned
 
@@ -402,5 +407,6 @@ def arena(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
     ds, validation = arena_data(settings, data)
     planned = plan(inst, settings, ds, validation)
     shared = (inst, _cycle(problem), ds, validation)
-    results = units.run_units(planned.units, shared, execution(len(planned.units), progress))
+    results = units.run_units(planned.units, shared,
+                              execution(len(planned.units), progress, device=settings.device))
     return planned.fill(results)

@@ -45,6 +45,7 @@ from mel_opt.schemes.base import RoundPolicy, SchemeSpec
 from mel_opt.schemes.fedprox import prox_sgd
 from mel_opt.schemes.oort import statistical_utility
 from mel_opt.training.data import Dataset
+from mel_opt.training.device import CPU, Device
 from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.local import Schedule, broadcast, evaluate, local_sgd, make_schedule
 from mel_opt.training.mlp import Params, output_loss, stacked_forward
@@ -136,15 +137,16 @@ class Run:
     allocated: np.ndarray | None = None
     availability: Availability | None = None
     attack: Attack | None = None
+    device: Device = CPU
 
     def row(self, step: int, t: float, model: Params, tally: Tally) -> dict[str, Any]:
         """The run's state after aggregation ``step`` at virtual time ``t``: the model's
         loss and accuracy on the test split (and, as ``val_accuracy``, on the validation
         split, where the run has one) and the resources spent so far."""
-        loss, acc = evaluate(model, self.data.x_test, self.data.y_test)
+        loss, acc = evaluate(model, self.data.x_test, self.data.y_test, device=self.device)
         out = {"step": step, "time_s": t, "loss": loss, "accuracy": acc, **tally.columns()}
         if self.validation is not None:
-            out["val_accuracy"] = evaluate(model, *self.validation)[1]
+            out["val_accuracy"] = evaluate(model, *self.validation, device=self.device)[1]
         return out
 
     @property
@@ -252,11 +254,11 @@ def train_from(run: Run, model: Params, learners: np.ndarray, work: Work,
     sched = make_schedule([run.pools[int(k)] for k in ids], epochs, s.batch_size, run.rng,
                           run.data.x_train.dtype)
     sched = Schedule(sched.index, sched.weight, np.minimum(sched.steps, work.steps))
-    start = broadcast(model, ids.size)
+    start = broadcast(model, ids.size, run.device)
     x, y = run.data.x_train, run.data.y_train
     if mu > 0:
-        return prox_sgd(start, x, y, sched, s.lr, mu)
-    return local_sgd(start, x, y, sched, s.lr, run.threads)
+        return prox_sgd(start, x, y, sched, s.lr, mu, run.device)
+    return local_sgd(start, x, y, sched, s.lr, run.threads, run.device)
 
 
 def rounds_run(run: Run, policy: RoundPolicy) -> Iterator[dict[str, Any]]:
@@ -374,7 +376,8 @@ def allocation_run(run: Run, cycle: LearningCycle, inst: Any,
         assert avail is not None
         return ~avail.lost(ids, t, seconds)
 
-    trainer = Trainer(run.data, run.init, s.lr, s.batch_size, run.threads, run.validation)
+    trainer = Trainer(run.data, run.init, s.lr, s.batch_size, run.threads, run.validation,
+                      run.device)
     for rec in run_cycles(trainer, cycle, inst, ctx, run.pools, None, run.rng,
                           observe=observe, arrives=None if avail is None else arrives):
         tally.aggregated(rec.clipped, rec.kept)

@@ -24,7 +24,7 @@ from mel_opt.schemes.fedprox import DEFAULT_MU
 from mel_opt.settings import Declared, Setting
 from mel_opt.stats import DEFAULT_TIME_CV
 from mel_opt.training.partition import parse_shares
-from mel_opt.training.settings import DATA_SETTINGS, DTYPES, ROBUST_SETTINGS
+from mel_opt.training.settings import DATA_SETTINGS, DEVICE, DTYPES, ROBUST_SETTINGS
 
 __all__ = ["ALTERNATIVES", "ARENA_SETTINGS", "ArenaSettings"]
 
@@ -92,6 +92,7 @@ ARENA_SETTINGS = (
             minimum_open=True, nullable=True, default_doc="none"),
     Setting("threads", int, None, "Threads that train the learners of one round.", minimum=1,
             nullable=True, default_doc="1"),
+    DEVICE,
     *ROBUST_SETTINGS,
 )
 
@@ -136,6 +137,7 @@ class ArenaSettings(Declared):
     tune_seeds: int = 2
     time_limit: float | None = 60.0
     threads: int | None = None
+    device: str = "cpu"
     aggregation: str = DEFAULT_RULE
     attack: str | None = None
     liars: float = 0.0

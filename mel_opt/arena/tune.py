@@ -193,7 +193,8 @@ def tuned(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
         held, split) for i in range(settings.trials)]
     everything = [u for t in trials for u in t.units]
     results = units.run_units(everything, shared,
-                              execution(len(everything), progress, 0, total))
+                              execution(len(everything), progress, 0, total,
+                                        settings.device))
     scores: dict[str, list[float | None]] = {s: [] for s in schemes}
     rows: list[dict[str, Any]] = []
     at = 0

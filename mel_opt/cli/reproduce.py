@@ -24,6 +24,9 @@ from mel_opt.reproduce.catalogue import (
 )
 from mel_opt.reproduce.report import run_entries
 
+#: mel_opt.training.device.DEVICES (not imported here: that loads the emulator for --list too)
+DEVICES = ("cpu", "cuda")
+
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"~{value:g} s"
@@ -93,10 +96,13 @@ def _summary(done: list[tuple[Entry, Outcome]], skipped: list[tuple[Entry, list[
 @click.option("--dataset", default=None,
               help="Data set of the training entries: digits, fashion-mnist, mnist or "
                    "idx:DIR (default: Fashion-MNIST where installed, else digits).")
+@click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True,
+              help="Where the training entries train: cpu (numpy) or cuda (a GPU through "
+                   "CuPy, the gpu extra); the other entries run on the CPU.")
 @execution_options
 def reproduce_cmd(ids: tuple[str, ...], out_dir: str, list_only: bool, quick: bool,
-                  seeds: int | None, seed: int, dataset: str | None, jobs: int | None,
-                  cluster: str | None) -> None:
+                  seeds: int | None, seed: int, dataset: str | None, device: str,
+                  jobs: int | None, cluster: str | None) -> None:
     """Regenerate figures and tables of the papers (all when no ID is given).
 
     Each entry writes its table with the paper's numbers beside ours, its figure (with the
@@ -116,7 +122,11 @@ def reproduce_cmd(ids: tuple[str, ...], out_dir: str, list_only: bool, quick: bo
             from mel_opt.training.data import load_dataset
 
             load_dataset(dataset, max_train=1, max_test=1)  # a bad name: exit 2 before work
-        ctx = Context(quick=quick, seeds=seeds, seed=seed, dataset=dataset)
+        if device != "cpu":
+            from mel_opt.training.device import get_device
+
+            get_device(device)  # no CuPy or no GPU: exit 2 before work
+        ctx = Context(quick=quick, seeds=seeds, seed=seed, dataset=dataset, device=device)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=err) as progress:
             task = progress.add_task("reproducing", total=len(runnable))

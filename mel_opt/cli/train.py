@@ -59,7 +59,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 
 _FLAGS = ("schemes", "cycles", "seeds", "dataset", "partition", "model", "targets", "lr",
-          "batch_size", "dtype", "threads", "processes", "reference", "max_train",
+          "batch_size", "dtype", "threads", "processes", "device", "reference", "max_train",
           "time_limit", "patience", "tolerance", "until_targets", "aggregation", "attack",
           "liars", "liar_ids", "attack_from")
 

@@ -53,12 +53,16 @@ class Context:
     dataset : str or None
         Data set of the training entries (``digits``, ``fashion-mnist``, ``mnist``,
         ``idx:DIR``); None: Fashion-MNIST where installed, else the digits.
+    device : str
+        Where the training entries train (``cpu``, ``cuda``:
+        :mod:`mel_opt.training.device`); the other entries run on the host whatever it says.
     """
 
     quick: bool = False
     seeds: int | None = None
     seed: int = 0
     dataset: str | None = None
+    device: str = "cpu"
 
     def training_data(self) -> str:
         """The data set of the training entries: ``dataset`` when given, else Fashion-MNIST

@@ -74,15 +74,16 @@ def run_experiment(experiment: Experiment, ctx: Context, full: int, quick: int) 
     given) and a note on the seeds, the data and the wall time."""
     seeds = ctx.trials(full=full, quick=quick)
     dataset = ctx.training_data()
-    out = experiment(None, seeds=seeds, quick=ctx.quick, dataset=dataset)
+    out = experiment(None, seeds=seeds, quick=ctx.quick, dataset=dataset, device=ctx.device)
     if dataset == "digits":
         what = "digits (scikit-learn, 8 x 8{})".format(
             "; Fashion-MNIST is not installed" if ctx.dataset is None else "")
     else:
         what = dataset + (f" (quick: {QUICK_TRAIN:,} training and {QUICK_TEST:,} validation "
                           "images of it)" if ctx.quick else "")
+    on = "" if ctx.device == "cpu" else f" on {ctx.device}"
     return out.rows, [f"{seeds} seed(s) per scheme; data: {what}; experiment "
-                      f"{out.wall_s:.1f} s wall"]
+                      f"{out.wall_s:.1f} s wall{on}"]
 
 
 def computed(experiment: Experiment, full: int, quick: int) -> Callable[[Context], Computed]:

@@ -49,7 +49,7 @@ TARGET_BELOW = (0.03, 0.01)  # ours: the data set's ceiling minus these
 def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = False,
                   model: str = "mlp000", dataset: str = "digits",
                   data: Dataset | None = None, dtype: str = "float32",
-                  threads: int | None = None) -> ExperimentOutcome:
+                  threads: int | None = None, device: str = "cpu") -> ExperimentOutcome:
     """Paper 000, Fig. 3: cycles to 95% / 97% validation accuracy, K = 10, 15, 20, T = 15 s.
 
     The instances are the mel-async generator's ``mohammad2020`` preset (seed 2020, the
@@ -60,22 +60,22 @@ def paper000_fig3(out_dir: str | Path | None = None, seeds: int = 5, quick: bool
     Each run stops at the cycle it reaches both targets (at most 20 cycles); its final
     accuracy is the one there, and the curves end where the first seed stopped.
     ``quick``: K = 10 only, 3 cycles, softmax regression (a smoke run). ``dtype`` and
-    ``threads``: as :class:`~mel_opt.training.run.TrainSettings` (the ceiling too is trained
-    in ``dtype``).
+    ``threads`` and ``device``: as :class:`~mel_opt.training.run.TrainSettings` (the ceiling
+    too is trained in ``dtype``, on ``device``).
     """
     start = time.perf_counter()
     out = ExperimentOutcome("paper000_fig3")
     ds = experiment_data(dataset, data, quick).astype(np.dtype(dtype))
     Ks = (10,) if quick else (10, 15, 20)
     net = "softmax" if quick else model
-    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
+    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30, device=device)
     targets = tuple(round(ceiling - b, 4) for b in TARGET_BELOW)
     # a run stops once it has reached both targets: the cycles to them are all the figure
     # counts, and on 60,000 samples the cycles after them were two thirds of the work
     settings = TrainSettings(schemes=PAPER000_SCHEMES, cycles=3 if quick else 20, seeds=seeds,
                              aggregation="mean",  # the papers' plain mean
                              dataset=dataset, model=net, targets=targets, lr=0.1,
-                             batch_size=32, dtype=dtype, threads=threads,
+                             batch_size=32, dtype=dtype, threads=threads, device=device,
                              until_targets=not quick)
     insts = [generated_instance("mel-async", "mohammad2020", K, 2020) for K in Ks]
     # every K's runs side by side on the command's workers (units of one list)

@@ -106,7 +106,7 @@ TABLE2_BELOW = (0.03, 0.05, 0.07, 0.10)
 def paper004_table2(out_dir: str | Path | None = None, seeds: int = 3, quick: bool = False,
                     model: str = "twonn", dataset: str = "digits",
                     target: float | None = None,
-                    data: Dataset | None = None) -> ExperimentOutcome:
+                    data: Dataset | None = None, device: str = "cpu") -> ExperimentOutcome:
     """Paper 004, Table II: test accuracy and training speedup against individual learning.
 
     CPU devices of the feel generator's ``ren2021`` preset (seed 1), K = 6 and 12, IID and
@@ -121,7 +121,7 @@ def paper004_table2(out_dir: str | Path | None = None, seeds: int = 3, quick: bo
     out = ExperimentOutcome("paper004_table2")
     ds = experiment_data(dataset, data, quick)
     net = "softmax" if quick else model
-    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
+    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30, device=device)
     levels = (target,) if target is not None else tuple(
         round(ceiling - b, 4) for b in TABLE2_BELOW)
     cases = [(6, "iid")] if quick else [(K, p) for K in (6, 12) for p in ("iid", "non-iid")]
@@ -130,7 +130,7 @@ def paper004_table2(out_dir: str | Path | None = None, seeds: int = 3, quick: bo
         inst = generated_instance("feel", "ren2021", K, 1, {"processor": "cpu"})
         settings = TrainSettings(schemes=TABLE2_SCHEMES, seeds=seeds, dataset=dataset,
                                  aggregation="mean",  # the papers' plain mean
-                                 partition=part, model=net,
+                                 partition=part, model=net, device=device,
                                  targets=levels, reference="individual")
         every.append((settings, _feel_calls(inst, TABLE2_SCHEMES, settings,
                                             30 if quick else 1500, 5 if quick else 300)))
@@ -171,7 +171,7 @@ GPU_PRESETS = ("ren2021", "ren2021-compressed")
 
 def paper004_gpu(out_dir: str | Path | None = None, seeds: int = 3, quick: bool = False,
                  model: str = "twonn", dataset: str = "digits", target: float | None = None,
-                 data: Dataset | None = None) -> ExperimentOutcome:
+                 data: Dataset | None = None, device: str = "cpu") -> ExperimentOutcome:
     """Paper 004, Figs. 4-5: the proposed allocation against online, full-batch and random
     batch sizes on K = 6 GPU devices (seed 1), IID and non-IID, 600 rounds, on Table I as
     written (preset ``ren2021``) and with the gradient compressed 300x as the paper's footnote
@@ -184,24 +184,26 @@ def paper004_gpu(out_dir: str | Path | None = None, seeds: int = 3, quick: bool 
     out = ExperimentOutcome("paper004_gpu")
     ds = experiment_data(dataset, data, quick)
     net = "softmax" if quick else model
-    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
+    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30, device=device)
     if target is None:
         target = round(ceiling - 0.03, 4)
     for preset in GPU_PRESETS:
         inst = generated_instance("feel", preset, 6, 1, {"processor": "gpu"})
-        _gpu_runs(inst, preset, ds, seeds, quick, net, dataset, target, ceiling, out_dir, out)
+        _gpu_runs(inst, preset, ds, seeds, quick, net, dataset, target, ceiling, out_dir, out,
+                  device)
     out.wall_s = time.perf_counter() - start
     return out
 
 
 def _gpu_runs(inst: Any, preset: str, ds: Dataset, seeds: int, quick: bool, net: str,
               dataset: str, target: float, ceiling: float, out_dir: str | Path | None,
-              out: ExperimentOutcome) -> None:
+              out: ExperimentOutcome, device: str = "cpu") -> None:
     for part in ("iid",) if quick else ("iid", "non-iid"):
         settings = TrainSettings(schemes=GPU_SCHEMES, cycles=20 if quick else 600, seeds=seeds,
                                  aggregation="mean",  # the papers' plain mean
                                  patience=converged_after(20 if quick else 600),
-                                 dataset=dataset, partition=part, model=net, targets=(target,))
+                                 dataset=dataset, partition=part, model=net, targets=(target,),
+                                 device=device)
         run = train(inst, settings, data=ds)
         summary = save_run(run, out_subdir(out_dir, f"paper004_gpu_{preset}_{part}"), out)
         out.rows += time_curve(run, {"preset": preset, "partition": part,
@@ -229,7 +231,7 @@ FIG3_LRS = (0.05, 0.1, 0.2)
 
 def paper004_fig3(out_dir: str | Path | None = None, seeds: int = 2, quick: bool = False,
                   model: str = "twonn", dataset: str = "digits",
-                  data: Dataset | None = None) -> ExperimentOutcome:
+                  data: Dataset | None = None, device: str = "cpu") -> ExperimentOutcome:
     """Paper 004, Fig. 3: the closed-form allocation for each of the paper's three DNNs (their
     parameter counts and compute set the latency model of the ``ren2021`` instance, seed 1)
     at each learning rate of :data:`FIG3_LRS`, non-IID, 1,500 rounds (as Table II's gradient
@@ -242,7 +244,7 @@ def paper004_fig3(out_dir: str | Path | None = None, seeds: int = 2, quick: bool
     out = ExperimentOutcome("paper004_fig3")
     ds = experiment_data(dataset, data, quick)
     net = "softmax" if quick else model
-    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30)
+    ceiling = centralised_ceiling(ds, net, max_epochs=5 if quick else 30, device=device)
     target = round(ceiling - 0.03, 4)
     points = [(dnn, lr) for dnn in (FIG3_MODELS[:1] if quick else FIG3_MODELS)
               for lr in (FIG3_LRS[:2] if quick else FIG3_LRS)]
@@ -251,7 +253,7 @@ def paper004_fig3(out_dir: str | Path | None = None, seeds: int = 2, quick: bool
                             aggregation="mean",  # the papers' plain mean
                             patience=converged_after(30 if quick else 1500),
                             seeds=seeds, dataset=dataset, partition="non-iid",
-                            model=net, lr=lr, targets=(target,)))
+                            model=net, lr=lr, targets=(target,), device=device))
              for dnn, lr in points]
     # every point's runs side by side on the command's workers (units of one list)
     for (dnn, lr), run in zip(points, train_all(calls, data=ds), strict=True):

@@ -80,7 +80,7 @@ DAB_SCHEMES = ("dab", "csa", "csa-thesis")
 
 def thesis_dab(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = False,
                model: str = "twonn", dataset: str = "digits",
-               data: Dataset | None = None) -> ExperimentOutcome:
+               data: Dataset | None = None, device: str = "cpu") -> ExperimentOutcome:
     """Thesis Ch. 3, Figs. 3.6-3.8: DAB against CSA over the thesis's deadlines 21-30 s per
     cycle (and 15, 34.4 and 45 s for context).
 
@@ -106,7 +106,8 @@ def thesis_dab(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = 
         settings = TrainSettings(schemes=DAB_SCHEMES, cycles=2 if quick else 5,
                                  aggregation="mean",  # the papers' plain mean
                                  seeds=seeds, dataset=dataset,
-                                 model="softmax" if quick else model, targets=(0.9,))
+                                 model="softmax" if quick else model, targets=(0.9,),
+                                 device=device)
         run = train(inst, settings, data=ds)
         runs[D] = run
         summary = save_run(run, out_subdir(out_dir, f"thesis_dab_D{D:g}"), out)
@@ -212,7 +213,7 @@ def testbed_cluster(devices: tuple[str, ...], total_shards: int | None,
 def thesis_dab_curves(out_dir: str | Path | None = None, seeds: int = 5, quick: bool = False,
                       model: str = "twonn", dataset: str = "digits",
                       data: Dataset | None = None, batch_size: int = 32, lr: float = 0.1,
-                      updates: int | None = None) -> ExperimentOutcome:
+                      updates: int | None = None, device: str = "cpu") -> ExperimentOutcome:
     """Thesis Ch. 3, Figs. 3.4-3.5: loss and accuracy of DAB and CSA over the global update
     index on the two clusters (:func:`testbed_cluster`), mu = 5, D = 15 s, 15 updates. CSA
     splits a fixed amount of data: what DAB places on the two-device cluster (so on four
@@ -232,7 +233,7 @@ def thesis_dab_curves(out_dir: str | Path | None = None, seeds: int = 5, quick: 
         settings = TrainSettings(schemes=CURVE_SCHEMES, cycles=cycles, seeds=seeds,
                                  aggregation="mean",  # the papers' plain mean
                                  dataset=dataset, model="softmax" if quick else model,
-                                 targets=(0.9,), batch_size=batch_size, lr=lr)
+                                 targets=(0.9,), batch_size=batch_size, lr=lr, device=device)
         run = train(inst, settings, data=ds)
         save_run(run, out_subdir(out_dir, f"thesis_dab_curves_{cluster.replace(' ', '_')}"), out)
         for s in CURVE_SCHEMES:

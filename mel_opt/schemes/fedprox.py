@@ -19,7 +19,8 @@ from mel_opt.schemes.base import GRID_LR, Loop, RoundClose, RoundContext, Scheme
 from mel_opt.schemes.deadline import invited
 from mel_opt.schemes.options import LOCAL_STEPS, PARTICIPATION, PASSES
 from mel_opt.settings import Setting
-from mel_opt.training.local import Schedule
+from mel_opt.training.device import CPU, Device
+from mel_opt.training.local import Schedule, sorted_on, unsorted_on_host
 from mel_opt.training.mlp import Params, stacked_gradients
 
 __all__ = ["DEFAULT_MU", "MU", "SPEC", "FedProxPolicy", "close_at_budget", "completed",
@@ -70,7 +71,7 @@ def prox_gradient(grad: Params, w: Params, anchor: Params, mu: float) -> Params:
 
 
 def prox_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule, lr: float,
-             mu: float) -> Params:
+             mu: float, device: Device = CPU) -> Params:
     """Every learner's minibatches of ``sched`` with the proximal step, all learners at once.
 
     Each step is ``w <- w - lr (g + mu (w - w_t))`` with ``w_t`` the stacked starting models
@@ -80,33 +81,39 @@ def prox_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule, lr: 
     Parameters
     ----------
     params : list of ndarray
-        Stacked starting models, leading axis K: the round's global model, once per learner.
+        Stacked starting models, leading axis K: the round's global model, once per learner
+        (host arrays, or ``device``'s).
     x, y : ndarray
-        The training set; ``sched`` holds row numbers into it.
+        The training set (the host's; their resident copies on another device); ``sched``
+        holds row numbers into it.
     sched : Schedule
         Minibatches per learner (:func:`mel_opt.training.local.make_schedule`).
     lr : float
         SGD learning rate.
     mu : float
         Proximal weight (>= 0).
+    device : Device
+        Where to train (:mod:`mel_opt.training.device`); the trained models come back to the
+        host.
     """
     order = np.argsort(-sched.steps, kind="stable")  # learners still training: a prefix
-    anchor = [a[order] for a in params]
+    anchor = sorted_on(device, params, order)
     w = [a.copy() for a in anchor]
-    index, weight, steps = sched.index[order], sched.weight[order], sched.steps[order]
+    index = device.put(sched.index[order])
+    weight = device.put(sched.weight[order])
+    steps = sched.steps[order]
+    x, y = device.resident(x), device.resident(y)
     for j in range(int(steps.max()) if steps.size else 0):
         m = int((steps > j).sum())
         p = [a[:m] for a in w]
-        g = stacked_gradients(p, x[index[:m, j]], y[index[:m, j]], weight[:m, j])
+        rows = index[:m, j]
+        g = stacked_gradients(p, x[rows], y[rows], weight[:m, j])
         for a, ga, a0 in zip(p, g, anchor, strict=True):
             if a.size == 0:  # the loss tag travels along, untouched
                 continue
             step = ga + mu * (a - a0[:m]) if mu else ga
             a -= (lr * step).astype(a.dtype)
-    out = [np.empty_like(a) for a in w]
-    for o, a in zip(out, w, strict=True):
-        o[order] = a
-    return out
+    return unsorted_on_host(device, w, order)
 
 
 def completed(passes: np.ndarray, predicted_s: np.ndarray, times: np.ndarray,

@@ -26,16 +26,17 @@ CEILING_WORK = 600_000
 
 
 def centralised_ceiling(ds: Dataset, model: str, lr: float = 0.1, batch_size: int = 32,
-                        seed: int = 0, max_epochs: int = 30) -> float:
+                        seed: int = 0, max_epochs: int = 30, device: str = "cpu") -> float:
     """The data set's centralised ceiling for ``model``: the best validation accuracy of one
     model trained on the whole training set by the emulator's minibatch SGD (the learning rate
     and minibatch of the experiments), over at most ``max_epochs`` passes (fewer on a large
     set: :data:`CEILING_WORK` samples in all, at least 3 passes).
 
     The papers state their targets on their own data (95 % / 97 % on MNIST, 90 % on CIFAR-10);
-    the catalogue sets ours relative to this ceiling instead. It is a unit of work
-    (:mod:`mel_opt.units`): kept in the command's output folder, so the catalogue's entries
-    that read the same ceiling, and a rerun, train it once.
+    the catalogue sets ours relative to this ceiling instead. ``device``: where it trains
+    (:mod:`mel_opt.training.device`). It is a unit of work (:mod:`mel_opt.units`): kept in the
+    command's output folder, so the catalogue's entries that read the same ceiling, and a
+    rerun, train it once.
     """
     import dataclasses
 
@@ -43,17 +44,18 @@ def centralised_ceiling(ds: Dataset, model: str, lr: float = 0.1, batch_size: in
 
     key = {"kind": "ceiling", "code": units.code_version(), "data": units.data_fingerprint(ds),
            "model": model, "lr": lr, "batch_size": batch_size, "seed": seed,
-           "max_epochs": max_epochs}
+           "max_epochs": max_epochs, "device": device}
     unit = units.Unit(key, f"{ds.name}: centralised ceiling of {model}", _ceiling,
-                      (model, lr, batch_size, seed, max_epochs))
+                      (model, lr, batch_size, seed, max_epochs, device))
     here = dataclasses.replace(units.current(), jobs=1, cluster=None)
     return float(units.run_units([unit], ds, here)[0])
 
 
 def _ceiling(ds: Dataset, model: str, lr: float, batch_size: int, seed: int,
-             max_epochs: int) -> float:
+             max_epochs: int, device: str) -> float:
     """:func:`centralised_ceiling` trained."""
     from mel_opt.blas import blas_threads
+    from mel_opt.training.device import get_device
     from mel_opt.training.local import evaluate, local_sgd, make_schedule
     from mel_opt.training.mlp import init_params, layers_for
 
@@ -64,11 +66,13 @@ def _ceiling(ds: Dataset, model: str, lr: float, batch_size: int, seed: int,
     epochs = max(3, min(max_epochs, CEILING_WORK // max(y.size, 1)))
     rows = [np.arange(y.size)]
     best = 0.0
+    on = get_device(device)
     with blas_threads(1):  # as train() does: small products, one BLAS thread is fastest
         for _ in range(epochs):
             sched = make_schedule(rows, np.array([1]), batch_size, rng, x.dtype)
-            params = local_sgd(params, x, y, sched, lr)
-            best = max(best, evaluate([a[0] for a in params], ds.x_test, ds.y_test)[1])
+            params = local_sgd(params, x, y, sched, lr, device=on)
+            best = max(best, evaluate([a[0] for a in params], ds.x_test, ds.y_test,
+                                      device=on)[1])
     return best
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from mel_opt.problems.learning import CyclePlan, LearningCycle, Reply, RunContext
 from mel_opt.stats import lognormal_factors
 from mel_opt.training.data import Dataset
+from mel_opt.training.device import CPU, Device
 from mel_opt.training.local import (
     broadcast,
     evaluate,
@@ -88,6 +89,9 @@ class Trainer:
         (:func:`~mel_opt.training.local.local_sgd`'s ``workers``).
     validation : (features, labels) or None
         A validation split held out of the training set, also evaluated at every record.
+    device : Device
+        Where the learners train and the model is evaluated
+        (:mod:`mel_opt.training.device`); the model between cycles stays on the host.
     """
 
     data: Dataset
@@ -96,12 +100,14 @@ class Trainer:
     batch_size: int
     threads: int = 1
     validation: tuple[np.ndarray, np.ndarray] | None = None
+    device: Device = CPU
 
     def record(self, cycle: int, t: float, model: Params,
                truancy: float | None = None, clipped: int = 0,
                kept: str | None = None) -> CycleRecord:
-        loss, acc = evaluate(model, self.data.x_test, self.data.y_test)
-        val = None if self.validation is None else evaluate(model, *self.validation)[1]
+        loss, acc = evaluate(model, self.data.x_test, self.data.y_test, device=self.device)
+        val = None if self.validation is None else evaluate(model, *self.validation,
+                                                            device=self.device)[1]
         return CycleRecord(cycle, t, loss, acc, truancy, val, clipped, kept)
 
 
@@ -118,14 +124,15 @@ def emulated_seconds(plan: CyclePlan, rng: np.random.Generator) -> np.ndarray:
 
 
 def averaged_step(model: Params, x: np.ndarray, y: np.ndarray, samples: list[np.ndarray],
-                  weights: np.ndarray, lr: float) -> Params:
+                  weights: np.ndarray, lr: float, device: Device = CPU) -> Params:
     """K learners' one full-batch step each from ``model``, averaged with ``weights``: computed
     as one step.
 
     sum_k (w_k / W) (P - lr g_k) = P - lr sum_k (w_k / W) g_k, and with g_k the gradient of
     learner k's mean loss over its n_k samples the sum is one gradient over all samples, each
     weighted (w_k / W) / n_k (paper 004, Eq. (1)-(2), with w_k = B_k). Exact, and one pass
-    instead of K.
+    instead of K. On another ``device`` the gradient is computed there (the samples'
+    rows and weights go up, the gradient comes back; the step itself is the host's).
     """
     w = np.asarray(weights, dtype=float)
     counts = np.array([s.size for s in samples])
@@ -133,8 +140,15 @@ def averaged_step(model: Params, x: np.ndarray, y: np.ndarray, samples: list[np.
     per_sample = np.repeat(np.where(keep, w / w[keep].sum() / np.maximum(counts, 1), 0.0),
                            counts)
     rows = np.concatenate(samples)
-    g = stacked_gradients([a[None] for a in model], x[rows][None], y[rows][None],
-                          per_sample.astype(x.dtype)[None])
+    if not device.host:
+        at = device.put(rows)
+        g = stacked_gradients([device.put(a[None]) for a in model],
+                              device.resident(x)[at][None], device.resident(y)[at][None],
+                              device.put(per_sample.astype(x.dtype)[None]))
+        g = [device.get(ga) for ga in g]
+    else:
+        g = stacked_gradients([a[None] for a in model], x[rows][None], y[rows][None],
+                              per_sample.astype(x.dtype)[None])
     return [a - lr * ga[0] for a, ga in zip(model, g, strict=True)]
 
 
@@ -198,7 +212,7 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
                 and ctx.attack is None:
             # one full-batch step per learner, then FedAvg: the same as one weighted step
             model = averaged_step(model, x, y, samples, plan.column("weight"),
-                                  tr.lr * plan.lr_scale)
+                                  tr.lr * plan.lr_scale, tr.device)
             seconds = emulated_seconds(plan, rng)
             clock, truancy, _ = cycle.close(plan, [Reply(int(k), float(s)) for k, s in
                                                    zip(ids, seconds, strict=True)])
@@ -212,10 +226,10 @@ def run_cycles(tr: Trainer, cycle: LearningCycle, inst: Any, ctx: RunContext,
         else:
             sched = make_schedule(samples, plan.column("passes"), batch, rng, x.dtype)
         if plan.restart or own is None:
-            start = broadcast(model, ids.size)
+            start = broadcast(model, ids.size, tr.device)
         else:
             start = [a[ids] for a in own]
-        trained = local_sgd(start, x, y, sched, tr.lr * plan.lr_scale, tr.threads)
+        trained = local_sgd(start, x, y, sched, tr.lr * plan.lr_scale, tr.threads, tr.device)
         if ctx.attack is not None:  # liars send something else (mel_opt.problems.attacks)
             trained = ctx.attack.lie(ids, trained, model, c)
         if not plan.restart:

@@ -18,6 +18,12 @@ whichever thread trains it.
 :func:`make_schedule` draws every shuffle up front, so the batched trainer
 (:func:`local_sgd`) and the plain per-learner loop (:func:`local_sgd_loop`, the reference the
 tests and the benchmark compare against) consume exactly the same minibatches.
+
+With a ``device`` other than the host (:mod:`mel_opt.training.device`: CuPy on a GPU) the same
+code trains on the device's array module: the data set resident there, each round's schedule
+(the rows and weights of the steps trained) and starting model uploaded, every learner in one
+share, the trained models brought back for the aggregation; :func:`evaluate` scores there too.
+The schedule is still drawn on the host, so a seed gives the same minibatches on either.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mel_opt.arrays import put_along_axis, take_rows
 from mel_opt.problems.learning import weighted_average as average
+from mel_opt.training.device import CPU, Device
 from mel_opt.training.mlp import (
     Params,
     StepBuffers,
@@ -42,6 +50,8 @@ __all__ = ["Schedule", "average", "broadcast", "evaluate", "local_sgd", "local_s
            "make_schedule", "one_step_schedule"]
 
 GATHER_BYTES = 1 << 25  # minibatch features gathered at once by local_sgd [bytes]
+#: Validation samples :func:`evaluate` scores at once on a device (the host: 4,096)
+DEVICE_CHUNK = 1 << 16
 #: Matrix-product FLOPs a thread of local_sgd gets per step at least: below it, the threads'
 #: Python work per step (serialised by the GIL) costs more than the products they share
 MIN_SHARE_FLOP = 2e7
@@ -136,15 +146,19 @@ def one_step_schedule(samples: list[np.ndarray],
 
 
 def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
-              lr: float, workers: int = 1) -> Params:
-    """Run every learner's minibatches of ``sched`` at once; returns the trained parameters.
+              lr: float, workers: int = 1, device: Device = CPU) -> Params:
+    """Run every learner's minibatches of ``sched`` at once; returns the trained parameters
+    (on the host, whichever ``device`` trains them).
 
     Parameters
     ----------
     params : list of ndarray
-        Stacked parameters, leading axis K (not modified).
+        Stacked parameters, leading axis K (not modified): host arrays, or ``device``'s
+        (:func:`broadcast` there).
     x, y : ndarray
-        The whole training set (features, labels); the schedule holds row numbers into it.
+        The whole training set (features, labels), on the host; the schedule holds row
+        numbers into it. Off the host their device copies are used (uploaded once,
+        :meth:`~mel_opt.training.device.Device.resident`).
     sched : Schedule
     lr : float
         SGD learning rate.
@@ -154,7 +168,12 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
         GIL in its products, so on free cores the shares run in parallel; fewer threads are
         used where a step's products are small (:data:`MIN_SHARE_FLOP` each at least). Keep
         BLAS at one thread meanwhile (:func:`mel_opt.subset_benchmarking.blas_threads`).
+        Not read off the host: a device trains every learner in one share.
+    device : Device
+        Where to train (:mod:`mel_opt.training.device`; the host's numpy by default).
     """
+    if not device.host:
+        return _local_sgd_on(device, params, x, y, sched, lr)
     order = np.argsort(-sched.steps, kind="stable")
     pairs = sum(a.shape[1] * a.shape[2] for a in params[0:2 * layer_count(params):2])
     step_flop = 6.0 * pairs * sched.index.shape[2] * order.size  # forward and backward
@@ -179,9 +198,46 @@ def local_sgd(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule,
     return out
 
 
+def sorted_on(device: Device, params: Params, order: np.ndarray) -> Params:
+    """The stacked ``params`` (host arrays or ``device``'s) on ``device``, learners in
+    ``order``: fresh arrays there, which training may change in place."""
+    if isinstance(params[0], np.ndarray):
+        return [device.put(a[order]) for a in params]
+    at = device.put(order)
+    return [a[at] for a in params]
+
+
+def unsorted_on_host(device: Device, p: Params, order: np.ndarray) -> Params:
+    """``p`` (on ``device``, learners in ``order``) on the host, in the learners' order."""
+    out = []
+    for a in p:
+        host = device.get(a)
+        back = np.empty_like(host)
+        back[order] = host
+        out.append(back)
+    return out
+
+
+def _local_sgd_on(device: Device, params: Params, x: np.ndarray, y: np.ndarray,
+                  sched: Schedule, lr: float) -> Params:
+    """:func:`local_sgd` on a device: every learner at once, the data set resident there,
+    the parameters uploaded (sorted by steps) and the trained ones brought back."""
+    order = np.argsort(-sched.steps, kind="stable")
+    p = sorted_on(device, params, order)
+    _train_sorted(p, device.resident(x), device.resident(y), sched.index[order],
+                  sched.weight[order], sched.steps[order], lr, device)
+    return unsorted_on_host(device, p, order)
+
+
 def _train_sorted(p: Params, x: np.ndarray, y: np.ndarray, index: np.ndarray,
-                  weight: np.ndarray, steps: np.ndarray, lr: float) -> None:
-    """:func:`local_sgd` on learners sorted by their step counts (largest first), in place."""
+                  weight: np.ndarray, steps: np.ndarray, lr: float,
+                  device: Device = CPU) -> None:
+    """:func:`local_sgd` on learners sorted by their step counts (largest first), in place.
+
+    ``p``, ``x`` and ``y`` are ``device``'s arrays; the schedule (``index``, ``weight``,
+    ``steps``) is the host's: the rows and weights of the steps trained are uploaded once,
+    the step counts stay on the host (the loop reads them, the device never waits on it).
+    """
     n_steps = int(steps.max()) if steps.size else 0
     bs = index.shape[2]
     # the learner-steps that are trained, step by step: at step j the learners still training
@@ -194,6 +250,10 @@ def _train_sorted(p: Params, x: np.ndarray, y: np.ndarray, index: np.ndarray,
     active = np.bincount(j_of, minlength=n_steps).tolist()
     offsets = np.concatenate([[0], np.cumsum(active, dtype=np.int64)])
     starts = offsets.tolist()
+    xp = device.xp
+    if not device.host:  # what crosses the bus each round: these two, compact
+        rows = device.put(rows.astype(np.int32) if x.shape[0] < 2 ** 31 else rows)
+        coef = device.put(coef)
     # minibatches are gathered for a block of steps at once (one fancy-indexing call instead
     # of one per step), the block kept to about GATHER_BYTES; the block's one-hot targets are
     # built in one call too, and the learning rate is folded into the loss weights, so a step
@@ -202,22 +262,22 @@ def _train_sorted(p: Params, x: np.ndarray, y: np.ndarray, index: np.ndarray,
     per_block = max(1, GATHER_BYTES // max(1, bs * x.shape[1] * x.itemsize))
     classes = p[2 * layer_count(p) - 1].shape[-1]  # the output bias's width
     K = p[0].shape[0]
-    work = StepBuffers.for_params(p, bs, np.result_type(p[0], x))
+    work = StepBuffers.for_params(p, bs, np.result_type(p[0].dtype, x.dtype))
     block = min(max(per_block, K), rows.shape[0])
-    x_block = np.empty((block, bs, x.shape[1]), dtype=x.dtype)
-    t_block = np.empty((block, classes, bs), dtype=coef.dtype)
+    x_block = xp.empty((block, bs, x.shape[1]), dtype=x.dtype)
+    t_block = xp.empty((block, classes, bs), dtype=coef.dtype)
     j0 = 0
     while j0 < n_steps:
         fits = int(np.searchsorted(offsets, offsets[j0] + per_block, side="right")) - 1
         j1 = min(max(j0 + 1, fits), n_steps)
         r0, r1 = starts[j0], starts[j1]
-        xs = np.take(x, rows[r0:r1], axis=0, out=x_block[:r1 - r0], mode="clip")
+        xs = take_rows(xp, x, rows[r0:r1], x_block[:r1 - r0])
         ws = coef[r0:r1]
         # one-hot targets times the weights, class axis before the sample axis (the layout
         # stacked_gradients takes them in)
         target = t_block[:r1 - r0]
         target.fill(0)
-        np.put_along_axis(target, y[rows[r0:r1]][:, None, :], ws[:, None, :], axis=1)
+        put_along_axis(xp, target, y[rows[r0:r1]][:, None, :], ws[:, None, :], axis=1)
         for j in range(j0, j1):
             m = active[j]
             s = slice(starts[j] - r0, starts[j + 1] - r0)
@@ -245,17 +305,28 @@ def local_sgd_loop(params: Params, x: np.ndarray, y: np.ndarray, sched: Schedule
     return [np.concatenate([o[i] for o in out]) for i in range(len(params))]
 
 
-def broadcast(model: Params, K: int) -> Params:
-    """K copies of one model, stacked on a new learner axis."""
+def broadcast(model: Params, K: int, device: Device = CPU) -> Params:
+    """K copies of one model (host arrays), stacked on a new learner axis, on ``device``
+    (one copy crosses the bus, the K are made there)."""
+    if not device.host:
+        xp = device.xp
+        return [xp.repeat(device.put(a[None]), K, axis=0) for a in model]
     return [np.repeat(a[None], K, axis=0) for a in model]
 
 
 def evaluate(model: Params, x: np.ndarray, y: np.ndarray,
-             chunk: int = 4096) -> tuple[float, float]:
+             chunk: int | None = None, device: Device = CPU) -> tuple[float, float]:
     """Mean loss and accuracy of one model on (x, y): the loss its output layer trains on
     (the cross-entropy, or the hinge of ``svm``; :func:`~mel_opt.mlp.output_loss`), the
-    accuracy of its highest score."""
-    stacked = [a[None] for a in model]
+    accuracy of its highest score.
+
+    ``model`` and (x, y) are the host's; on another ``device`` the model is uploaded (one
+    copy), (x, y) are read from their resident copies and two numbers per ``chunk`` of
+    samples come back (default 4,096 on the host, :data:`DEVICE_CHUNK` on a device)."""
+    if chunk is None:
+        chunk = 4096 if device.host else DEVICE_CHUNK
+    stacked = [device.put(a[None]) for a in model]
+    x, y = device.resident(x), device.resident(y)
     losses = output_loss(stacked).losses
     loss = 0.0
     hits = 0

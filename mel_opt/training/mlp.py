@@ -13,10 +13,12 @@ import them. The step takes the output loss from the parameters
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import DTypeLike
 
+from mel_opt.arrays import array_module
 from mel_opt.mlp import (
     HIDDEN,
     LOSS_OF,
@@ -90,33 +92,39 @@ class StepBuffers:
     K, m : int
         Learners and minibatch size.
     dtype : numpy dtype
+    xp : array module, optional
+        Where the buffers live (numpy; CuPy for a GPU). Off the host every weight gradient
+        is formed for all learners at once (one batched product: a device does not want
+        a call per learner), whatever its size.
     """
 
-    def __init__(self, layers: Sequence[int], K: int, m: int, dtype: DTypeLike) -> None:
+    def __init__(self, layers: Sequence[int], K: int, m: int, dtype: DTypeLike,
+                 xp: Any = np) -> None:
         dt = np.dtype(dtype)
         hidden = [int(n) for n in layers[1:-1]]
         #: the hidden layers' activations (K, m, n) and the gradients passed down to them
-        self.hidden = [np.empty((K, m, n), dtype=dt) for n in hidden]
-        self.down = [np.empty((K, m, n), dtype=dt) for n in hidden]
-        self.active = [np.empty((K, m, n), dtype=bool) for n in hidden]
+        self.hidden = [xp.empty((K, m, n), dtype=dt) for n in hidden]
+        self.down = [xp.empty((K, m, n), dtype=dt) for n in hidden]
+        self.active = [xp.empty((K, m, n), dtype=bool) for n in hidden]
         #: the output layer's terms, class-major (see :func:`~mel_opt.mlp.forward_terms`)
-        self.e = np.empty((int(layers[-1]), K, m), dtype=dt).transpose(1, 0, 2)
+        self.e = xp.empty((int(layers[-1]), K, m), dtype=dt).transpose(1, 0, 2)
         #: each weight matrix's gradient: one learner's where it is formed learner by
-        #: learner (PER_LEARNER_BYTES), else every learner's
+        #: learner (PER_LEARNER_BYTES, on the host), else every learner's
         self.grad: list[np.ndarray] = []
         for n_in, n_out in zip(layers[:-1], layers[1:], strict=True):
             one = (int(n_in), int(n_out))
-            big = K > 1 and n_in * n_out * dt.itemsize >= PER_LEARNER_BYTES
-            self.grad.append(np.empty(one if big else (K, *one), dtype=dt))
-        self.bias = [np.empty((K, 1, int(n)), dtype=dt) for n in layers[1:]]
-        self.ones = np.ones((m, 1), dtype=dt)
+            big = xp is np and K > 1 and n_in * n_out * dt.itemsize >= PER_LEARNER_BYTES
+            self.grad.append(xp.empty(one if big else (K, *one), dtype=dt))
+        self.bias = [xp.empty((K, 1, int(n)), dtype=dt) for n in layers[1:]]
+        self.ones = xp.ones((m, 1), dtype=dt)
 
     @classmethod
     def for_params(cls, params: Params, m: int, dtype: DTypeLike) -> StepBuffers:
-        """Buffers for steps of these stacked parameters (their learners and widths)."""
+        """Buffers for steps of these stacked parameters (their learners and widths), where
+        the parameters live."""
         weights = params[0:2 * layer_count(params):2]
         return cls([params[0].shape[1], *(w.shape[2] for w in weights)],
-                   params[0].shape[0], m, dtype)
+                   params[0].shape[0], m, dtype, array_module(params[0]))
 
 
 def _subtract_product(w: np.ndarray, a: np.ndarray, g: np.ndarray,
@@ -132,11 +140,13 @@ def _subtract_product(w: np.ndarray, a: np.ndarray, g: np.ndarray,
     scipy's BLAS builds accumulate the m products in different orders.
     """
     K = w.shape[0]
+    xp = array_module(w)
     if buf is None:
-        per_learner = K > 1 and w[0].nbytes >= PER_LEARNER_BYTES
-        buf = np.empty(w.shape[1:] if per_learner else w.shape, dtype=np.result_type(a, g))
+        per_learner = xp is np and K > 1 and w[0].nbytes >= PER_LEARNER_BYTES
+        buf = xp.empty(w.shape[1:] if per_learner else w.shape,
+                       dtype=np.result_type(a.dtype, g.dtype))
     if buf.ndim == 3:
-        w -= np.matmul(a.transpose(0, 2, 1), g, out=buf[:K])
+        w -= xp.matmul(a.transpose(0, 2, 1), g, out=buf[:K])
         return
     subtract = gemm.one_pass(w.dtype)
     for k in range(K):
@@ -172,8 +182,9 @@ def stacked_sgd_step(params: Params, x: np.ndarray, weight: np.ndarray,
         (fresh ones where not given; the numbers are the same).
     """
     K, m = weight.shape
+    xp = array_module(x)
     if work is None:
-        work = StepBuffers.for_params(params, m, np.result_type(params[0], x))
+        work = StepBuffers.for_params(params, m, np.result_type(params[0].dtype, x.dtype))
     acts, e, s = forward_terms(params, x, work)
     # d loss / d scores, class-major (K, C, m), as in stacked_gradients
     g = output_loss(params).score_gradient(e, s, weight, None, target)
@@ -184,13 +195,13 @@ def stacked_sgd_step(params: Params, x: np.ndarray, weight: np.ndarray,
         w, b = params[2 * i], params[2 * i + 1]
         db = work.bias[i][:K]  # (K, 1, n)
         if i == n_layers - 1:
-            np.matmul(g, ones, out=db.transpose(0, 2, 1))
+            xp.matmul(g, ones, out=db.transpose(0, 2, 1))
         else:
-            np.matmul(ones.T, gs, out=db)
+            xp.matmul(ones.T, gs, out=db)
         down = None
         if i > 0:  # the gradient passed down, from the weights before this step's update
-            down = np.matmul(gs, w.transpose(0, 2, 1), out=work.down[i - 1][:K])
-            active = np.greater(acts[i], 0, out=work.active[i - 1][:K])
+            down = xp.matmul(gs, w.transpose(0, 2, 1), out=work.down[i - 1][:K])
+            active = xp.greater(acts[i], 0, out=work.active[i - 1][:K])
             down *= active  # the derivative of ReLU
         _subtract_product(w, acts[i], gs, work.grad[i])
         b -= db[:, 0, :]

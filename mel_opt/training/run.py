@@ -28,6 +28,7 @@ from mel_opt.problems.attacks import make_attack
 from mel_opt.problems.base import Instance
 from mel_opt.problems.learning import LearningCycle, RunContext, sample_bytes
 from mel_opt.training.data import Dataset, load_dataset
+from mel_opt.training.device import get_device
 from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.mlp import init_params, layers_for
 from mel_opt.training.partition import Partition, make_pools, parse_partition, proportional_sizes
@@ -144,7 +145,7 @@ class _Shared:
         # every one of them for its other threads, and several times longer on a busy machine
         with blas_threads(1):
             tr = Trainer(ds, init_params(self.layers, seed, ds.x_train.dtype), s.lr,
-                         s.batch_size, self.threads)
+                         s.batch_size, self.threads, device=get_device(s.device))
             rng = np.random.default_rng([seed, 7])
             sizes = proportional_sizes(shares, N)
             pools = make_pools(ds.y_train, sizes, self.part, ds.classes, rng)
@@ -183,10 +184,12 @@ def run_processes(settings: TrainSettings, runs: int) -> int:
     else one per CPU this process may use, at most one per run; one (this process) where a
     process may not start children of its own (a pool's daemonic worker) or cannot fork safely
     (:func:`mel_opt.solvers.forked.can_fork`: a process that has loaded Ray, whose gRPC threads
-    a forked child inherits with their locks held, or runs threads that are not daemons). The
-    rows are the same either way."""
+    a forked child inherits with their locks held, or runs threads that are not daemons), or
+    trains on a GPU (``device``: one process drives it). The rows are the same either way."""
     from mel_opt.solvers import forked
 
+    if settings.device != "cpu":
+        return 1
     if settings.processes is not None:
         want = settings.processes
     else:
@@ -242,6 +245,7 @@ def _prepare(inst: Instance, settings: TrainSettings, data: Dataset | None
     """One training's checks, data and allocations (nothing trained yet)."""
     problem = api.problem_of(inst)
     part = check_settings(problem, settings)
+    get_device(settings.device)  # no CuPy or no GPU: refused before any work
     cycle = learning_cycle(problem)
     ds = data if data is not None else load_dataset(
         settings.dataset, max_train=settings.max_train, max_test=settings.max_test)
@@ -304,6 +308,8 @@ def train_all(calls: Sequence[tuple[Instance, TrainSettings]], *, data: Dataset 
                 progress(done, total)
 
     ex = dataclasses.replace(units.current(), jobs=processes)
+    if first is not None:
+        units.refuse_cluster_on_gpu(ex, first.device)
     if processes == 1 and ex.cluster is None and ex.store is None:
         for c, scheme, seed in jobs:  # in this process, each cycle reported as it ends
             rows = prepared[c][1].train_one(scheme, seed, functools.partial(tick, c))

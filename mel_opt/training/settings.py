@@ -18,11 +18,19 @@ from mel_opt.problems.aggregate import DEFAULT_RULE, NORM_BOUND, TRIM_BETA, pars
 from mel_opt.problems.attacks import check_fraction, parse_attack
 from mel_opt.settings import Declared, Setting
 from mel_opt.training.data import check_dataset_name
+from mel_opt.training.device import DEVICES
 from mel_opt.training.partition import parse_partition
 
-__all__ = ["DATA_SETTINGS", "DTYPES", "ROBUST_SETTINGS", "TRAIN_SETTINGS", "TrainSettings"]
+__all__ = ["DATA_SETTINGS", "DEVICE", "DTYPES", "ROBUST_SETTINGS", "TRAIN_SETTINGS",
+           "TrainSettings", "check_device_processes"]
 
 DTYPES = ("float32", "float64")
+
+#: Where the emulator trains (``melopt train`` and ``arena``; :mod:`mel_opt.training.device`).
+DEVICE = Setting("device", str, "cpu", "Where the learners train and the model is evaluated: "
+                 "cpu (numpy) or cuda (a GPU through CuPy, the gpu extra; one process drives "
+                 "it, and the numbers agree with the CPU's within float32 rounding).",
+                 choices=DEVICES)
 
 
 DATASET = Setting("dataset", str, "digits", "digits, fashion-mnist, mnist, or idx:DIR "
@@ -82,7 +90,9 @@ TRAIN_SETTINGS = (
             nullable=True, default_doc="the CPUs each worker process gets"),
     Setting("processes", int, None, "Worker processes that train the (scheme, seed) runs "
             "at once (1: all in this process).", minimum=1, nullable=True,
-            default_doc="the CPUs this process may use, at most one per run"),
+            default_doc="the CPUs this process may use, at most one per run; 1 with "
+            "--device cuda"),
+    DEVICE,
     Setting("param_bits", float, None, "feel: bits of the model parameters sent by "
             "model-based FEEL and individual learning.", minimum=0.0, minimum_open=True,
             nullable=True, default_doc="the instance's gradient size"),
@@ -128,6 +138,11 @@ class TrainSettings(Declared):
         ``float32`` (default) or ``float64``: the precision of the data, the model and its
         training. float32 trains about twice as fast and ends at the same accuracies within
         the spread over seeds (docs: Train, What it costs).
+    device : str
+        ``cpu`` (numpy, default) or ``cuda``: train and evaluate on a GPU through CuPy (the
+        ``gpu`` extra; docs: On a GPU). The rows agree with the CPU's on the same seeds within
+        float32 rounding (:data:`~mel_opt.training.device.LOSS_RTOL`); one process drives the
+        GPU, so ``processes`` is 1 and ``threads`` is not read.
     threads : int or None
         Threads that train the learners of a cycle of one run, each a share of them (the
         numbers do not depend on it); None: the CPUs each worker process gets (all of this
@@ -185,11 +200,21 @@ class TrainSettings(Declared):
     liars: float = 0.0
     liar_ids: tuple[int, ...] | None = None
     attack_from: int = 1
+    device: str = "cpu"
 
     def check_together(self) -> None:
+        check_device_processes(self.device, self.processes, self.setting("processes").flag)
         if len(set(self.schemes)) != len(self.schemes):
             raise SettingError("schemes", self.setting("schemes").flag, "names a scheme twice")
         if self.reference is not None and self.reference not in self.schemes:
             raise SettingError("reference", self.setting("reference").flag,
                                f"{self.reference!r} is not one of {{schemes}}", " ",
                                {"schemes": self.setting("schemes").flag})
+
+
+def check_device_processes(device: str, processes: int | None, flag: str) -> None:
+    """Refuse more than one worker process with ``--device cuda``: CUDA cannot be used in a
+    forked child of a process that has started it, and one process keeps the GPU busy."""
+    if device != "cpu" and processes is not None and processes > 1:
+        raise SettingError("processes", flag, f"must be 1 with --device {device} (one process "
+                           f"drives the GPU), got {processes}")
