@@ -5,7 +5,12 @@ Runs every entry that needs no optional extra (training entries are skipped) int
 rule, whether it holds), its verdict and its time, then the total wall time. Target: the whole
 catalogue in under 5 minutes on 2 cores (timings are noisy on a shared machine).
 
-    python benchmarks/bench_reproduce.py [--out DIR] [--quick] [--dataset NAME] [IDS ...]
+    python benchmarks/bench_reproduce.py [--out DIR] [--quick] [--dataset NAME] [--jobs N]
+        [--cluster ADDRESS] [IDS ...]
+
+``--jobs`` and ``--cluster`` run the catalogue's units of work (its training runs) as
+``melopt reproduce`` does; with ``--out``, finished units are kept in ``OUT/units`` and a rerun
+reads them back (the second run's time is then what a resumed catalogue costs).
 
 ``--dataset`` sets the training entries' data (default: the catalogue's, Fashion-MNIST where it
 can be read); the times it prints per entry are the ones ``melopt reproduce --list`` shows
@@ -21,6 +26,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from mel_opt import units
 from mel_opt.reproduce.catalogue import Context, Entry, Outcome, missing_needs, select
 from mel_opt.reproduce.report import run_entries
 
@@ -44,12 +50,18 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--dataset", default=None)
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="worker processes (default: one per CPU)")
+    ap.add_argument("--cluster", default=None, help="a Ray cluster's address, or auto")
     args = ap.parse_args()
     entries = [e for e in select(args.ids) if not [m for m in missing_needs(e) if m != "plot"]]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         ctx = Context(quick=args.quick, dataset=args.dataset)
-        done = run_entries(entries, args.out or tmp, ctx, on_done=show)
+        out = args.out or tmp
+        ex = units.Execution(jobs=args.jobs, cluster=args.cluster, store=f"{out}/units")
+        with units.using(ex):
+            done = run_entries(entries, out, ctx, on_done=show)
     total = time.perf_counter() - start
     summary = Table(title="summary")
     for col in ("id", "verdict", "claims held", "time (s)"):
@@ -59,8 +71,10 @@ def main() -> None:
         summary.add_row(e.id, o.verdict.split(":")[0], f"{held}/{len(o.claims)}",
                         f"{o.seconds:.1f}")
     console.print(summary)
+    where = f"cluster {args.cluster}" if args.cluster else f"{args.jobs or 'one per CPU'} jobs"
     console.print(f"whole catalogue ({len(done)} entries, {'quick' if args.quick else 'full'}, "
-                  f"training data {ctx.training_data()}): {total:.1f} s wall", highlight=False)
+                  f"training data {ctx.training_data()}, {where}): {total:.1f} s wall",
+                  highlight=False)
 
 
 if __name__ == "__main__":
