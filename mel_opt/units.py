@@ -420,6 +420,7 @@ def connect(address: str) -> tuple[Any, bool]:
         return ray, False
     from mel_opt.ray_local import connect_ray
 
+    check_address(address)
     try:
         connect_ray(ray, address)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -427,6 +428,25 @@ def connect(address: str) -> tuple[Any, bool]:
         raise UsageError(f"--cluster: no Ray cluster answers at {address!r} ({first}); start "
                          "one with `ray start --head`, or give its HOST:PORT") from None
     return ray, True
+
+
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """UsageError naming ``--cluster`` when nothing listens at ``HOST:PORT`` (Ray's own
+    driver retries an address that does not answer for minutes); ``auto`` is Ray's to find."""
+    import socket
+
+    if address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--cluster: {address!r} is not auto or HOST:PORT")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise UsageError(f"--cluster: no Ray cluster answers at {address} ({why}); start one "
+                         "with `ray start --head`, or give its HOST:PORT") from None
 
 
 def _run_ray(units: Sequence[Unit], todo: list[int], shared: Any, ex: Execution,

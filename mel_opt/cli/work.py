@@ -112,6 +112,8 @@ def units_run(out_dir: str | Path, label: str, jobs: int | None, cluster: str | 
     """Inside the block, the library's units run on ``jobs`` processes or the ``cluster``, are
     kept in ``OUT_DIR/units``, and are drawn on stderr (as a line of ``bar`` where the command
     draws one already); after it, one line says how many an earlier run had kept."""
+    if cluster is not None:  # nothing listening there: one line before any work
+        units.check_address(cluster)
     display = UnitsDisplay(label, workers=resolved_jobs(jobs))
     store = Path(out_dir) / "units"
     ex = units.Execution(jobs=jobs, cluster=cluster, store=str(store), progress=display)
