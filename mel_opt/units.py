@@ -399,12 +399,13 @@ def _run_pool(units: Sequence[Unit], todo: list[int], shared: Any, ex: Execution
 
 
 def _ray_call(fn: Callable[..., Any], shared: Any, args: tuple[Any, ...]
-              ) -> tuple[Any, float, str]:
+              ) -> tuple[Any, float, str, str]:
     import ray
 
     start = time.perf_counter()
     value = plain(fn(shared, *args))
-    return value, time.perf_counter() - start, ray.get_runtime_context().get_node_id()
+    return (value, time.perf_counter() - start, ray.get_runtime_context().get_node_id(),
+            code_version())
 
 
 def connect(address: str) -> tuple[Any, bool]:
@@ -467,7 +468,10 @@ def _run_ray(units: Sequence[Unit], todo: list[int], shared: Any, ex: Execution,
             ready, _ = ray.wait(list(pending), num_returns=1)
             for r in ready:
                 i = pending.pop(r)
-                value, seconds, _node = ray.get(r)
+                value, seconds, node, code = ray.get(r)
+                if code != code_version():  # another mel_opt there: its numbers are not ours
+                    raise UsageError(f"--cluster: node {node[:12]} runs other mel_opt code than "
+                                     "this machine; install the same mel_opt on every node")
                 finished(i, value, seconds)
     except BaseException:
         for r in list(pending):

@@ -49,6 +49,15 @@ def test_a_cluster_gives_the_local_rows_and_survives_a_lost_node(tmp_path: Path,
             remote = arena(inst, settings, data=data)
         assert remote.rows == local.rows  # bit for bit: every float the same
         assert len(list(store.glob("*.json"))) == 6
+        # a node whose mel_opt differs from this machine's is refused, not mixed in
+        real = units.code_version
+        units.code_version = lambda: "another mel_opt"  # type: ignore[assignment]
+        try:
+            with pytest.raises(units.UsageError, match="runs other mel_opt code"):
+                units.run_units([units.Unit({"i": 0}, "square 0", slow_square, (0,))],
+                                str(tmp_path), units.Execution(cluster=cluster.address))
+        finally:
+            units.code_version = real  # type: ignore[method-assign]
 
         # the second node is killed once both nodes hold a unit: its unit runs again on the
         # head, and every result is there
