@@ -18,6 +18,7 @@ from mel_opt import api, units  # noqa: E402
 from mel_opt.arena.run import arena  # noqa: E402
 from mel_opt.arena.settings import ArenaSettings  # noqa: E402
 from mel_opt.ray_local import LocalCluster  # noqa: E402
+from mel_opt.training import TrainSettings, train  # noqa: E402
 from mel_opt.training.data import load_dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,8 +38,10 @@ def test_a_cluster_gives_the_local_rows_and_survives_a_lost_node(tmp_path: Path,
     inst = api.load_instance(ROOT / "instances/mel-async/k10_T15.json")
     data = load_dataset("digits", max_train=600, max_test=200)
     settings = ArenaSettings(schemes=("exact", "fedbuff", "deadline"), seeds=2, cycles=3)
+    tsettings = TrainSettings(schemes=("exact", "eta"), cycles=2, seeds=2, model="softmax")
     with units.using(units.Execution(jobs=1)):
         local = arena(inst, settings, data=data)
+        trained = train(inst, tsettings, data=data)
     marks = tmp_path / "marks"
     marks.mkdir()
     with LocalCluster(nodes=2, cpus=1, port=6397,
@@ -48,6 +51,8 @@ def test_a_cluster_gives_the_local_rows_and_survives_a_lost_node(tmp_path: Path,
         with units.using(on):
             remote = arena(inst, settings, data=data)
         assert remote.rows == local.rows  # bit for bit: every float the same
+        with units.using(units.Execution(cluster=cluster.address)):
+            assert train(inst, tsettings, data=data).rows == trained.rows
         assert len(list(store.glob("*.json"))) == 6
         # a node whose mel_opt differs from this machine's is refused, not mixed in
         real = units.code_version
