@@ -41,6 +41,7 @@ import math
 import multiprocessing
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,19 +113,20 @@ def code_version() -> str:
     return h.hexdigest()
 
 
-_DATA: dict[int, tuple[Any, str]] = {}
+_DATA: dict[int, tuple[weakref.ref[Any], str]] = {}
 
 
 def data_fingerprint(ds: Any) -> str:
     """:func:`fingerprint` of a data set (its arrays' bytes), kept while the object lives (a
-    data set is hashed once however many commands' units read it)."""
+    data set is hashed once however many of a command's runs read it; the cache holds no
+    data set alive)."""
     hit = _DATA.get(id(ds))
-    if hit is not None and hit[0] is ds:
+    if hit is not None and hit[0]() is ds:
         return hit[1]
     digest = fingerprint(ds)
-    if len(_DATA) > 8:
-        _DATA.clear()
-    _DATA[id(ds)] = (ds, digest)
+    for key in [k for k, (ref, _) in _DATA.items() if ref() is None]:
+        del _DATA[key]
+    _DATA[id(ds)] = (weakref.ref(ds), digest)
     return digest
 
 

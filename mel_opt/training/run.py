@@ -284,7 +284,7 @@ def train_all(calls: Sequence[tuple[Instance, TrainSettings]], *, data: Dataset 
     for _, shared in prepared:
         shared.threads = (shared.settings.threads if shared.settings.threads is not None
                           else max(1, available_cpus() // processes))
-    total = sum(s.settings.cycles for c, _, _ in jobs for s in [prepared[c][1]])
+    total = sum(prepared[c][1].settings.cycles for c, _, _ in jobs)
     done = 0
 
     def tick(c: int, scheme: str, seed: int, cycle_no: int) -> None:

@@ -5,6 +5,7 @@ mid-run has its unit run again on the other, nothing lost."""
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -17,12 +18,20 @@ pytest.importorskip("ray", reason="the ray extra is not installed")
 from mel_opt import api, units  # noqa: E402
 from mel_opt.arena.run import arena  # noqa: E402
 from mel_opt.arena.settings import ArenaSettings  # noqa: E402
+from mel_opt.processes import descendants  # noqa: E402
 from mel_opt.ray_local import LocalCluster  # noqa: E402
 from mel_opt.training import TrainSettings, train  # noqa: E402
 from mel_opt.training.data import load_dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.federation
+
+
+def free_port() -> int:
+    """A TCP port nothing on 127.0.0.1 listens on now (the head's)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def slow_square(shared: str, i: int) -> int:
@@ -44,7 +53,7 @@ def test_a_cluster_gives_the_local_rows_and_survives_a_lost_node(tmp_path: Path,
         trained = train(inst, tsettings, data=data)
     marks = tmp_path / "marks"
     marks.mkdir()
-    with LocalCluster(nodes=2, cpus=1, port=6397,
+    with LocalCluster(nodes=2, cpus=1, port=free_port(),
                       env={"PYTHONPATH": str(Path(__file__).parent)}) as cluster:
         store = tmp_path / "units"
         on = units.Execution(cluster=cluster.address, store=str(store))
@@ -64,11 +73,16 @@ def test_a_cluster_gives_the_local_rows_and_survives_a_lost_node(tmp_path: Path,
         finally:
             units.code_version = real  # type: ignore[method-assign]
 
-        # the second node is killed once both nodes hold a unit: its unit runs again on the
-        # head, and every result is there
+        # the second node is killed once one of its workers has begun a unit (a mark whose
+        # process is below that node's `ray start`): that unit runs again on the head, and
+        # every result is there
+        def on_second_node() -> bool:
+            below = descendants([cluster.procs[1].pid])
+            return any(int(m.name.split(".")[1]) in below for m in marks.iterdir())
+
         def kill_when_busy() -> None:
-            until = time.monotonic() + 60
-            while len(list(marks.iterdir())) < 2 and time.monotonic() < until:
+            until = time.monotonic() + 120
+            while not on_second_node() and time.monotonic() < until:
                 time.sleep(0.05)
             cluster.stop_node(1)
 
