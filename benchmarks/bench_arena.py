@@ -6,7 +6,7 @@ Usage::
         [--datasets digits,fashion-mnist] [--partitions iid,dirichlet:0.1]
         [--time-cv 0.06] [--seeds 10] [--cycles 20] [--tune] [--trials 8] [--tune-seeds 2]
         [--schemes S1,S2] [--max-train N] [--max-test N] [--targets 0.7,0.8]
-        [--setting NAME=VALUE ...] [--out DIR]
+        [--setting NAME=VALUE ...] [--out DIR] [--jobs N] [--cluster auto|HOST:PORT]
 
 For each (problem, K, data set, partition, time spread) it generates a population with
 ``melopt generate PROBLEM --preset random --learners K --seed 1``, runs
@@ -14,6 +14,9 @@ For each (problem, K, data set, partition, time spread) it generates a populatio
 method, deadline, oort, fedbuff, fedprox, staggered and the two ablations; with ``--tune`` each
 picked from its declared grid with the same number of trials, on a validation split) and writes the
 run's outputs (``arena.csv``, ``curve.csv``, ``summary.json``, ``arena.png``) under ``--out``.
+Its runs are units (``melopt arena``'s, kept in ``OUT/NAME/units``, on ``--jobs`` processes or
+a Ray ``--cluster``): a stopped benchmark run again with the same ``--out`` resumes where it
+stopped, as long as mel_opt's sources are the same (run it from a clone of its own).
 It prints the tables ``melopt arena`` prints, the verdicts, then the same as one Markdown
 table (what the how-to's tables are copied from), the wall time and the peak resident memory
 of this process so far. Wall times are on whatever else the machine runs: run it alone, one
@@ -37,6 +40,7 @@ from mel_opt.arena.report import write_outputs
 from mel_opt.arena.run import arena
 from mel_opt.arena.settings import ArenaSettings
 from mel_opt.cli.arena import arena_table
+from mel_opt.cli.work import units_run
 from mel_opt.training.data import dataset_dir
 
 
@@ -127,6 +131,9 @@ def main() -> None:
     ap.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
                     help="any other melopt arena setting, e.g. shares=lognormal:1 (repeat)")
     ap.add_argument("--out", default="/tmp/melopt-bench-arena")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="worker processes (default: one per CPU)")
+    ap.add_argument("--cluster", default=None, help="a Ray cluster: auto or HOST:PORT")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -165,9 +172,10 @@ def main() -> None:
                               f"{'tuned' if a.tune else 'defaults'}, max_train "
                               f"{a.max_train or 'all'}", flush=True)
                         t0 = time.perf_counter()
-                        run = arena(inst, settings)
-                        wall = time.perf_counter() - t0
                         (out / name).mkdir(parents=True, exist_ok=True)
+                        with units_run(out / name, "arena", a.jobs, a.cluster):
+                            run = arena(inst, settings)
+                        wall = time.perf_counter() - t0
                         summary = write_outputs(run, out / name)
                         console.print(arena_table(summary))
                         print(markdown(summary))

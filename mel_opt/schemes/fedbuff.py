@@ -511,11 +511,12 @@ SPEC = SchemeSpec(
     needs=("work_clock",), engines=("arena", "live"), serve=run, plan=FixedWork.of,
     columns=("staleness",),
     label="fedbuff", title="FedBuff",
-    # 3 x 2 x 3 x 3 = 54 points. Its authors tune the client and the server learning rates per
+    # 4 x 2 x 3 x 4 = 96 points. Its authors tune the client and the server learning rates per
     # task and train far more learners at once than a step waits for (concurrency 1000, buffer
     # K = 10: Nguyen et al., AISTATS 2022, Section 5 and appendix): concurrency 0.3 or every
     # learner; buffer the default rule (None: 10, at most half the concurrency), 3 or the
-    # paper's 10 (the arena caps it at the concurrency); server_lr 1 (plain FedAvg's step) and
-    # a half-decade each way.
+    # paper's 10 (the arena caps it at the concurrency); server_lr 1 (plain FedAvg's step), a
+    # half-decade each way and a decade below (tuned on the digits at K = 100, IID, it chose
+    # the grid's lowest, 0.3, so the grid reaches one step further).
     grid={"lr": GRID_LR, "concurrency": (0.3, 1.0), "buffer": (None, 3, 10),
-          "server_lr": (0.3, 1.0, 3.0)})
+          "server_lr": (0.1, 0.3, 1.0, 3.0)})

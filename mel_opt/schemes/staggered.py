@@ -231,11 +231,12 @@ SPEC = SchemeSpec(
     needs=("work_clock", "allocation"), engines=("arena", "live"), serve=run,
     plan=StaggeredPlan.of, live_plan=StaggeredPlan.live,
     columns=("staleness",), title="staggered allocation",
-    # 4 x 3 x 4 x 2 = 96 points: the client lr as every scheme's; G as groups of about the
+    # 4 x 3 x 5 x 2 = 120 points: the client lr as every scheme's; G as groups of about the
     # paper buffer's ten updates (the default rule), of twenty or of five (at K = 100); the
-    # period from an eighth of the budget to the budget (shorter round trips: less local work
-    # per update, more steps); the server lr 1 (the period's movement is the synchronous
+    # period from a sixteenth of the budget to the budget (shorter round trips: less local
+    # work per update, more steps; tuned on the digits at K = 100 the grid's shortest, an
+    # eighth, won, so the grid reaches one step further); the server lr 1 (the period's movement is the synchronous
     # cycle's) or 2 (past the delayed step's worst-case bound from G = 6 on, which assumes
     # local work that reaches the optimum; 3 diverged at G = 10 on the digits).
-    grid={"lr": GRID_LR, "groups": (5, None, 20), "period": (0.125, 0.25, 0.5, 1.0),
+    grid={"lr": GRID_LR, "groups": (5, None, 20), "period": (0.0625, 0.125, 0.25, 0.5, 1.0),
           "server_lr": (1.0, 2.0)})
