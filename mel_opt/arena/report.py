@@ -77,11 +77,12 @@ __all__ = ["CSV_COLUMNS", "CURVE_COLUMNS", "LEVEL", "OPTIONAL_COLUMNS", "RESOURC
 CSV_COLUMNS = ("scheme", "seed", "step", "time_s", "loss", "accuracy", "bytes", "idle_s")
 #: Columns a run's rows may carry beside :data:`CSV_COLUMNS`; written and reported where present.
 OPTIONAL_COLUMNS = ("busy_s", "updates", "stragglers", "dropped", "clipped", "kept",
-                    "val_accuracy")
+                    "val_accuracy", "period_s")
 #: summary key -> row column of each run's final resources (the first two always present).
 RESOURCES = {"bytes": "bytes", "idle_s": "idle_s", "busy_s": "busy_s", "updates": "updates",
              "stragglers": "stragglers", "dropped": "dropped", "clipped": "clipped",
-             "kept_previous": "kept", "final_val_accuracy": "val_accuracy"}
+             "kept_previous": "kept", "final_val_accuracy": "val_accuracy",
+             "period_s": "period_s"}
 CURVE_COLUMNS = ("scheme", "time_s", "accuracy_mean", "accuracy_lo", "accuracy_hi", "seeds")
 #: ``tuning.csv``'s columns: every tuning trial's rows (validation accuracy only: the test
 #: split is not read to tune).

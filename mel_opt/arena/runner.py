@@ -44,8 +44,9 @@ from mel_opt.problems.work import WorkClock
 from mel_opt.schemes.base import RoundPolicy, SchemeSpec
 from mel_opt.schemes.fedprox import prox_sgd
 from mel_opt.schemes.oort import statistical_utility
+from mel_opt.schemes.period import Estimates, estimate
 from mel_opt.training.data import Dataset
-from mel_opt.training.device import CPU, Device
+from mel_opt.training.device import CPU, Device, params_on_host
 from mel_opt.training.emulate import Trainer, run_cycles
 from mel_opt.training.local import Schedule, broadcast, evaluate, local_sgd, make_schedule
 from mel_opt.training.mlp import Params, output_loss, stacked_forward
@@ -194,6 +195,13 @@ class Run:
                 output_loss(stacked).losses(scores, y[rows][None])[0]))
         return np.array(out)
 
+    def estimates(self, eta: float) -> Estimates:
+        """Wang et al.'s bound constants at the starting model on the learners' pools
+        (:func:`mel_opt.schemes.period.estimate`)."""
+        model = params_on_host(self.device, list(self.init))
+        return estimate(model, np.asarray(self.data.x_train), np.asarray(self.data.y_train),
+                        self.pools, eta)
+
 
 def model_bytes(model: Params) -> float:
     """Bytes of one copy of the model as sent (its arrays' bytes)."""
@@ -328,10 +336,14 @@ def buffered_run(run: Run, spec: SchemeSpec) -> list[dict[str, Any]]:
     workers = VirtualWorkers(run, plan)
     rows = [run.row(0, 0.0, run.init, workers.tally)]
 
+    period = getattr(plan, "period", None)  # a planned round trip (staggered's) is reported
+    extra = {} if period is None else {"period_s": float(period)}
+    rows[0].update(extra)
+
     def on_step(step: Any, model: Params) -> None:
         workers.tally.aggregated(len(step.notes), step.kept)
         workers.stepped()
-        rows.append(run.row(step.version, workers.now, model, workers.tally))
+        rows.append({**run.row(step.version, workers.now, model, workers.tally), **extra})
 
     spec.serve(workers, plan.nodes, [a.copy() for a in run.init],
                buffer=plan.buffer, concurrency=plan.concurrency, steps=MAX_STEPS,

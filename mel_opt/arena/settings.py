@@ -130,6 +130,8 @@ class ArenaSettings(Declared):
     alpha: float = 2.0
     groups: int | None = None
     period: float = 0.25
+    period_rule: str = "fixed"
+    phi: float = 5e-5
     per_scheme: tuple[str, ...] | None = None
     validation: int | None = None
     tune: bool = False

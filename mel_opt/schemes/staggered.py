@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from mel_opt.schemes import period as bound
 from mel_opt.schemes.base import GRID_LR, Loop, RoundContext, SchemeSpec
 from mel_opt.schemes.fedbuff import (
     ARENA_SERVER_LR,
@@ -68,8 +69,8 @@ from mel_opt.schemes.fedbuff import (
 )
 from mel_opt.settings import Setting
 
-__all__ = ["DEFAULT_PERIOD", "GROUPS", "PERIOD", "SPEC", "StaggeredPlan", "deal_groups",
-           "default_groups", "next_slot"]
+__all__ = ["DEFAULT_PERIOD", "GROUPS", "PERIOD", "PERIOD_RULE", "PHI", "SPEC", "StaggeredPlan",
+           "deal_groups", "default_groups", "next_slot"]
 
 GROUPS = Setting("groups", int, None, "staggered's groups G: the fleet arrives in G groups, "
                  "offset by a G-th of the period, and the server steps once per group.",
@@ -82,6 +83,13 @@ DEFAULT_PERIOD = 0.25
 PERIOD = Setting("period", float, DEFAULT_PERIOD, "staggered's period: how long each learner's "
                  "round trip is planned to take, in the problem's budgets (mel-async T, dab D; "
                  "1: the synchronous allocation's bytes).", minimum=0.0, minimum_open=True)
+PERIOD_RULE = Setting("period_rule", str, "fixed", "How staggered's period is set: fixed (the "
+                      "period option) or bound (chosen by Wang et al.'s convergence bound from "
+                      "the time model and the bound's constants measured on the learners' "
+                      "data).", choices=("fixed", "bound"))
+PHI = Setting("phi", float, bound.DEFAULT_PHI, "The control constant of the bound that chooses "
+              "staggered's period (--period-rule bound; its authors' CNN value).", minimum=0.0,
+              minimum_open=True)
 
 
 def default_groups(K: int) -> int:
@@ -150,8 +158,21 @@ class StaggeredPlan:
         """The plan of an arena run: its options (``groups``, ``period``), clock and data
         sizes."""
         o = ctx.options
-        return cls.live(o, ctx.clock.budget_s, ctx.clock.per_pass_s, ctx.clock.fixed_s,
+        plan = cls.live(o, ctx.clock.budget_s, ctx.clock.per_pass_s, ctx.clock.fixed_s,
                         ctx.sizes, int(o.batch_size))
+        if getattr(o, "period_rule", "fixed") == "bound":
+            est = ctx.estimates(float(o.lr))
+            plan.period = plan.chosen_period(est, ctx.horizon_s, float(o.lr), float(o.phi),
+                                             ctx.clock.budget_s)
+        return plan
+
+    def chosen_period(self, est: bound.Estimates, horizon_s: float, eta: float, phi: float,
+                      budget_s: float) -> float:
+        """The period Wang et al.'s bound picks for this plan's learners (their step times
+        and transfers, weighted by data) over ``horizon_s`` (:mod:`mel_opt.schemes.period`)."""
+        steps = bound.step_seconds(self.per_pass_s, self.sizes, self.batch)
+        return bound.choose_period(steps, self.fixed_s, self.sizes.astype(float), budget_s,
+                                   horizon_s, est, eta, phi)
 
     @classmethod
     def live(cls, options: Any, budget_s: float, per_pass_s: np.ndarray, fixed_s: np.ndarray,
@@ -226,7 +247,7 @@ class StaggeredPlan:
 SPEC = SchemeSpec(
     "staggered", "mel_opt's allocation, asynchronous: the allocation's data, each learner's "
     "work sized to arrive in its group's slot, a server step per group",
-    Loop.BUFFERED, options={"arena": (GROUPS, PERIOD, ARENA_SERVER_LR),
+    Loop.BUFFERED, options={"arena": (GROUPS, PERIOD, PERIOD_RULE, PHI, ARENA_SERVER_LR),
                             "live": (GROUPS, PERIOD, LIVE_SERVER_LR)},
     needs=("work_clock", "allocation"), engines=("arena", "live"), serve=run,
     plan=StaggeredPlan.of, live_plan=StaggeredPlan.live,
@@ -235,8 +256,10 @@ SPEC = SchemeSpec(
     # paper buffer's ten updates (the default rule), of twenty or of five (at K = 100); the
     # period from a sixteenth of the budget to the budget (shorter round trips: less local
     # work per update, more steps; tuned on the digits at K = 100 the grid's shortest, an
-    # eighth, won, so the grid reaches one step further); the server lr 1 (the period's movement is the synchronous
-    # cycle's) or 2 (past the delayed step's worst-case bound from G = 6 on, which assumes
-    # local work that reaches the optimum; 3 diverged at G = 10 on the digits).
+    # eighth, won, so the grid reaches one step further); the server lr 1 (the period's
+    # movement is the synchronous cycle's) or 2 (past the delayed step's worst-case bound
+    # from G = 6 on, which assumes local work that reaches the optimum; 3 diverged at G = 10
+    # on the digits).
     grid={"lr": GRID_LR, "groups": (5, None, 20), "period": (0.0625, 0.125, 0.25, 0.5, 1.0),
-          "server_lr": (1.0, 2.0)})
+          "server_lr": (1.0, 2.0)},
+    unread={("period_rule", "bound"): ("period",)})

@@ -28,6 +28,7 @@ The schedule is still drawn on the host, so a seed gives the same minibatches on
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -322,7 +323,10 @@ def evaluate(model: Params, x: np.ndarray, y: np.ndarray,
 
     ``model`` and (x, y) are the host's; on another ``device`` the model is uploaded (one
     copy), (x, y) are read from their resident copies and two numbers per ``chunk`` of
-    samples come back (default 4,096 on the host, :data:`DEVICE_CHUNK` on a device)."""
+    samples come back (default 4,096 on the host, :data:`DEVICE_CHUNK` on a device).
+    An empty split has no loss and no accuracy: (nan, nan)."""
+    if y.shape[0] == 0:
+        return math.nan, math.nan
     if chunk is None:
         chunk = 4096 if device.host else DEVICE_CHUNK
     stacked = [device.put(a[None]) for a in model]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,15 @@ def test_judged_on_the_test_split(tuned: ArenaRun) -> None:
     assert any(r["accuracy"] != r["val_accuracy"] for r in tuned.rows)
     assert summary["tuning"] == tuned.tuning and summary["settings"]["tune"] is True
     assert summarise(again)["tuning"] is None
+
+
+def test_a_trial_never_sees_the_test_split(tuned: ArenaRun) -> None:
+    """Trials are scored on the validation split and are not even shown the test split:
+    their rows have no test accuracy, the evaluation's all have one."""
+    assert tuned.tuning_rows
+    assert all(math.isnan(r["accuracy"]) for r in tuned.tuning_rows)
+    assert all(0.0 <= r["val_accuracy"] <= 1.0 for r in tuned.tuning_rows)
+    assert all(0.0 <= r["accuracy"] <= 1.0 for r in tuned.rows)
 
 
 def test_progress_counts_every_trial(tuned: ArenaRun) -> None:

@@ -27,21 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mel_opt.convergence import BETA_FLOOR, h_values
 from mel_opt.problems.adaptive_tau.instance import AdaptiveTauInstance
 
-BETA_FLOOR = 1e-5  # the authors' client floors its beta estimate here
-
-
-def h_values(tau: np.ndarray, beta: float, delta: float, eta: float) -> np.ndarray:
-    """h(tau) for an array of tau (float array of the same shape)."""
-    tau = np.asarray(tau, dtype=float)
-    if delta == 0.0:
-        return np.zeros_like(tau)
-    beta = max(beta, BETA_FLOOR)
-    with np.errstate(over="ignore", invalid="ignore"):
-        growth = np.expm1(tau * np.log1p(eta * beta))  # (eta beta + 1)^tau - 1
-        h = (delta / beta) * growth - eta * delta * tau
-    return np.maximum(h, 0.0)
+__all__ = ["BETA_FLOOR", "Scan", "budget_rule", "effective_iterations", "h_values",
+           "objective_values", "scan"]
 
 
 def effective_iterations(tau: np.ndarray, inst: AdaptiveTauInstance) -> np.ndarray:

@@ -1,0 +1,176 @@
+"""staggered's period chosen by Wang et al.'s bound (mel_opt.schemes.period), worked by hand
+and cross-checked against the adaptive-tau control's own G(tau)."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from mel_opt.mlp import init_params
+from mel_opt.problems.adaptive_tau.control import objective_values
+from mel_opt.problems.adaptive_tau.generate import generate as generate_tau
+from mel_opt.problems.adaptive_tau.instance import parse as parse_tau
+from mel_opt.schemes.period import (
+    Estimates,
+    bound,
+    choose_period,
+    estimate,
+    fleet_steps,
+    step_seconds,
+)
+from mel_opt.schemes.staggered import StaggeredPlan
+
+
+def test_step_seconds_counts_minibatches_of_each_pass() -> None:
+    # 100 samples in minibatches of 32: 4 steps a pass; 32 samples: 1; no data: no step
+    got = step_seconds(np.array([2.0, 0.5, 1.0]), np.array([100, 32, 0]), 32)
+    assert got[:2].tolist() == [0.5, 0.5]
+    assert np.isinf(got[2])
+
+
+def test_fleet_steps_by_hand() -> None:
+    # learner 0: (P - 1) / 1 steps, learner 1 (three times the data): (P - 2) / 0.5
+    c, f, w = np.array([1.0, 0.5]), np.array([1.0, 2.0]), np.array([1.0, 3.0])
+    got = fleet_steps(np.array([1.5, 3.0, 5.0]), c, f, w)
+    # P = 1.5: 0.5 and 0 (not even its transfers fit) -> 0.125; P = 3: 2 and 2 -> 2;
+    # P = 5: 4 and 6 -> (4 + 18) / 4 = 5.5
+    assert got == pytest.approx([0.125, 2.0, 5.5])
+
+
+# A fleet of equal learners (c = 1 s a step, f = 10 s of transfers), horizon R = 100 s,
+# eta = 0.1, beta = 1, rho = 1, phi = 1, budget 13 s: candidates tau = 1, 2, 3 (P = 11, 12, 13).
+# T(tau) = 100 tau / (tau + 10) = 9.0909, 16.667, 23.077;
+# h(tau) = delta (1.1^tau - 1) - 0.1 delta tau = 0, 0.01 delta, 0.031 delta.
+EQUAL = dict(step_s=np.full(4, 1.0), fixed_s=np.full(4, 10.0), weights=np.ones(4))
+
+
+@pytest.mark.parametrize(("delta", "G", "chosen"), [
+    # delta 1: G = 1.1, (1 + sqrt(1.5556)) / 3.3333 + 0.01 = 0.6842,
+    #          (1 + sqrt(3.2012)) / 4.6154 + 0.031 = 0.6353: the longest, P = 13
+    (1.0, [1.1, 0.6842, 0.6353], 13.0),
+    # delta 3: 1.1, (1 + sqrt(2.6667)) / 3.3333 + 0.03 = 0.8199,
+    #          (1 + sqrt(7.6035)) / 4.6154 + 0.093 = 0.9071: the middle one, P = 12
+    (3.0, [1.1, 0.8199, 0.9071], 12.0),
+    # delta 10: 1.1, (1 + sqrt(6.5556)) / 3.3333 + 0.1 = 1.1681,
+    #           (1 + sqrt(23.012)) / 4.6154 + 0.31 = 1.5660: the shortest, P = 11
+    (10.0, [1.1, 1.1681, 1.5660], 11.0),
+])
+def test_bound_and_choice_worked_by_hand(delta: float, G: list[float], chosen: float) -> None:
+    est = Estimates(beta=1.0, rho=1.0, delta=delta)
+    got = bound(np.array([11.0, 12.0, 13.0]), EQUAL["step_s"], EQUAL["fixed_s"],
+                EQUAL["weights"], 100.0, est, eta=0.1, phi=1.0)
+    assert got == pytest.approx(G, abs=2e-4)
+    assert choose_period(**EQUAL, budget_s=13.0, horizon_s=100.0, est=est, eta=0.1,
+                         phi=1.0) == chosen
+
+
+def test_no_divergence_takes_the_longest_period() -> None:
+    # delta = 0: h = 0 and G = 1 / (T eta phi) falls as T = tau R / P grows with P
+    est = Estimates(beta=2.0, rho=1.0, delta=0.0)
+    assert choose_period(**EQUAL, budget_s=30.0, horizon_s=100.0, est=est, eta=0.1) == 30.0
+
+
+def test_equal_learners_give_the_adaptive_tau_controls_choice() -> None:
+    """An equal fleet is Wang et al.'s setting: the period's G is the adaptive-tau control's
+    G(tau) (its own code, for an instance of one resource, time) at P = f + c tau."""
+    base = parse_tau(generate_tau("svm", seed=3))
+    c, b, R = 0.13, 0.9, 400.0
+    inst = dataclasses.replace(
+        base, budget=np.array([R]), local_cost=np.array([c]), global_cost=np.array([b]),
+        used=np.array([0.0]), resource_names=("time",), use_min_loss=False,
+        beta=0.8, rho=0.5, delta=0.4, step_size=0.05, phi=0.01)
+    est = Estimates(beta=inst.beta, rho=inst.rho, delta=inst.delta)
+    taus = np.arange(1, 60, dtype=float)
+    ours = bound(b + c * taus, np.full(3, c), np.full(3, b), np.array([1.0, 2.0, 3.0]), R,
+                 est, eta=inst.step_size, phi=inst.phi)
+    theirs = objective_values(taus, inst)
+    assert ours == pytest.approx(theirs, rel=1e-9)
+    chosen = choose_period(np.full(3, c), np.full(3, b), np.ones(3), budget_s=b + c * 59,
+                           horizon_s=R, est=est, eta=inst.step_size, phi=inst.phi)
+    tau_star = int(np.argmin(theirs)) + 1
+    assert 1 < tau_star < 59  # an interior choice, so the test can tell
+    assert chosen == pytest.approx(b + c * tau_star)
+
+
+def _softmax_loss_grad(W: np.ndarray, bias: np.ndarray, x: np.ndarray, y: np.ndarray
+                       ) -> tuple[float, np.ndarray]:
+    """Mean cross-entropy of softmax regression and its gradient [W, b] flattened (written
+    out here, not the library's code)."""
+    z = x @ W + bias
+    z -= z.max(axis=1, keepdims=True)
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    n = y.size
+    loss = float(-np.log(p[np.arange(n), y]).mean())
+    g = p.copy()
+    g[np.arange(n), y] -= 1.0
+    return loss, np.concatenate([(x.T @ g / n).ravel(), (g.sum(axis=0) / n)])
+
+
+def test_estimates_of_softmax_regression_by_its_own_formulas() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 4))
+    y = rng.integers(0, 3, size=30)
+    pools = [np.arange(0, 10), np.arange(10, 30), np.array([], dtype=np.int64)]
+    model = init_params([4, 3], seed=1)
+    eta = 0.5
+    got = estimate(model, x, y, pools, eta)
+    W, b = model
+    sizes, losses, grads, rhos, betas = [], [], [], [], []
+    for rows in pools[:2]:
+        loss, grad = _softmax_loss_grad(W, b, x[rows], y[rows])
+        step = np.concatenate([W.ravel(), b]) - eta * grad
+        W1, b1 = step[:12].reshape(4, 3), step[12:]
+        loss1, grad1 = _softmax_loss_grad(W1, b1, x[rows], y[rows])
+        dist = eta * np.linalg.norm(grad)
+        sizes.append(rows.size)
+        losses.append(loss)
+        grads.append(grad)
+        rhos.append(abs(loss1 - loss) / dist)
+        betas.append(np.linalg.norm(grad1 - grad) / dist)
+    w = np.array(sizes, dtype=float)
+    mean = (w[0] * grads[0] + w[1] * grads[1]) / w.sum()
+    delta = (w[0] * np.linalg.norm(grads[0] - mean) + w[1] * np.linalg.norm(grads[1] - mean))
+    assert got.delta == pytest.approx(delta / w.sum(), rel=1e-9)
+    assert got.rho == pytest.approx(np.average(rhos, weights=w), rel=1e-9)
+    assert got.beta == pytest.approx(np.average(betas, weights=w), rel=1e-9)
+    # learners holding the same data have no divergence
+    same = estimate(model, x, y, [np.arange(10), np.arange(10)], eta)
+    assert same.delta == pytest.approx(0.0, abs=1e-12)
+
+
+def test_plan_of_an_arena_run_takes_the_chosen_period() -> None:
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(40, 5)), rng.integers(0, 2, size=40)
+    pools = [np.arange(0, 10), np.arange(10, 25), np.arange(25, 40)]
+    model = init_params([5, 2], seed=0)
+    clock = SimpleNamespace(budget_s=20.0, per_pass_s=np.array([0.3, 0.4, 0.5]),
+                            fixed_s=np.array([0.5, 1.0, 0.8]))
+    opts = SimpleNamespace(groups=1, period=0.25, period_rule="bound", phi=5e-5, lr=0.2,
+                           batch_size=8)
+    ctx = SimpleNamespace(
+        options=opts, clock=clock, sizes=np.array([10, 15, 15]), horizon_s=200.0,
+        estimates=lambda eta: estimate(model, x, y, pools, eta))
+    plan = StaggeredPlan.of(ctx)  # type: ignore[arg-type]
+    est = estimate(model, x, y, pools, 0.2)
+    steps = step_seconds(clock.per_pass_s, ctx.sizes, 8)
+    want = choose_period(steps, clock.fixed_s, ctx.sizes.astype(float), 20.0, 200.0, est, 0.2,
+                         5e-5)
+    assert plan.period == want
+    assert plan.period != 0.25 * 20.0
+    fixed = StaggeredPlan.of(SimpleNamespace(**{**vars(ctx), "options": SimpleNamespace(
+        **{**vars(opts), "period_rule": "fixed"})}))  # type: ignore[arg-type]
+    assert fixed.period == 0.25 * 20.0
+
+
+def test_tuning_leaves_the_period_out_once_the_bound_chooses_it() -> None:
+    from mel_opt.arena.settings import ArenaSettings
+    from mel_opt.schemes.staggered import SPEC
+
+    assert "period" in SPEC.tuning_grid({}, ArenaSettings())
+    assert "period" not in SPEC.tuning_grid({}, ArenaSettings(period_rule="bound"))
+    assert "period" not in SPEC.tuning_grid({"period_rule": "bound"}, ArenaSettings())
+    assert "period" in SPEC.tuning_grid({"period_rule": "fixed"},
+                                        ArenaSettings(period_rule="bound"))
