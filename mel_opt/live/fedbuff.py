@@ -124,28 +124,63 @@ class PlannedWork:
         return max(min(self.batch, n), int(p * n)), 1
 
 
-def planned_work(run: LiveRun, spec: SchemeSpec, work: Work) -> PlannedWork:
+def _measured_shares(run: LiveRun, K: int, log: Callable[[str], None]) -> np.ndarray | None:
+    """Each of the first ``K`` learners' data share under the method's allocation of the
+    measured instance (0 for a learner the probe did not find); None, with the reason
+    logged, where there is none to solve or it has no allocation."""
+    active = np.asarray([k for k in run.fleet.learners if k < K], dtype=np.int64)
+    seconds = np.asarray(run.fleet.seconds, dtype=float)
+    if not active.size or not np.all(np.isfinite(seconds[active])):
+        log("the data is the allocation on the file: not every learner's speed is measured")
+        return None
+    try:
+        inst = run.cycle.live_instance(run.inst, active, seconds, run.N)
+    except UsageError:  # the problem has no live form: its file's allocation
+        log(f"the data is the allocation on the file: {run.spec.name} solves no measured "
+            "instance")
+        return None
+    res = api.solve(inst, run.method, seed=0)
+    if not res.ok:
+        log(f"the data is the allocation on the file: {run.method} has none for the "
+            f"measured speeds ({res.status.value})")
+        return None
+    shares = np.zeros(K)
+    shares[active] = np.asarray(run.cycle.data_shares(inst, run.method, dict(res.solution),
+                                                      run.N), dtype=float)
+    log(f"the data is {run.method}'s allocation at the measured speeds")
+    return shares
+
+
+def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
+                 log: Callable[[str], None] = lambda text: None) -> PlannedWork:
     """The run's :class:`PlannedWork` for ``spec`` (a scheme with a live plan).
 
-    The data is the allocation's: the run's method solved on the file's instance, each
+    The data is the allocation's: the run's method solved on the instance of the learners
+    the probe found, at their measured speeds (:meth:`~mel_opt.problems.learning.
+    LearningCycle.live_instance`, as the synchronous allocation's live rounds solve it), each
     learner's share of it (:meth:`~mel_opt.problems.learning.LearningCycle.data_shares`) in
-    the data set's samples, scaled so that an equal share is FedBuff's ``work.samples``. A
-    pass of learner ``k`` costs its measured seconds per sample-pass times its samples (the
-    file's model until it is measured, as FedBuff's); its transfers are the file's (emulated).
+    the data set's samples, scaled so that an equal share is FedBuff's ``work.samples``. Where
+    the problem has no live instance, a speed was not measured or the measured instance has
+    no allocation, the file's instance is solved instead (``log`` says so). The data is
+    placed once; each start's work then follows every new measurement. A pass of learner
+    ``k`` costs its measured seconds per sample-pass times its samples (the file's model
+    until it is measured, as FedBuff's); its transfers are the file's (emulated).
 
     Raises
     ------
     UsageError
-        The method has no allocation for the file's instance.
+        The method has no allocation for the file's instance either.
     """
     assert spec.live_plan is not None
-    res = api.solve(run.inst, run.method, seed=0)
-    if not res.ok:
-        raise UsageError(f"{spec.name} needs the allocation of {run.method}, which has none "
-                         f"for this instance ({res.status.value})")
     K = run.K  # the file's first K learners
-    shares = np.asarray(run.cycle.data_shares(run.inst, run.method, dict(res.solution), run.N),
-                        dtype=float)[:K]
+    shares = _measured_shares(run, K, log)
+    if shares is None:
+        res = api.solve(run.inst, run.method, seed=0)
+        if not res.ok:
+            raise UsageError(f"{spec.name} needs the allocation of {run.method}, which has "
+                             f"none for this instance ({res.status.value})")
+        shares = np.asarray(run.cycle.data_shares(run.inst, run.method, dict(res.solution),
+                                                  run.N), dtype=float)[:K]
     total = float(shares.sum()) or 1.0
     samples = np.rint(shares / total * work.samples * K).astype(np.int64)
     per_sample_pass = np.asarray(work.compute_s, dtype=float)[:K] / max(
@@ -413,7 +448,7 @@ def serve_buffered(run: LiveRun, exchange: Exchange,
             f"updates; each {work.samples} samples x {work.passes} passes")
     else:  # each start's work from the scheme's plan, each update weighed by it
         try:
-            planned = planned_work(run, spec, work)
+            planned = planned_work(run, spec, work, log)
         except UsageError as exc:
             run.stop(1, str(exc))
             on_round(run)

@@ -37,14 +37,18 @@ def test_staggered_in_process_plans_each_start_to_its_slot_and_gives_up_a_lost_l
     run_in_process(run, np.array_split(np.arange(digits.y_train.size), 4), clock)
     assert run.stopped is None and [r["round"] for r in run.rounds] == list(range(7))
 
-    # the data is the allocation's: exact's d_k on the file, in FedBuff's units (an equal
-    # share is FedBuff's samples)
+    # the data is the allocation's at the measured speeds: exact's d_k on the instance whose
+    # compute is the probe's SLOW seconds per sample-pass for all four (not the file's
+    # speeds), in FedBuff's units (an equal share is FedBuff's samples)
     inst = run.inst
     cycle = get_problem("mel-async").learning
     assert cycle is not None
     work = equal_work(cycle, inst, run.N)
-    d = np.asarray(api.solve(inst, "exact", seed=0).solution["d"], dtype=float)
+    measured = cycle.live_instance(inst, np.arange(4), np.full(4, SLOW), run.N)
+    d = np.asarray(api.solve(measured, "exact", seed=0).solution["d"], dtype=float)
     samples = np.rint(d / d.sum() * work.samples * 4).astype(int)
+    on_file = np.asarray(api.solve(inst, "exact", seed=0).solution["d"], dtype=float)
+    assert not np.array_equal(np.rint(on_file / on_file.sum() * work.samples * 4), samples)
     rows = run.rows
     for r in rows:
         assert r["samples"] == samples[r["learner"]]
