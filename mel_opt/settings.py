@@ -96,6 +96,8 @@ class Setting(Option):
         return out
 
     def _bad(self, value: Any) -> SettingError:
+        if value is None and self.default is None and not self.nullable:  # never given
+            return SettingError(self.name, self.flag, f"is required: {self.allowed}")
         return SettingError(self.name, self.flag, f"must be {self.allowed}, got {value!r}")
 
 

@@ -47,9 +47,14 @@ class UnitsDisplay:
         self.progress = progress
         self.task: Any = None
         self.foreign = False
+        #: Starts the display's own bar (once, when the first units are planned)
+        self.start: Callable[[], Any] | None = None
 
     # the units.Progress protocol
     def planned(self, total: int, done: int) -> None:
+        if self.start is not None:
+            start, self.start = self.start, None
+            start()
         self.total += total
         self.kept += done
         self.done += done
@@ -119,10 +124,12 @@ def units_run(out_dir: str | Path, label: str, jobs: int | None, cluster: str | 
     ex = units.Execution(jobs=jobs, cluster=cluster, store=str(store), progress=display)
     with contextlib.ExitStack() as stack:
         display.foreign = bar is not None
-        if bar is None:
-            bar = stack.enter_context(Progress(
+        if bar is None:  # drawn from the first units planned: a refusal before any work
+            own = Progress(  # prints its one line alone, with no bar's blank line before it
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                _StateColumn(display), console=err, transient=True))
+                _StateColumn(display), console=err, transient=True)
+            display.start = lambda: stack.enter_context(own)
+            bar = own
         display.progress, display.task = bar, bar.add_task(label, total=None)
         stack.enter_context(units.using(ex))
         yield display

@@ -68,8 +68,24 @@ def test_bad_attack_values_one_line_exit_2(tmp_path: Path, args: list[str], flag
                                    "--cycles", "1", "--max-train", "200", "--schemes",
                                    "fedprox", *args])
     assert res.exit_code == 2, res.output
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    lines = res.output.splitlines()  # one line, and no progress bar's blank line before it
     assert len(lines) == 1 and flag in lines[0] and "Traceback" not in res.output
+
+
+def test_train_refuses_a_liar_out_of_range_in_one_line(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["train", INSTANCE, "-o", str(tmp_path), "--seeds", "1",
+                                   "--schemes", "exact", "--cycles", "1", "--max-train", "200",
+                                   "--attack", "sign", "--liar-ids", "0,5"])
+    assert res.exit_code == 2, res.output
+    assert res.output.splitlines() == [
+        "error: --liar-ids: learner 5 is out of range (the run has learners 0..4)"]
+
+
+def test_train_without_schemes_says_they_are_required(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["train", INSTANCE, "-o", str(tmp_path)])
+    assert res.exit_code == 2, res.output
+    assert res.output.splitlines() == [
+        "error: --schemes is required: comma-separated values, each a text"]
 
 
 def test_train_takes_the_same_settings_and_its_summary_counts_the_clipped(data: Any) -> None:
