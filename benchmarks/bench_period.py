@@ -2,13 +2,13 @@
 
 Usage::
 
-    python benchmarks/bench_period.py [--learners 100] [--dataset digits]
+    python benchmarks/bench_period.py [--problem mel-async] [--learners 100] [--dataset digits]
         [--partitions iid,dirichlet:0.1] [--seeds 10] [--periods 0.0625,0.125,0.25]
         [--targets 0.8,0.9] [--max-train N] [--setting NAME=VALUE ...] [--jobs N]
         [--out DIR]
 
-For each partition it runs ``staggered`` (mel-async, the population ``melopt generate
-mel-async --preset random --learners K --seed 1`` gives) once per fixed period and once with
+For each partition it runs ``staggered`` (on the population ``melopt generate PROBLEM
+--preset random --learners K --seed 1`` gives) once per fixed period and once with
 the period the bound chooses, on the same seeds, every other option as given (``--setting``,
 e.g. ``lr=0.3``), and prints one Markdown table: per run, each target's Kaplan-Meier median
 [95 %] (reached/seeds), the paired per-seed difference of the bound's run minus the fixed
@@ -34,11 +34,11 @@ from mel_opt.arena.settings import ArenaSettings
 from mel_opt.cli.work import units_run
 
 
-def _population(K: int, out: Path) -> Path:
-    path = out / f"mel-async_k{K}.json"
+def _population(problem: str, K: int, out: Path) -> Path:
+    path = out / f"{problem}_k{K}.json"
     if not path.exists():
         melopt = str(Path(sys.executable).parent / "melopt")
-        subprocess.run([melopt, "generate", "mel-async", "--preset", "random", "--learners",
+        subprocess.run([melopt, "generate", problem, "--preset", "random", "--learners",
                         str(K), "--seed", "1", "-o", str(path)], check=True, capture_output=True)
     return path
 
@@ -56,6 +56,7 @@ def _cell(v: float | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problem", default="mel-async")
     ap.add_argument("--learners", type=int, default=100)
     ap.add_argument("--dataset", default="digits")
     ap.add_argument("--partitions", default="iid,dirichlet:0.1")
@@ -69,7 +70,7 @@ def main() -> None:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    inst = load_instance(str(_population(a.learners, out)))
+    inst = load_instance(str(_population(a.problem, a.learners, out)))
     extra = {}
     for item in a.setting:
         key, _, value = item.partition("=")
@@ -78,14 +79,15 @@ def main() -> None:
     runs = [("bound", {"period_rule": "bound"})] + [
         (f"fixed {p}", {"period": float(p)}) for p in a.periods.split(",")]
     for partition in a.partitions.split(","):
-        print(f"## staggered, mel-async, K = {a.learners}, {a.dataset}, {partition}, "
+        print(f"## staggered, {a.problem}, K = {a.learners}, {a.dataset}, {partition}, "
               f"{a.seeds} seeds, {extra or 'defaults'}\n", flush=True)
         results = {}
         for label, opts in runs:
             settings = ArenaSettings(seeds=a.seeds, schemes="staggered", dataset=a.dataset,
                                      partition=partition, max_train=a.max_train,
                                      targets=targets, **{**extra, **opts})
-            folder = out / f"{partition.replace(':', '')}_{label.replace(' ', '')}"
+            folder = out / (f"{a.problem}_{partition.replace(':', '')}_"
+                            f"{label.replace(' ', '')}")
             with units_run(folder, label, a.jobs, None):
                 results[label] = arena(inst, settings)
         head = ["period", *[f"to {t} [s]" for t in targets],
