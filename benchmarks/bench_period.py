@@ -1,4 +1,4 @@
-"""staggered's period: fixed (``--period``) against chosen by the bound (``--period-rule bound``).
+"""staggered's period: fixed (``--period``) against chosen by the bound (no ``--period``).
 
 Usage::
 
@@ -76,7 +76,7 @@ def main() -> None:
         key, _, value = item.partition("=")
         extra[key.strip().replace("-", "_")] = value.strip()
     targets = tuple(float(t) for t in a.targets.split(","))
-    runs = [("bound", {"period_rule": "bound"})] + [
+    runs = [("bound", {"period": None})] + [
         (f"fixed {p}", {"period": float(p)}) for p in a.periods.split(",")]
     for partition in a.partitions.split(","):
         print(f"## staggered, {a.problem}, K = {a.learners}, {a.dataset}, {partition}, "

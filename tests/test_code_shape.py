@@ -233,10 +233,11 @@ def test_a_type_checking_import_closes_a_cycle() -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     # what everything stands on (the picture's bottom row) and the small leaf modules beside
     # it: the deadline, the statistics and the noise law, the BLAS, lazy imports, the activity
-    # line, the numpy MLP and the array module it computes with, the process table
+    # line, the numpy MLP and the array module it computes with, the process table, Wang et
+    # al.'s divergence h(tau)
     ("mel_opt.io", "mel_opt.result", "mel_opt.status", "mel_opt.errors", "mel_opt.limits",
      "mel_opt.deadline", "mel_opt.stats", "mel_opt.blas", "mel_opt.lazy", "mel_opt.activity",
-     "mel_opt.mlp", "mel_opt.arrays", "mel_opt.processes"),
+     "mel_opt.mlp", "mel_opt.arrays", "mel_opt.processes", "mel_opt.convergence"),
     ("mel_opt.solvers", "mel_opt.nlp"),  # the backends and the Pyomo-to-numpy compiler
     ("mel_opt.problems",),  # the registry and one package per problem
     # the library: what the CLI does, callable from Python

@@ -129,8 +129,7 @@ class ArenaSettings(Declared):
     server_lr: float = 1.0
     alpha: float = 2.0
     groups: int | None = None
-    period: float = 0.25
-    period_rule: str = "fixed"
+    period: float | None = None
     phi: float = 5e-5
     per_scheme: tuple[str, ...] | None = None
     validation: int | None = None

@@ -147,6 +147,13 @@ def _item(scheme: str, option: str, value: Any) -> str:
     return f"{scheme}.{option}={text}"
 
 
+def _no_test_split(ds: Dataset) -> Dataset:
+    """``ds`` without its test split: a trial is scored on the validation split only, so it is
+    not even shown the test split (nor spends its time evaluating the model there at every
+    step; its rows' test loss and accuracy are NaN)."""
+    return dataclasses.replace(ds, x_test=ds.x_test[:0], y_test=ds.y_test[:0])
+
+
 def tuned(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = None,
           progress: Callable[[int, int], None] | None = None) -> ArenaRun:
     """Tune every scheme of ``settings``, then run the chosen values on the evaluation seeds
@@ -170,7 +177,8 @@ def tuned(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
     grids: dict[str, dict[str, tuple[Any, ...]]] = {}
     for scheme in schemes:
         fixed = user.get(scheme, {})
-        grids[scheme] = scheme_of(problem, scheme).tuning_grid(fixed, settings)
+        grids[scheme] = {k: tuple(v) for k, v in scheme_of(problem, scheme).grid.items()
+                         if k not in fixed}
         plans[scheme] = draw(scheme, grids[scheme], settings.trials, fixed)
     ds = data if data is not None else load_dataset(
         settings.dataset, max_train=settings.max_train, max_test=settings.max_test)
@@ -185,9 +193,7 @@ def tuned(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
     # every trial's runs are units of one list: they run together, on as many workers as
     # the command has, and a rerun skips the ones kept
     held, split = arena_data(base, ds)
-    # a trial is scored on the validation split only: it is not even shown the test split
-    # (and does not spend its time evaluating the model there at every step)
-    held = dataclasses.replace(held, x_test=held.x_test[:0], y_test=held.y_test[:0])
+    held = _no_test_split(held)
     shared = (inst, get_problem(problem).learning, held, split)
     trials = [plan(inst, dataclasses.replace(
         base, per_scheme=own + tuple(_item(s, k, v) for s in schemes

@@ -236,10 +236,6 @@ class SchemeSpec:
     equal_shares : bool
         Its learners hold equal shares of the data whatever ``--shares`` says (the
         ablations of the allocation, defined on equal data).
-    unread : Mapping of (str, value) to tuple of str
-        Options that one option's value makes unread (staggered's ``period`` once
-        ``period_rule`` is ``bound``): tuning leaves them out of the grid where the user
-        fixed that value (:meth:`tuning_grid`).
     """
 
     name: str
@@ -257,28 +253,6 @@ class SchemeSpec:
     title: str = ""
     equal_shares: bool = False
     grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
-    unread: Mapping[tuple[str, Any], tuple[str, ...]] = field(default_factory=dict)
-
-    def tuning_grid(self, fixed: Mapping[str, Any],
-                    settings: Any = None) -> dict[str, tuple[Any, ...]]:
-        """The grid tuning draws from once the user fixed ``fixed`` (option -> value, by
-        ``--set``): the fixed options and the options left unread (:attr:`unread`) by a fixed
-        value or by a value of ``settings`` (the run's, for an option out of the grid) are
-        not tried.
-
-        >>> from types import SimpleNamespace
-        >>> from mel_opt.schemes.staggered import SPEC
-        >>> sorted(SPEC.tuning_grid({"period_rule": "bound"}))
-        ['groups', 'lr', 'server_lr']
-        >>> sorted(SPEC.tuning_grid({}, SimpleNamespace(period_rule="bound")))
-        ['groups', 'lr', 'server_lr']
-        """
-        values = {option: getattr(settings, option) for option, _ in self.unread
-                  if option not in self.grid and hasattr(settings, option)}
-        values.update(fixed)
-        unread = {name for (option, value), names in self.unread.items()
-                  if option in values and values[option] == value for name in names}
-        return {k: tuple(v) for k, v in self.grid.items() if k not in fixed and k not in unread}
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.loop is Loop.ROUNDS):

@@ -148,8 +148,7 @@ def test_plan_of_an_arena_run_takes_the_chosen_period() -> None:
     model = init_params([5, 2], seed=0)
     clock = SimpleNamespace(budget_s=20.0, per_pass_s=np.array([0.3, 0.4, 0.5]),
                             fixed_s=np.array([0.5, 1.0, 0.8]))
-    opts = SimpleNamespace(groups=1, period=0.25, period_rule="bound", phi=5e-5, lr=0.2,
-                           batch_size=8)
+    opts = SimpleNamespace(groups=1, period=None, phi=5e-5, lr=0.2, batch_size=8)
     ctx = SimpleNamespace(
         options=opts, clock=clock, sizes=np.array([10, 15, 15]), horizon_s=200.0,
         estimates=lambda eta: estimate(model, x, y, pools, eta))
@@ -161,16 +160,18 @@ def test_plan_of_an_arena_run_takes_the_chosen_period() -> None:
     assert plan.period == want
     assert plan.period != 0.25 * 20.0
     fixed = StaggeredPlan.of(SimpleNamespace(**{**vars(ctx), "options": SimpleNamespace(
-        **{**vars(opts), "period_rule": "fixed"})}))  # type: ignore[arg-type]
+        **{**vars(opts), "period": 0.25})}))  # type: ignore[arg-type]
     assert fixed.period == 0.25 * 20.0
 
 
-def test_tuning_leaves_the_period_out_once_the_bound_chooses_it() -> None:
-    from mel_opt.arena.settings import ArenaSettings
-    from mel_opt.schemes.staggered import SPEC
 
-    assert "period" in SPEC.tuning_grid({}, ArenaSettings())
-    assert "period" not in SPEC.tuning_grid({}, ArenaSettings(period_rule="bound"))
-    assert "period" not in SPEC.tuning_grid({"period_rule": "bound"}, ArenaSettings())
-    assert "period" in SPEC.tuning_grid({"period_rule": "fixed"},
-                                        ArenaSettings(period_rule="bound"))
+def test_the_arena_period_unset_is_the_bounds_and_live_keeps_a_quarter() -> None:
+    from mel_opt.arena.settings import ArenaSettings
+    from mel_opt.live.settings import LiveSettings
+    from mel_opt.schemes.staggered import DEFAULT_PERIOD
+
+    assert ArenaSettings().period is None
+    assert ArenaSettings(per_scheme=("staggered.period=none",)).for_scheme(
+        "staggered").period is None
+    assert ArenaSettings(period=0.5).period == 0.5
+    assert LiveSettings.setting("period").default == DEFAULT_PERIOD == 0.25
