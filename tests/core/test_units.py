@@ -170,9 +170,12 @@ def test_a_cluster_address_where_nothing_listens_is_one_usage_error() -> None:
         units.check_address("nowhere")
 
 
+# 20 units of about 0.3 s each on a quiet machine: once two are kept, the other 18 take seconds,
+# a window the Ctrl-C test's SIGINT lands in even when its own process is starved (at 6 cycles,
+# 0.1 s a unit, a loaded machine let the run finish before the signal came)
 ARENA = [sys.executable, "-m", "mel_opt.cli", "arena",
          str(ROOT / "instances/mel-async/k10_T15.json"), "--max-train", "1500",
-         "--max-test", "300", "--schemes", "exact,fedbuff", "--cycles", "6", "-j", "1"]
+         "--max-test", "300", "--schemes", "exact,fedbuff", "--cycles", "20", "-j", "1"]
 
 
 def test_ctrl_c_keeps_the_finished_runs_and_a_rerun_resumes_from_them(tmp_path: Path) -> None:
