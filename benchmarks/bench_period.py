@@ -20,27 +20,17 @@ and range over the seeds: the bound's is measured per seed). Its runs are units 
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_arena import _population  # the same populations, generated once
 
 from mel_opt.api import load_instance
 from mel_opt.arena.report import paired, summarise, target_times
 from mel_opt.arena.run import arena
 from mel_opt.arena.settings import ArenaSettings
 from mel_opt.cli.work import units_run
-
-
-def _population(problem: str, K: int, out: Path) -> Path:
-    path = out / f"{problem}_k{K}.json"
-    if not path.exists():
-        melopt = str(Path(sys.executable).parent / "melopt")
-        subprocess.run([melopt, "generate", problem, "--preset", "random", "--learners",
-                        str(K), "--seed", "1", "-o", str(path)], check=True, capture_output=True)
-    return path
 
 
 def _seeds(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:

@@ -139,12 +139,12 @@ def _flat(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in arrays])
 
 
-def _loss_grad(model: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+def _loss_grad(model: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, Params]:
     stacked = [a[None] for a in model]
     w = np.full((1, y.size), 1.0 / y.size, dtype=x.dtype)
     loss = float(stacked_loss(stacked, x[None], y[None])[0])
     grads = stacked_gradients(stacked, x[None], y[None], w)
-    return loss, _flat([g[0] for g in grads])
+    return loss, [g[0] for g in grads]
 
 
 def estimate(model: Params, x: np.ndarray, y: np.ndarray, pools: Sequence[np.ndarray],
@@ -152,32 +152,26 @@ def estimate(model: Params, x: np.ndarray, y: np.ndarray, pools: Sequence[np.nda
     """``beta``, ``rho`` and ``delta`` at ``model`` on the learners' data (each learner's
     rows ``pools[k]`` of ``x``, ``y``), each learner's ``w_k`` one full gradient step of
     ``eta`` from it (module docstring). Learners without data take no part."""
-    held = [(np.asarray(rows), int(np.size(rows))) for rows in pools if np.size(rows) > 0]
+    held = [np.asarray(rows) for rows in pools if np.size(rows) > 0]
     if not held:
         return Estimates(0.0, 0.0, 0.0)
-    sizes = np.array([n for _, n in held], dtype=float)
-    w0 = _flat(model)
-    shapes = [a.shape for a in model]
-    losses, grads, rhos, betas = [], [], [], []
-    for rows, _ in held:
+    sizes = np.array([rows.size for rows in held], dtype=float)
+    grads, rhos, betas = [], [], []
+    for rows in held:
         xs, ys = x[rows], y[rows]
         loss, grad = _loss_grad(model, xs, ys)
-        losses.append(loss)
-        grads.append(grad)
-        step = w0 - eta * grad
-        dist = float(np.linalg.norm(step - w0))
+        flat = _flat(grad)
+        grads.append(flat)
+        dist = eta * float(np.linalg.norm(flat))  # ||w_k - w0||
         if dist == 0.0:  # no gradient: this learner's data says nothing
             rhos.append(0.0)
             betas.append(0.0)
             continue
-        parts, at = [], 0
-        for shape, ref in zip(shapes, model, strict=True):
-            size = int(np.prod(shape))
-            parts.append(step[at:at + size].reshape(shape).astype(ref.dtype))
-            at += size
-        loss_k, grad_k = _loss_grad(parts, xs, ys)
+        step = [(np.asarray(a, np.float64) - eta * np.asarray(g, np.float64)).astype(a.dtype)
+                for a, g in zip(model, grad, strict=True)]
+        loss_k, grad_k = _loss_grad(step, xs, ys)
         rhos.append(abs(loss_k - loss) / dist)
-        betas.append(float(np.linalg.norm(grad_k - grad)) / dist)
+        betas.append(float(np.linalg.norm(_flat(grad_k) - flat)) / dist)
     g = np.array(grads)
     mean = sizes @ g / sizes.sum()
     delta = float(sizes @ np.linalg.norm(g - mean, axis=1) / sizes.sum())
