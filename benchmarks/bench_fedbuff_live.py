@@ -18,12 +18,26 @@ learning rate and seed, on Flower's simulation runtime and on the loopback deplo
 
 Time is wall-clock from the start of the first round (or step) to each target accuracy of
 the global model on the validation set (the probe before it is the same for both and not
-counted). Transfers are emulated on one machine (not in the wall time) for both. The table
-gives, per engine and scheme, the mean over seeds and, in brackets, the seeds that reached
-the target; then the final accuracy, the updates aggregated and the wall time of all rounds.
+counted). Transfers are emulated on one machine (not in the wall time) for both.
+
+``--equal`` says what the schemes are given alike:
+
+- ``time`` (the default): the allocation runs first; its wall time W from the first round's
+  start to the end of its last round is every other scheme's budget on that engine and
+  seed. They are given more updates than they can spend in W (``--slack`` times the count
+  that would fill W at their nominal rate: FedBuff's learners each about one update a cycle,
+  ``staggered``'s one every ``period`` of it) and their curves are cut at W: a target counts
+  only if reached within W, and the final accuracy is the last one at or before W. A run
+  that ended before W is reported in the column ``short of W``.
+- ``updates``: every scheme aggregates the same number of updates (the allocation's rounds
+  times K); each runs to its end.
+
+The table gives, per engine and scheme, the mean over seeds and, in brackets, the seeds that
+reached the target; then the final accuracy, the updates aggregated and the wall time.
 
     python benchmarks/bench_fedbuff_live.py [--engines simulation local] [--learners 4]
         [--seeds 3] [--rounds 5] [--dataset digits] [--schemes allocation fedbuff staggered]
+        [--equal time|updates] [--slack 3]
 
 Timings are wall-clock: run it on a quiet machine, alone.
 """
@@ -34,7 +48,6 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -82,28 +95,49 @@ def time_to(points: list[tuple[float, float]], target: float) -> float | None:
     return next((t for t, a in points if a >= target), None)
 
 
+def cut(points: list[tuple[float, float]], budget: float) -> list[tuple[float, float]]:
+    """The points of a curve at or before ``budget`` seconds."""
+    return [(t, a) for t, a in points if t <= budget]
+
+
+def steps_for(scheme: str, args: argparse.Namespace, equal_time: bool) -> int:
+    """Server steps a scheme is given: the allocation's rounds; for the asynchronous
+    schemes (a step per half of the learners' updates) as many updates as those rounds
+    hold, times the rate they deliver updates at and ``--slack`` when the time is equal."""
+    if scheme == "allocation":
+        return args.rounds
+    buffer = max(1, args.learners // 2)
+    steps = args.rounds * args.learners / buffer
+    if equal_time:  # a staggered learner makes a round trip every `period` of a cycle
+        rate = 1.0 / args.period if scheme == "staggered" else 1.0
+        steps *= rate * args.slack
+    return math.ceil(steps)
+
+
 def one(args: argparse.Namespace, engine: str, scheme: str, seed: int,
-        tmp: Path) -> dict[str, Any]:
+        tmp: Path, budget: float | None = None) -> dict[str, Any]:
+    """One live run; with ``budget`` its curve is cut at that many wall seconds."""
     path = population(args.learners, seed, args.clock, tmp / f"pop{seed}.json")
-    kw: dict[str, Any] = {"rounds": args.rounds, "seed": seed, "dataset": args.dataset,
+    rounds = steps_for(scheme, args, budget is not None)
+    kw: dict[str, Any] = {"rounds": rounds, "seed": seed, "dataset": args.dataset,
                           "model": args.model, "lr": args.lr, "grace_s": args.grace}
     buffer = max(1, args.learners // 2)
     if scheme == "fedbuff":
-        kw.update(scheme="fedbuff", buffer=buffer,
-                  rounds=math.ceil(args.rounds * args.learners / buffer))
+        kw.update(scheme="fedbuff", buffer=buffer)
     elif scheme == "staggered":  # two groups: a step per half of the learners
-        kw.update(scheme="staggered", groups=2,
-                  rounds=math.ceil(args.rounds * args.learners / buffer))
+        kw.update(scheme="staggered", groups=2, period=args.period)
     settings = load_settings(path, **kw)
     out = tmp / f"{engine}-{scheme}-{seed}"
     start = time.perf_counter()
     summary = live(check(settings, LiveOptions(engine=engine, nodes=args.learners,
                                                speeds="instance")), out)
-    points = curve(summary)
-    steps = summary["rounds"][1:]
+    whole = curve(summary)
+    points = cut(whole, budget) if budget is not None else whole
+    steps = summary["rounds"][1:len(points)]  # the steps the cut keeps (points[0] is the probe)
     return {"points": points, "final": points[-1][1] if points else float("nan"),
             "updates": sum(r.get("learners", 0) for r in steps),
             "wall": points[-1][0] if points else float("nan"),
+            "short": budget is not None and bool(whole) and whole[-1][0] < budget,
             "total": time.perf_counter() - start,
             "staleness": [s for r in steps for s in r.get("staleness", [])],
             "stopped": summary.get("stopped")}
@@ -123,27 +157,50 @@ def main() -> None:
     ap.add_argument("--grace", type=float, default=10.0)
     ap.add_argument("--schemes", nargs="+", default=["allocation", "fedbuff", "staggered"],
                     choices=["allocation", "fedbuff", "staggered"])
+    ap.add_argument("--equal", choices=["time", "updates"], default="time",
+                    help="what every scheme is given alike (see the module's text)")
+    ap.add_argument("--slack", type=float, default=3.0,
+                    help="with --equal time: the asynchronous schemes' updates beyond the "
+                         "count their nominal rate fills the allocation's wall time with")
+    ap.add_argument("--period", type=float, default=0.25,
+                    help="staggered's period as a fraction of the cycle T")
     args = ap.parse_args()
+    equal_time = args.equal == "time"
+    if equal_time and "allocation" not in args.schemes:
+        ap.error("--equal time measures the others against the allocation's wall time: "
+                 "keep allocation in --schemes")
+    order = (["allocation"] + [s for s in args.schemes if s != "allocation"]
+             if equal_time else args.schemes)
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    runs = [(e, s, seed) for e in args.engines for seed in range(args.seeds)
-            for s in args.schemes]
+    runs = [(e, s, seed) for e in args.engines for seed in range(args.seeds) for s in order]
+    budgets: dict[tuple[str, int], float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-fedbuff-") as tmp, \
             Progress(console=console, transient=True) as bar:
         task = bar.add_task("live runs", total=len(runs))
         for engine, scheme, seed in runs:
             bar.update(task, description=f"{engine} {scheme} seed {seed}")
+            budget = budgets.get((engine, seed)) if scheme != "allocation" else None
+            if equal_time and scheme != "allocation" and budget is None:
+                console.print(f"{engine} {scheme} seed {seed} skipped: the allocation's run "
+                              "failed, so there is no time to match")
+                bar.advance(task)
+                continue
             try:
-                results.setdefault((engine, scheme), []).append(
-                    one(args, engine, scheme, seed, Path(tmp)))
+                r = one(args, engine, scheme, seed, Path(tmp), budget)
+                results.setdefault((engine, scheme), []).append(r)
+                if scheme == "allocation" and r["points"]:
+                    budgets[(engine, seed)] = r["wall"]
             except Exception as exc:  # a failed run is reported, the table goes on
                 console.print(f"{engine} {scheme} seed {seed} failed: {exc}")
             bar.advance(task)
+    alike = ("each given the allocation's wall time" if equal_time
+             else "each the same number of updates")
     table = Table(title=f"allocation (exact), FedBuff, staggered on real processes: mel-async, "
                         f"{args.learners} learners at 1 to 1/4 of a core, T = {args.clock:g} s, "
-                        f"{args.dataset}, {args.model}, {args.seeds} seeds; wall seconds from "
-                        "the first round to target, mean (seeds that reached it)")
+                        f"{args.dataset}, {args.model}, {args.seeds} seeds, {alike}; wall "
+                        "seconds from the first round to target, mean (seeds that reached it)")
     for col in ("engine", "scheme", *(f"to {t:g}" for t in TARGETS), "final accuracy",
-                "updates", "wall of all rounds s", "median staleness"):
+                "updates", "wall s", "short of W", "median staleness"):
         table.add_column(col, justify="right")
     for (engine, scheme), rs in results.items():
         cells = [engine, scheme]
@@ -155,6 +212,7 @@ def main() -> None:
         cells += [f"{statistics.mean(r['final'] for r in rs):.3f}",
                   f"{statistics.mean(r['updates'] for r in rs):.0f}",
                   f"{statistics.mean(r['wall'] for r in rs):.2f}",
+                  f"{sum(r['short'] for r in rs)}/{len(rs)}" if equal_time else "-",
                   f"{statistics.median(stale):g}" if stale else "-"]
         table.add_row(*cells)
     console.print(table)
@@ -164,4 +222,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from mel_opt.arena.availability import parse_availability
 from mel_opt.errors import SettingError, UsageError
@@ -317,7 +317,7 @@ class LiveOptions(Declared):
 
     engine: str = "simulation"
     nodes: int | None = None
-    speeds: tuple[float, ...] | None = None
+    speeds: tuple[float, ...] | Literal["instance"] | None = None
     link_rate: tuple[float, ...] | None = None
     superlink: str | None = None
     root_certificates: str | None = None
@@ -350,7 +350,7 @@ class LiveOptions(Declared):
         """
         if self.speeds is None:
             return None
-        if self.speeds == INSTANCE_SPEEDS:
+        if isinstance(self.speeds, str):  # INSTANCE_SPEEDS, the one string allowed
             if instance is None or len(instance) != nodes:
                 raise SettingError("speeds", self.setting("speeds").flag,
                                    "instance needs the instance's speeds of the nodes")
