@@ -6,7 +6,7 @@ Usage::
     python benchmarks/bench_robust.py [--learners 100] [--dataset digits] [--seeds 3]
         [--cycles 20] [--schemes exact] [--rules mean,norm,median,trimmed,krum]
         [--attacks scale:1000,sign,noise:1,stale] [--liars 0.01,0.1,0.2] [--target 0.8]
-        [--attack-from 1] [--out DIR]
+        [--attack-from 1] [--max-train N] [--max-test N] [--jobs N] [--out DIR]
 
 For the mel-async population of ``--learners`` learners (``melopt generate mel-async --preset
 random --learners K --seed 1``) and each scheme, it runs :func:`mel_opt.arena.run.arena` once
@@ -15,7 +15,11 @@ seeds-1 (the liars drawn per seed), and prints one Markdown table per scheme: a 
 (attack, liars), a column per rule, each cell the mean final accuracy over the seeds and the
 median virtual time to the target accuracy (``-`` where fewer than half the seeds reach it;
 ``(k/n)`` where only k of n do). The first row (no liar) is what each rule costs when no one
-lies. Runs one process, one thread: run it alone.
+lies.
+
+Each arena run's seeds are units (``melopt arena``'s, on ``--jobs`` processes, one thread
+each), kept in ``OUT/SCHEME_DATASET/units``: a stopped benchmark run again with the same
+``--out`` reads the finished ones back (only from the same sources: a unit's key holds them).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import numpy as np
 from mel_opt.api import load_instance
 from mel_opt.arena.run import arena
 from mel_opt.arena.settings import ArenaSettings
+from mel_opt.cli.work import units_run
 from mel_opt.training import load_dataset
 
 
@@ -77,19 +82,26 @@ def main() -> None:
     ap.add_argument("--liars", default="0.01,0.1,0.2")
     ap.add_argument("--target", type=float, default=0.8)
     ap.add_argument("--attack-from", type=int, default=1)
+    ap.add_argument("--max-train", type=int, default=None,
+                    help="use at most this many training samples (Fashion-MNIST has 60,000)")
+    ap.add_argument("--max-test", type=int, default=None)
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="worker processes (default: one per CPU)")
     ap.add_argument("--out", default="bench_robust_out")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     inst = load_instance(str(_population(a.learners, out)))
-    data = load_dataset(a.dataset)
+    data = load_dataset(a.dataset, max_train=a.max_train, max_test=a.max_test)
     rules = a.rules.split(",")
     cases: list[tuple[str | None, float]] = [(None, 0.0)] + [
         (att, float(f)) for att in a.attacks.split(",") for f in a.liars.split(",")]
     started = time.perf_counter()
     for scheme in a.schemes.split(","):
-        print(f"\n{scheme}, K = {a.learners}, {a.dataset}, {a.seeds} seeds, horizon "
-              f"{a.cycles} budgets: final accuracy (mean), median time to {a.target:g}\n")
+        print(f"\n{scheme}, K = {a.learners}, {a.dataset}"
+              f"{f' ({a.max_train:,} training samples)' if a.max_train else ''}, {a.seeds} "
+              f"seeds, horizon {a.cycles} budgets: final accuracy (mean), median time to "
+              f"{a.target:g}\n")
         print("| attack | liars | " + " | ".join(rules) + " |")
         print("|---|---|" + "---|" * len(rules))
         for attack, fraction in cases:
@@ -98,8 +110,11 @@ def main() -> None:
                 s = ArenaSettings(schemes=(scheme,), seeds=a.seeds, cycles=a.cycles,
                                   dataset=a.dataset, aggregation=rule, attack=attack,
                                   liars=fraction, attack_from=a.attack_from, threads=1,
-                                  targets=(a.target,))
-                text, _ = _cell(arena(inst, s, data=data).rows, a.seeds, a.target)
+                                  targets=(a.target,), max_train=a.max_train,
+                                  max_test=a.max_test)
+                with units_run(out / f"{scheme}_{a.dataset}", "robust", a.jobs, None):
+                    rows = arena(inst, s, data=data).rows
+                text, _ = _cell(rows, a.seeds, a.target)
                 cells.append(text)
             name = attack or "none"
             print(f"| {name} | {fraction:.0%} | " + " | ".join(cells) + " |", flush=True)
