@@ -4,16 +4,18 @@ Usage::
 
     python benchmarks/bench_period.py [--problem mel-async] [--learners 100] [--dataset digits]
         [--partitions iid,dirichlet:0.1] [--seeds 10] [--periods 0.0625,0.125,0.25]
-        [--targets 0.8,0.9] [--max-train N] [--setting NAME=VALUE ...] [--jobs N]
-        [--out DIR]
+        [--rechoose 1,4] [--targets 0.8,0.9] [--max-train N] [--setting NAME=VALUE ...]
+        [--jobs N] [--out DIR]
 
 For each partition it runs ``staggered`` (on the population ``melopt generate PROBLEM
 --preset random --learners K --seed 1`` gives) once per fixed period and once with
 the period the bound chooses, on the same seeds, every other option as given (``--setting``,
-e.g. ``lr=0.3``), and prints one Markdown table: per run, each target's Kaplan-Meier median
-[95 %] (reached/seeds), the paired per-seed difference of the bound's run minus the fixed
-run (95 % sign interval), the accuracy at the horizon, the bytes moved and the period (mean
-and range over the seeds: the bound's is measured per seed). Its runs are units kept under
+e.g. ``lr=0.3``); with ``--rechoose``, also once per value with the bound's period chosen
+again every that many budgets. It prints one Markdown table: per run, each target's
+Kaplan-Meier median [95 %] (reached/seeds), the paired per-seed difference of the bound's run
+(chosen once) minus that run (95 % sign interval), the accuracy at the horizon, the bytes
+moved and the period (mean and range over every server step of every seed: the bound's is
+measured per seed, and chosen again its period changes within a run). Its runs are units kept under
 ``--out``: a rerun resumes. Virtual times only: the wall time does not enter the table.
 """
 
@@ -52,6 +54,8 @@ def main() -> None:
     ap.add_argument("--partitions", default="iid,dirichlet:0.1")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--periods", default="0.0625,0.125,0.25")
+    ap.add_argument("--rechoose", default="",
+                    help="comma-separated budgets: runs whose period is chosen again so often")
     ap.add_argument("--targets", default="0.8,0.9")
     ap.add_argument("--max-train", type=int, default=None)
     ap.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE")
@@ -66,8 +70,10 @@ def main() -> None:
         key, _, value = item.partition("=")
         extra[key.strip().replace("-", "_")] = value.strip()
     targets = tuple(float(t) for t in a.targets.split(","))
-    runs = [("bound", {"period": None})] + [
-        (f"fixed {p}", {"period": float(p)}) for p in a.periods.split(",")]
+    runs: list[tuple[str, dict[str, Any]]] = [("bound", {"period": None})]
+    runs += [(f"bound, again every {r}", {"period": None, "rechoose": float(r)})
+             for r in a.rechoose.split(",") if r]
+    runs += [(f"fixed {p}", {"period": float(p)}) for p in a.periods.split(",") if p]
     for partition in a.partitions.split(","):
         print(f"## staggered, {a.problem}, K = {a.learners}, {a.dataset}, {partition}, "
               f"{a.seeds} seeds, {extra or 'defaults'}\n", flush=True)
@@ -77,7 +83,7 @@ def main() -> None:
                                      partition=partition, max_train=a.max_train,
                                      targets=targets, **{**extra, **opts})
             folder = out / (f"{a.problem}_{partition.replace(':', '')}_"
-                            f"{label.replace(' ', '')}")
+                            f"{label.replace(' ', '').replace(',', '_')}")
             with units_run(folder, label, a.jobs, None):
                 results[label] = arena(inst, settings)
         head = ["period", *[f"to {t} [s]" for t in targets],
@@ -102,7 +108,7 @@ def main() -> None:
                            target_times(seeds, t, run.horizon_s))
                 cells.append("-" if p["median"] is None else
                              f"{p['median']:+.3g} [{_cell(p['lo'])}, {_cell(p['hi'])}]")
-            periods = np.array([rows[-1]["period_s"] for rows in seeds.values()])
+            periods = np.array([r["period_s"] for rows in seeds.values() for r in rows])
             cells += [f"{summary['horizon_accuracy']['mean']:.3f}",
                       f"{summary['bytes']['mean'] / 1e6:,.0f}",
                       f"{periods.mean():.3g} [{periods.min():.3g}, {periods.max():.3g}]"]

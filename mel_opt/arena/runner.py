@@ -195,10 +195,10 @@ class Run:
                 output_loss(stacked).losses(scores, y[rows][None])[0]))
         return np.array(out)
 
-    def estimates(self, eta: float) -> Estimates:
-        """Wang et al.'s bound constants at the starting model on the learners' pools
-        (:func:`mel_opt.schemes.period.estimate`)."""
-        model = params_on_host(self.device, list(self.init))
+    def estimates(self, eta: float, model: Params | None = None) -> Estimates:
+        """Wang et al.'s bound constants at ``model`` (None: the starting model) on the
+        learners' pools (:func:`mel_opt.schemes.period.estimate`)."""
+        model = params_on_host(self.device, list(self.init if model is None else model))
         return estimate(model, np.asarray(self.data.x_train), np.asarray(self.data.y_train),
                         self.pools, eta)
 
@@ -344,6 +344,10 @@ def buffered_run(run: Run, spec: SchemeSpec) -> list[dict[str, Any]]:
         workers.tally.aggregated(len(step.notes), step.kept)
         workers.stepped()
         rows.append({**run.row(step.version, workers.now, model, workers.tally), **extra})
+        if hasattr(plan, "stepped"):  # a plan that re-chooses its period (staggered's)
+            plan.stepped(model, workers.now)
+            if period is not None:
+                extra["period_s"] = float(plan.period)  # type: ignore[attr-defined]
 
     spec.serve(workers, plan.nodes, [a.copy() for a in run.init],
                buffer=plan.buffer, concurrency=plan.concurrency, steps=MAX_STEPS,

@@ -131,6 +131,7 @@ class ArenaSettings(Declared):
     groups: int | None = None
     period: float | None = None
     phi: float = 5e-5
+    rechoose: float | None = None
     per_scheme: tuple[str, ...] | None = None
     validation: int | None = None
     tune: bool = False

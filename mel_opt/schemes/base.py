@@ -125,10 +125,10 @@ class RoundContext(Protocol):
     def horizon_s(self) -> float:
         """How long the run lasts on the virtual clock [s]."""
 
-    def estimates(self, eta: float) -> Any:
-        """The convergence bound's constants measured on the learners' data at the run's
-        starting model (:func:`mel_opt.schemes.period.estimate`, client learning rate
-        ``eta``)."""
+    def estimates(self, eta: float, model: Any = None) -> Any:
+        """The convergence bound's constants measured on the learners' data at ``model``
+        (None: the run's starting model; :func:`mel_opt.schemes.period.estimate`, client
+        learning rate ``eta``)."""
 
 
 class RoundPolicy(Protocol):

@@ -53,6 +53,7 @@ work per update for more round trips.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,8 +70,8 @@ from mel_opt.schemes.fedbuff import (
 )
 from mel_opt.settings import Setting
 
-__all__ = ["DEFAULT_PERIOD", "GROUPS", "LIVE_PERIOD", "PERIOD", "PHI", "SPEC", "StaggeredPlan",
-           "deal_groups", "default_groups", "next_slot"]
+__all__ = ["DEFAULT_PERIOD", "GROUPS", "LIVE_PERIOD", "PERIOD", "PHI", "RECHOOSE", "SPEC",
+           "StaggeredPlan", "deal_groups", "default_groups", "next_slot"]
 
 GROUPS = Setting("groups", int, None, "staggered's groups G: the fleet arrives in G groups, "
                  "offset by a G-th of the period, and the server steps once per group.",
@@ -93,6 +94,11 @@ LIVE_PERIOD = Setting("period", float, DEFAULT_PERIOD, "staggered's period: how 
 PHI = Setting("phi", float, bound.DEFAULT_PHI, "The control constant of the bound that chooses "
               "staggered's period when --period is not given (its authors' CNN value).",
               minimum=0.0, minimum_open=True)
+RECHOOSE = Setting("rechoose", float, None, "How often the bound's period is chosen again, in "
+                   "the problem's budgets: its constants measured anew at the global model "
+                   "of that time, as Wang et al. measure them every round (read only when "
+                   "--period is unset).", minimum=0.0, minimum_open=True, nullable=True,
+                   default_doc="once, at the start")
 
 
 def default_groups(K: int) -> int:
@@ -146,6 +152,13 @@ class StaggeredPlan:
         Samples each learner holds.
     batch : int
         The minibatch: a start has room for at least one step.
+    origin : float
+        Where the slots' grid starts [s]: 0, until the period is chosen again
+        (:meth:`stepped`).
+    rechoose_s : float or None
+        Every how many seconds the period is chosen again (None: never).
+    chooser : callable or None
+        ``model -> period``: the bound's period from constants measured at ``model``.
     """
 
     period: float
@@ -155,6 +168,9 @@ class StaggeredPlan:
     fixed_s: np.ndarray
     sizes: np.ndarray
     batch: int
+    origin: float = 0.0
+    rechoose_s: float | None = None
+    chooser: Callable[[Any], float] | None = None
 
     @classmethod
     def of(cls, ctx: RoundContext) -> StaggeredPlan:
@@ -164,9 +180,16 @@ class StaggeredPlan:
         plan = cls.live(o, ctx.clock.budget_s, ctx.clock.per_pass_s, ctx.clock.fixed_s,
                         ctx.sizes, int(o.batch_size))
         if o.period is None:  # chosen by the bound (mel_opt.schemes.period)
-            est = ctx.estimates(float(o.lr))
-            plan.period = plan.chosen_period(est, ctx.horizon_s, float(o.lr), float(o.phi),
-                                             ctx.clock.budget_s)
+            eta, phi, budget = float(o.lr), float(o.phi), float(ctx.clock.budget_s)
+
+            def chooser(model: Any) -> float:
+                return plan.chosen_period(ctx.estimates(eta, model), ctx.horizon_s, eta, phi,
+                                          budget)
+
+            plan.period = chooser(None)
+            if getattr(o, "rechoose", None) is not None:
+                plan.rechoose_s = float(o.rechoose) * budget
+                plan.chooser = chooser
         return plan
 
     def chosen_period(self, est: bound.Estimates, horizon_s: float, eta: float, phi: float,
@@ -210,6 +233,27 @@ class StaggeredPlan:
         self._aimed = np.full(self.group.size, -np.inf)  # each learner's last slot
         held = self.sizes[self.sizes > 0]  # the data of those that take part: fixed for good
         self._mean = float(np.mean(held)) if held.size else 1.0
+        self._chosen_at = 0.0  # when the period was last chosen
+
+    def stepped(self, model: Any, now: float) -> None:
+        """After a server step at ``now``: once ``rechoose_s`` has passed since the period
+        was last chosen, choose it again from constants measured at ``model``. A new period
+        starts a new grid of slots where the current period ends (the first multiple of the
+        old period, from the old origin, at or after every slot a learner is aiming at), so
+        no learner in flight misses its slot; each learner's next start aims at its group's
+        first slot on the new grid, and fills the time to it with work."""
+        if self.chooser is None or self.rechoose_s is None or \
+                now < self._chosen_at + self.rechoose_s:
+            return
+        self._chosen_at = now
+        new = float(self.chooser(model))
+        if not (math.isfinite(new) and new > 0) or new == self.period:
+            return
+        aimed = self._aimed[np.isfinite(self._aimed)]
+        latest = max(now, float(aimed.max())) if aimed.size else now
+        ends = math.ceil((latest - self.origin) / self.period - 1e-9)
+        self.origin += max(0, ends) * self.period
+        self.period = new
 
     def arrival(self, node: int, now: float) -> float:
         """When ``node``, starting at ``now``, is planned back: its group's first slot after
@@ -220,7 +264,8 @@ class StaggeredPlan:
         n = max(int(self.sizes[k]), 1)
         need = self.fixed_s[k] + self.per_pass_s[k] * min(1.0, self.batch / n)
         after = max(now + need, self._aimed[k] + self.period * 1e-6)
-        return next_slot(0.0, (int(self.group[k]) + 1) / self.groups, self.period, after)
+        return self.origin + next_slot(0.0, (int(self.group[k]) + 1) / self.groups, self.period,
+                                       after - self.origin)
 
     def passes(self, node: int, now: float) -> float:
         """The passes ``node`` does from ``now``: what fills the time to its slot (which it
@@ -251,7 +296,7 @@ class StaggeredPlan:
 SPEC = SchemeSpec(
     "staggered", "mel_opt's allocation, asynchronous: the allocation's data, each learner's "
     "work sized to arrive in its group's slot, a server step per group",
-    Loop.BUFFERED, options={"arena": (GROUPS, PERIOD, PHI, ARENA_SERVER_LR),
+    Loop.BUFFERED, options={"arena": (GROUPS, PERIOD, PHI, RECHOOSE, ARENA_SERVER_LR),
                             "live": (GROUPS, LIVE_PERIOD, LIVE_SERVER_LR)},
     needs=("work_clock", "allocation"), engines=("arena", "live"), serve=run,
     plan=StaggeredPlan.of, live_plan=StaggeredPlan.live,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -151,7 +152,7 @@ def test_plan_of_an_arena_run_takes_the_chosen_period() -> None:
     opts = SimpleNamespace(groups=1, period=None, phi=5e-5, lr=0.2, batch_size=8)
     ctx = SimpleNamespace(
         options=opts, clock=clock, sizes=np.array([10, 15, 15]), horizon_s=200.0,
-        estimates=lambda eta: estimate(model, x, y, pools, eta))
+        estimates=lambda eta, at=None: estimate(model if at is None else at, x, y, pools, eta))
     plan = StaggeredPlan.of(ctx)  # type: ignore[arg-type]
     est = estimate(model, x, y, pools, 0.2)
     steps = step_seconds(clock.per_pass_s, ctx.sizes, 8)
@@ -162,6 +163,16 @@ def test_plan_of_an_arena_run_takes_the_chosen_period() -> None:
     fixed = StaggeredPlan.of(SimpleNamespace(**{**vars(ctx), "options": SimpleNamespace(
         **{**vars(opts), "period": 0.25})}))  # type: ignore[arg-type]
     assert fixed.period == 0.25 * 20.0
+    assert plan.chooser is None and fixed.chooser is None  # chosen once by default
+    # --rechoose 2: every 2 budgets (40 s), from the constants at the global model then
+    again = StaggeredPlan.of(SimpleNamespace(**{**vars(ctx), "options": SimpleNamespace(
+        **{**vars(opts), "rechoose": 2.0})}))  # type: ignore[arg-type]
+    assert again.period == want and again.rechoose_s == 40.0 and again.chooser is not None
+    later = [a + 0.5 for a in model]
+    est_later = estimate(later, x, y, pools, 0.2)
+    assert est_later != est
+    assert again.chooser(later) == choose_period(
+        steps, clock.fixed_s, ctx.sizes.astype(float), 20.0, 200.0, est_later, 0.2, 5e-5)
 
 
 
@@ -175,3 +186,42 @@ def test_the_arena_period_unset_is_the_bounds_and_live_keeps_a_quarter() -> None
         "staggered").period is None
     assert ArenaSettings(period=0.5).period == 0.5
     assert LiveSettings.setting("period").default == DEFAULT_PERIOD == 0.25
+
+
+
+def test_an_arena_run_chooses_again_from_the_global_model_every_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from mel_opt import api
+    from mel_opt.arena.run import arena
+    from mel_opt.arena.runner import Run
+    from mel_opt.arena.settings import ArenaSettings
+    from mel_opt.training import load_dataset
+
+    inst = api.load_instance("instances/mel-async/k5_T15.json")
+    data = load_dataset("digits", max_train=500, max_test=200)
+    at_start: list[bool] = []  # per measurement: at the starting model (None)?
+    measured = Run.estimates
+
+    def spy(self: Run, eta: float, model: Any = None) -> Estimates:
+        at_start.append(model is None)
+        return measured(self, eta, model)
+
+    monkeypatch.setattr(Run, "estimates", spy)
+    settings: dict[str, Any] = dict(schemes=("staggered",), seeds=1, cycles=4,
+                                    model="softmax", lr=0.3)
+    once = arena(inst, ArenaSettings(**settings), data=data)
+    assert at_start == [True]  # chosen once, at the start
+    at_start.clear()
+    again = arena(inst, ArenaSettings(**settings, rechoose=1.0), data=data)
+    # at the start, then at each step a budget or more after the last choice (here: steps
+    # every 13-15 s, so every other step), each time at the global model then
+    last, want = 0.0, 1
+    for row in again.rows[1:]:
+        if row["time_s"] >= last + inst.cycle_time:
+            last, want = row["time_s"], want + 1
+    assert at_start[0] and not any(at_start[1:])
+    assert len(at_start) == want >= 3
+    periods = [r["period_s"] for r in again.rows]
+    assert periods[0] == once.rows[0]["period_s"]  # the same first choice
+    assert all(0 < p <= inst.cycle_time for p in periods)
+    assert again.rows[-1]["time_s"] >= 3 * inst.cycle_time  # it ran on to the horizon

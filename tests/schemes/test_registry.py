@@ -57,7 +57,8 @@ def test_the_engines_list_their_schemes_from_the_registry() -> None:
 def test_the_schemes_options_are_the_engines_settings() -> None:
     arena = [o.name for o in scheme_options("arena")]
     assert arena == ["participation", "overcommit", "passes", "local_steps", "alpha",
-                     "concurrency", "buffer", "server_lr", "mu", "groups", "period", "phi"]
+                     "concurrency", "buffer", "server_lr", "mu", "groups", "period", "phi",
+                     "rechoose"]
     assert all(o in ARENA_SETTINGS for o in scheme_options("arena"))
     assert [o.name for o in scheme_options("live")] == ["buffer", "concurrency", "server_lr",
                                                         "groups", "period"]

@@ -53,6 +53,42 @@ def test_slots_and_each_starts_work_by_hand() -> None:
     assert plan.passes(3, 24.0) == pytest.approx(18.0)
 
 
+def test_a_period_chosen_again_starts_its_grid_where_the_current_period_ends() -> None:
+    # G = 2, P = 10 s, the period chosen again every 12 s (the chooser says 4 s)
+    plan = _plan([100, 50, 0, 25], 2, 10.0, [2, 1, 1, 0.5], [1, 1, 1, 2])
+    seen: list[object] = []
+
+    def chooser(model: object) -> float:
+        seen.append(model)
+        return 4.0
+
+    plan.rechoose_s, plan.chooser = 12.0, chooser
+    plan.passes(0, 0.0)   # aims at 5 s
+    plan.passes(1, 0.0)   # aims at 10 s
+    plan.stepped("w5", 5.0)  # 5 < 12 s: not yet
+    assert plan.period == 10.0 and plan.origin == 0.0 and seen == []
+    assert plan.passes(0, 5.0) == pytest.approx((15 - 5 - 1) / 2)  # aims at 15 s
+    plan.stepped("w12", 12.0)
+    # chosen at 12 s from the model then; learner 0 aims at 15 s, so the current period
+    # ends at 20 s: the new grid starts there, group 0 at 22, 26, ... s, group 1 at 24, ...
+    assert seen == ["w12"] and plan.period == 4.0 and plan.origin == 20.0
+    # learner 0 back at 15 s: its group's first new slot, 22 s: (22 - 15 - 1) / 2 = 3 passes
+    assert plan.passes(0, 15.0) == pytest.approx(3.0)
+    # learner 1 back at 20 s: 24 s, (24 - 20 - 1) / 1 = 3 passes; then 28 s from 24 s
+    assert plan.passes(1, 20.0) == pytest.approx(3.0)
+    assert plan.passes(1, 24.0) == pytest.approx(3.0)
+    # learner 3 (group 0, needs 2 + 0.5 * 10/25 = 2.2 s) at 20.5 s: 22 s is too soon, so 26 s
+    assert plan.passes(3, 20.5) == pytest.approx((26 - 20.5 - 2) / 0.5)
+    plan.stepped("w20", 20.0)  # 8 s since the last choice: not yet
+    assert seen == ["w12"]
+    plan.stepped("w24", 24.0)  # the same period again: the grid stays
+    assert seen == ["w12", "w24"] and plan.origin == 20.0
+    # no chooser (a fixed period): never chosen again
+    fixed = _plan([100, 50], 2, 10.0, [2, 1], [1, 1])
+    fixed.stepped("w", 100.0)
+    assert fixed.period == 10.0 and fixed.origin == 0.0
+
+
 def test_weights_by_data_over_groups_and_lateness_beyond_the_plan() -> None:
     plan = _plan([100, 50, 0, 25], 2, 10.0, [2, 1, 1, 0.5], [1, 1, 1, 2])
     mean = 175 / 3  # of the learners that take part
