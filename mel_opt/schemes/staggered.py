@@ -43,6 +43,11 @@ ones. ``staggered`` keeps both strengths:
   server rate ``eta`` (tuned) sets how much faster it may go. Only lateness beyond the plan is
   down-weighted, by FedBuff's staleness function.
 
+In the arena the period, unless given, is chosen by Wang et al.'s bound
+(:mod:`mel_opt.schemes.period`) at the start; with ``rechoose`` it is chosen again every that
+many budgets from the constants at the global model of the time (:meth:`StaggeredPlan.
+stepped`), each new period's slots starting where the current period ends.
+
 With ``G = 1`` and the period ``T`` this is the synchronous allocation's cycle on the work
 clock (every learner arrives at ``T`` and, at ``eta = 1``, the step is the data-weighted
 average, FedAvg's); ``G`` larger trades staleness (``G - 1`` or ``G`` on plan) for ``G`` times
