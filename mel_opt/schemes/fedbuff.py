@@ -81,6 +81,11 @@ def staleness_weight(s: int | float | NDArray[np.generic]) -> float | NDArray[np
     ValueError
         When any staleness is negative or not finite.
     """
+    if isinstance(s, (int, float, np.integer, np.floating)):  # one update: no array made
+        v = float(s)
+        if not math.isfinite(v) or v < 0:
+            raise ValueError(f"staleness must be finite and >= 0, got {s!r}")
+        return 1.0 / math.sqrt(1.0 + v)
     arr = np.asarray(s, dtype=float)
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(f"staleness must be finite and >= 0, got {s!r}")

@@ -47,3 +47,24 @@ def test_buffer_refuses_bad_input() -> None:
     buf.add([np.zeros(2)], staleness=0)
     with pytest.raises(ValueError, match="layers"):
         buf.add([np.zeros(3)], staleness=0)
+
+
+def test_an_answer_is_refused_for_any_non_finite_value_and_only_for_one() -> None:
+    from mel_opt.schemes.fedbuff import _refusal
+
+    model = [np.zeros((3, 2), np.float32), np.zeros(2, np.float32)]
+    # the largest finite float32 in every entry: finite
+    huge = [np.full((3, 2), 3.4e38, np.float32), np.full(2, -3.4e38, np.float32)]
+    assert _refusal(huge, model) is None
+    for bad in (np.nan, np.inf, -np.inf):
+        sent = [a.copy() for a in huge]
+        sent[1][1] = bad
+        assert _refusal(sent, model) == "non-finite values"
+    # and in float64
+    wide = [np.full((3, 2), 1e308), np.full(2, 1e308)]
+    assert _refusal(wide, [a.astype(float) for a in model]) is None
+    wide[0][2, 1] = np.nan
+    assert _refusal(wide, [a.astype(float) for a in model]) == "non-finite values"
+    assert _refusal(None, model) == "error reply"
+    assert _refusal([np.zeros(3, np.float32)], model) == "model of other shapes"
+    assert staleness_weight(np.int64(8)) == staleness_weight(8) == pytest.approx(1 / 3)
