@@ -81,14 +81,21 @@ def population(K: int, seed: int, clock: float, path: Path) -> Path:
     return path
 
 
+def done(summary: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+    """Every finished round or step with its end in seconds since the first one's start."""
+    rounds = [r for r in summary["rounds"][1:] if r.get("round_wall_s") is not None]
+    if not rounds:
+        return []
+    t0 = rounds[0]["wall_s"] - rounds[0]["round_wall_s"]
+    return [(r["wall_s"] - t0, r) for r in rounds]
+
+
 def curve(summary: dict[str, Any]) -> list[tuple[float, float]]:
     """(seconds since the first round's start, accuracy) after every round or step."""
-    done = [r for r in summary["rounds"][1:] if r.get("round_wall_s") is not None]
-    if not done:
+    ends = done(summary)
+    if not ends:
         return []
-    t0 = done[0]["wall_s"] - done[0]["round_wall_s"]
-    return [(0.0, summary["rounds"][0]["accuracy"])] + \
-        [(r["wall_s"] - t0, r["accuracy"]) for r in done]
+    return [(0.0, summary["rounds"][0]["accuracy"])] + [(t, r["accuracy"]) for t, r in ends]
 
 
 def time_to(points: list[tuple[float, float]], target: float) -> float | None:
@@ -133,7 +140,7 @@ def one(args: argparse.Namespace, engine: str, scheme: str, seed: int,
                                                speeds="instance")), out)
     whole = curve(summary)
     points = cut(whole, budget) if budget is not None else whole
-    steps = summary["rounds"][1:len(points)]  # the steps the cut keeps (points[0] is the probe)
+    steps = [r for t, r in done(summary) if budget is None or t <= budget]
     return {"points": points, "final": points[-1][1] if points else float("nan"),
             "updates": sum(r.get("learners", 0) for r in steps),
             "wall": points[-1][0] if points else float("nan"),

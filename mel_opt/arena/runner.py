@@ -334,20 +334,13 @@ def buffered_run(run: Run, spec: SchemeSpec) -> list[dict[str, Any]]:
     assert spec.serve is not None and spec.plan is not None
     plan = spec.plan(run)
     workers = VirtualWorkers(run, plan)
-    rows = [run.row(0, 0.0, run.init, workers.tally)]
-
-    period = getattr(plan, "period", None)  # a planned round trip (staggered's) is reported
-    extra = {} if period is None else {"period_s": float(period)}
-    rows[0].update(extra)
+    rows = [{**run.row(0, 0.0, run.init, workers.tally), **plan.row()}]
 
     def on_step(step: Any, model: Params) -> None:
         workers.tally.aggregated(len(step.notes), step.kept)
         workers.stepped()
-        rows.append({**run.row(step.version, workers.now, model, workers.tally), **extra})
-        if hasattr(plan, "stepped"):  # a plan that re-chooses its period (staggered's)
-            plan.stepped(model, workers.now)
-            if period is not None:
-                extra["period_s"] = float(plan.period)  # type: ignore[attr-defined]
+        rows.append({**run.row(step.version, workers.now, model, workers.tally), **plan.row()})
+        plan.stepped(model, workers.now)
 
     spec.serve(workers, plan.nodes, [a.copy() for a in run.init],
                buffer=plan.buffer, concurrency=plan.concurrency, steps=MAX_STEPS,

@@ -185,6 +185,14 @@ class WorkPlan(Protocol):
         """``node``'s time per pass over its data as measured (a live run's): the plan of its
         next starts follows it (a plan that does not size work by speed ignores it)."""
 
+    def stepped(self, model: Any, now: float) -> None:
+        """After the arena's server step at virtual time ``now`` to ``model`` (a plan that
+        decides again as the model trains does so here; the others ignore it)."""
+
+    def row(self) -> dict[str, float]:
+        """What the plan adds to the arena's row of each step (staggered's period in force;
+        nothing for the others)."""
+
 
 @dataclass(frozen=True)
 class SchemeSpec:

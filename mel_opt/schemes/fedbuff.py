@@ -486,6 +486,12 @@ class FixedWork:
     def measured(self, node: int, per_pass_s: float) -> None:
         """The fixed work does not follow speeds."""
 
+    def stepped(self, model: Model, now: float) -> None:
+        """The fixed work does not follow the model."""
+
+    def row(self) -> dict[str, float]:
+        return {}
+
 
 # -- its declaration --------------------------------------------------------------------------
 #: The arena's buffer: the paper's 10, capped at the concurrency.

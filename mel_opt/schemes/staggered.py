@@ -192,7 +192,7 @@ class StaggeredPlan:
                                           budget)
 
             plan.period = chooser(None)
-            if getattr(o, "rechoose", None) is not None:
+            if o.rechoose is not None:
                 plan.rechoose_s = float(o.rechoose) * budget
                 plan.chooser = chooser
         return plan
@@ -259,6 +259,10 @@ class StaggeredPlan:
         ends = math.ceil((latest - self.origin) / self.period - 1e-9)
         self.origin += max(0, ends) * self.period
         self.period = new
+
+    def row(self) -> dict[str, float]:
+        """The period in force, reported in each row of the arena (``period_s``)."""
+        return {"period_s": float(self.period)}
 
     def arrival(self, node: int, now: float) -> float:
         """When ``node``, starting at ``now``, is planned back: its group's first slot after

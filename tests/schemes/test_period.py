@@ -149,7 +149,7 @@ def test_plan_of_an_arena_run_takes_the_chosen_period() -> None:
     model = init_params([5, 2], seed=0)
     clock = SimpleNamespace(budget_s=20.0, per_pass_s=np.array([0.3, 0.4, 0.5]),
                             fixed_s=np.array([0.5, 1.0, 0.8]))
-    opts = SimpleNamespace(groups=1, period=None, phi=5e-5, lr=0.2, batch_size=8)
+    opts = SimpleNamespace(groups=1, period=None, phi=5e-5, rechoose=None, lr=0.2, batch_size=8)
     ctx = SimpleNamespace(
         options=opts, clock=clock, sizes=np.array([10, 15, 15]), horizon_s=200.0,
         estimates=lambda eta, at=None: estimate(model if at is None else at, x, y, pools, eta))
