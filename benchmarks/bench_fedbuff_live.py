@@ -12,9 +12,13 @@ learning rate and seed, on Flower's simulation runtime and on the loopback deplo
   server step every K = half the learners' updates, as many updates in all as the
   allocation's rounds hold;
 - ``staggered``: ``--scheme staggered --groups 2``, the allocation asynchronous: each learner
-  the method's data, its work sized to arrive in its group's slot (every T / 2) at its
-  measured speed, a server step per group (half the learners' updates), as many updates in
-  all as the allocation's rounds hold.
+  the method's data, its work sized to arrive in its group's slot (every ``--period`` of T,
+  offset by half of it) at its measured speed, a server step per group (half the learners'
+  updates), as many updates in all as the allocation's rounds hold;
+- ``staggered-bound`` (not in the default list): the same with ``--period-rule bound``, the
+  period chosen by Wang et al.'s bound from the constants each learner measures in its
+  probe, over the allocation's rounds (``--horizon``); the table's last column gives the
+  period chosen, in cycles.
 
 Time is wall-clock from the start of the first round (or step) to each target accuracy of
 the global model on the validation set (the probe before it is the same for both and not
@@ -107,6 +111,11 @@ def cut(points: list[tuple[float, float]], budget: float) -> list[tuple[float, f
     return [(t, a) for t, a in points if t <= budget]
 
 
+#: The rate of round trips a cycle that ``staggered-bound``'s steps are counted for (its
+#: period is not known before the probe): a period of an eighth of T.
+BOUND_RATE = 8.0
+
+
 def steps_for(scheme: str, args: argparse.Namespace, equal_time: bool) -> int:
     """Server steps a scheme is given: the allocation's rounds; for the asynchronous
     schemes (a step per half of the learners' updates) as many updates as those rounds
@@ -116,7 +125,7 @@ def steps_for(scheme: str, args: argparse.Namespace, equal_time: bool) -> int:
     buffer = max(1, args.learners // 2)
     steps = args.rounds * args.learners / buffer
     if equal_time:  # a staggered learner makes a round trip every `period` of a cycle
-        rate = 1.0 / args.period if scheme == "staggered" else 1.0
+        rate = {"staggered": 1.0 / args.period, "staggered-bound": BOUND_RATE}.get(scheme, 1.0)
         steps *= rate * args.slack
     return math.ceil(steps)
 
@@ -133,6 +142,8 @@ def one(args: argparse.Namespace, engine: str, scheme: str, seed: int,
         kw.update(scheme="fedbuff", buffer=buffer)
     elif scheme == "staggered":  # two groups: a step per half of the learners
         kw.update(scheme="staggered", groups=2, period=args.period)
+    elif scheme == "staggered-bound":  # the period by the bound, over the allocation's time
+        kw.update(scheme="staggered", groups=2, period_rule="bound", horizon=args.rounds)
     settings = load_settings(path, **kw)
     out = tmp / f"{engine}-{scheme}-{seed}"
     start = time.perf_counter()
@@ -147,6 +158,8 @@ def one(args: argparse.Namespace, engine: str, scheme: str, seed: int,
             "short": budget is not None and bool(whole) and whole[-1][0] < budget,
             "total": time.perf_counter() - start,
             "staleness": [s for r in steps for s in r.get("staleness", [])],
+            "period": next((r["control"]["period_s"] / args.clock for _, r in done(summary)
+                            if "period_s" in (r.get("control") or {})), None),
             "stopped": summary.get("stopped")}
 
 
@@ -163,7 +176,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--grace", type=float, default=10.0)
     ap.add_argument("--schemes", nargs="+", default=["allocation", "fedbuff", "staggered"],
-                    choices=["allocation", "fedbuff", "staggered"])
+                    choices=["allocation", "fedbuff", "staggered", "staggered-bound"])
     ap.add_argument("--equal", choices=["time", "updates"], default="time",
                     help="what every scheme is given alike (see the module's text)")
     ap.add_argument("--slack", type=float, default=3.0,
@@ -207,7 +220,7 @@ def main() -> None:
                         f"{args.dataset}, {args.model}, {args.seeds} seeds, {alike}; wall "
                         "seconds from the first round to target, mean (seeds that reached it)")
     for col in ("engine", "scheme", *(f"to {t:g}" for t in TARGETS), "final accuracy",
-                "updates", "wall s", "short of W", "median staleness"):
+                "updates", "wall s", "short of W", "median staleness", "period [T]"):
         table.add_column(col, justify="right")
     for (engine, scheme), rs in results.items():
         cells = [engine, scheme]
@@ -221,6 +234,8 @@ def main() -> None:
                   f"{statistics.mean(r['wall'] for r in rs):.2f}",
                   f"{sum(r['short'] for r in rs)}/{len(rs)}" if equal_time else "-",
                   f"{statistics.median(stale):g}" if stale else "-"]
+        periods = [r["period"] for r in rs if r["period"] is not None]
+        cells.append(f"{statistics.mean(periods):.3g}" if periods else "-")
         table.add_row(*cells)
     console.print(table)
     stopped = [(k, r["stopped"]) for k, rs in results.items() for r in rs if r["stopped"]]

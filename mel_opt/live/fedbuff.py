@@ -30,6 +30,7 @@ from mel_opt.live.log import LearnerRow, RoundRecord
 from mel_opt.live.rounds import LiveRun, beyond_compute
 from mel_opt.problems.learning import LearnerPlan, LearningCycle, sample_bytes
 from mel_opt.problems.messages import Records, TrainOrder
+from mel_opt.schemes import period
 from mel_opt.schemes.base import SchemeSpec, WorkPlan
 from mel_opt.schemes.fedbuff import Model, Step, Update, default_buffer
 
@@ -192,10 +193,38 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
     samples = np.where(known, samples, 0)
     clock = run.cycle.work_clock(run.inst)
     assert clock is not None
+    estimates = horizon_s = overhead = None
+    if run.settings.period_rule == "bound":
+        estimates = _bound_estimates(run, samples, log)
+        budgets = run.settings.horizon if run.settings.horizon is not None else \
+            run.settings.rounds
+        horizon_s = budgets * clock.budget_s
+        # a round trip's messaging is wall time the bound's time model must count
+        overhead = np.array([run.fleet.overhead_s(k) for k in range(K)])
     plan = spec.live_plan(run.settings, clock.budget_s, per_sample_pass * samples,
                           np.asarray(work.comm_s, dtype=float)[:K], samples,
-                          int(run.settings.batch_size))
+                          int(run.settings.batch_size), estimates=estimates,
+                          horizon_s=horizon_s, overhead_s=overhead)
+    if estimates is not None:
+        chosen = ", ".join(f"{k} {v:.4g}" for k, v in plan.row().items())
+        log(f"{spec.name}: chosen by the bound over {horizon_s:g} s ({budgets:g} budgets): "
+            f"{chosen}")
     return PlannedWork(plan, samples, int(run.settings.batch_size))
+
+
+def _bound_estimates(run: LiveRun, samples: np.ndarray,
+                     log: Callable[[str], None]) -> period.Estimates | None:
+    """The bound's constants of the learners that hold data, from their probes, weighted by
+    their data (:func:`mel_opt.schemes.period.combine`); None, with the reason logged, where
+    none of them measured them."""
+    held = [k for k in np.flatnonzero(samples > 0).tolist() if k in run.constants]
+    if not held:
+        log("the period is --period: no learner that trains measured the bound's constants")
+        return None
+    est = period.combine([run.constants[k] for k in held], samples[held])
+    log(f"the bound's constants from {len(held)} learners' probes: beta {est.beta:.4g}, "
+        f"rho {est.rho:.4g}, delta {est.delta:.4g}")
+    return est
 
 
 class AsyncServer:
@@ -364,7 +393,8 @@ class AsyncServer:
                              missing=tuple(sorted(run.fleet.missing)),
                              method=run.scheme.method_label(run.method),
                              last=step.version >= self.steps, staleness=tuple(step.staleness),
-                             clipped=clipped or None, kept=step.kept)
+                             clipped=clipped or None, kept=step.kept,
+                             control=self.planned.plan.row() or None if self.planned else None)
         run.log.add_round(record)
         self.log(f"step {step.version}: accuracy {record.evaluation['accuracy']:.3f}, "
                  f"{len(step.nodes)} updates, staleness {max(step.staleness)} at most, "

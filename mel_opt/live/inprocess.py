@@ -107,8 +107,9 @@ class ClockExchange:
 
     def _probe(self, node: int, content: Records) -> Records:
         order = ProbeOrder.decode(content)
-        return L.probe_report(order.problem, node, int(self.pools[node].size),
-                              self.clock.probe_s_per_sample * 1000, 1000.0).encode()
+        report = L.probe_report(order.problem, node, int(self.pools[node].size),
+                                self.clock.probe_s_per_sample * 1000, 1000.0)
+        return L.with_constants(report, order, L.LocalData(self.data, self.pools[node])).encode()
 
     def _train(self, node: int, content: Records) -> tuple[Records, float]:
         """What learner ``node`` sends for the order in ``content``, and its training time on

@@ -24,12 +24,13 @@ average, with the run's weight ``alpha``, as the server's).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -47,9 +48,13 @@ from mel_opt.training.partition import (
     proportional_sizes,
 )
 
-__all__ = ["SPEED", "LocalData", "Memory", "Recording", "Trained", "answer_at_speed",
-           "answer_probe", "answer_train", "dataset", "local_data", "probe_report", "probe",
-           "round_seed", "ship", "shipped_data", "train_cycle"]
+if TYPE_CHECKING:
+    from mel_opt.schemes.period import LearnerConstants
+
+__all__ = ["CONSTANTS_SAMPLES", "SPEED", "LocalData", "Memory", "Recording", "Trained",
+           "answer_at_speed", "answer_probe", "answer_train", "dataset", "local_data",
+           "probe_constants", "probe_report", "probe", "round_seed", "ship", "shipped_data",
+           "train_cycle", "with_constants"]
 
 R = TypeVar("R")
 
@@ -298,8 +303,36 @@ def answer_probe(order: ProbeOrder, learner: int, local: LocalData,
         done = probe(init_params(layers, order.seed, np.float32), local, order.batch,
                      order.seed * 7919 + learner, order.min_seconds)
     _remember(memory, done.compute_s / done.work, order.alpha)
-    return probe_report(order.problem, learner, int(local.rows.size), done.compute_s,
-                        done.work)
+    return with_constants(probe_report(order.problem, learner, int(local.rows.size),
+                                       done.compute_s, done.work), order, local)
+
+
+#: Samples of the learner's own data the bound's constants are measured on (at most; the
+#: same cap as adaptive-tau's gradient statistics).
+CONSTANTS_SAMPLES = 2048
+
+
+def probe_constants(model: Params, local: LocalData, lr: float) -> LearnerConstants:
+    """The bound's constants of this learner at ``model`` on the first
+    :data:`CONSTANTS_SAMPLES` rows of its part, its model one full gradient step of ``lr``
+    away (:func:`mel_opt.schemes.period.learner_constants`: the arena's own measurement, here
+    in the learner's process)."""
+    from mel_opt.schemes.period import learner_constants  # only where a run asks for them
+
+    rows = local.rows[:CONSTANTS_SAMPLES]
+    with blas_threads(1):
+        return learner_constants(model, local.data.x_train[rows], local.data.y_train[rows],
+                                 lr)
+
+
+def with_constants(report: ProbeReport, order: ProbeOrder, local: LocalData) -> ProbeReport:
+    """``report`` with the learner's constants of the period's bound at the run's starting
+    model, where the probe ``order`` asks for them (``constants_lr``)."""
+    if order.constants_lr is None:
+        return report
+    layers = layers_for(order.model, local.data.features, local.data.classes)
+    c = probe_constants(init_params(layers, order.seed, np.float32), local, order.constants_lr)
+    return dataclasses.replace(report, rho=c.rho, beta=c.beta, gradient=[c.gradient])
 
 
 def probe_report(problem: str, learner: int, samples_held: int, compute_s: float,

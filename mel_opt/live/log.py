@@ -126,7 +126,8 @@ class RoundRecord:
     allocation : Mapping
     last : bool
     control : Mapping or None
-        The problem's feedback record (adaptive-tau's control numbers).
+        The problem's feedback record (adaptive-tau's control numbers), or what a planned
+        asynchronous scheme's plan had in force at the step (staggered's ``period_s``).
     adapted : Mapping or None
         What the problem changed in the file's job.
     staleness : tuple of int or None

@@ -74,6 +74,7 @@ from mel_opt.problems.messages import (
     shapes_of,
 )
 from mel_opt.schemes import SchemeSpec, get_scheme
+from mel_opt.schemes.period import LearnerConstants
 from mel_opt.training.data import Dataset
 from mel_opt.training.mlp import Params
 
@@ -126,6 +127,9 @@ class LiveRun:
                              "plans take the transfers from the file")
         self.clock_s = 0.0
         self._partitions = 0  # the data's parts: the nodes of the first probe
+        #: Each learner's constants of the period's bound, from its probe (staggered with
+        #: ``period_rule`` bound asks for them; :mod:`mel_opt.schemes.period`)
+        self.constants: dict[int, LearnerConstants] = {}
         self.started = time.perf_counter()
         self.log.add_round(RoundRecord(0, self.models.evaluation(), 0.0, 0.0, 0))
 
@@ -219,7 +223,8 @@ class LiveRun:
         s = self.settings
         self._partitions = max(self._partitions, num_nodes)
         return ProbeOrder(self.spec.name, s.model, s.batch_size, s.seed, s.alpha,
-                          self.probe_seconds(num_nodes), self.data_spec)
+                          self.probe_seconds(num_nodes), self.data_spec,
+                          s.lr if s.period_rule == "bound" else None)
 
     def probe_seconds(self, num_nodes: int) -> float:
         """Seconds of training each of ``num_nodes`` learners times in the probe
@@ -255,6 +260,21 @@ class LiveRun:
         if why:
             self.warn(f"round 0: learner {report.learner}'s measurement ignored: {why}")
         self.fleet.note_overhead(report.learner, report.compute_s, elapsed_s)
+        if report.gradient is not None:
+            self._take_constants(node_id, report)
+
+    def _take_constants(self, node_id: int, report: ProbeReport) -> None:
+        """Keep the bound's constants a probe reply brought (a gradient of another size than
+        the starting model's is refused with a warning)."""
+        assert report.gradient is not None and report.rho is not None and \
+            report.beta is not None
+        flat = np.concatenate([np.ravel(a) for a in report.gradient]).astype(np.float64)
+        size = sum(int(np.size(a)) for a in self.models.of(0))
+        if flat.size != size:
+            self.warn(f"node {node_id}'s constants ignored: its gradient has {flat.size} "
+                      f"values, the model {size}")
+            return
+        self.constants[report.learner] = LearnerConstants(flat, report.rho, report.beta)
 
     def rejoin_wait_s(self, learners: Sequence[int]) -> float:
         """How long to wait for a probe of the missing ``learners`` [s]."""

@@ -21,6 +21,7 @@ from mel_opt.problems.aggregate import DEFAULT_RULE
 from mel_opt.problems.learning import ADAPT_POLICIES
 from mel_opt.problems.messages import DataSpec
 from mel_opt.schemes import ALLOCATION, declaring, get_scheme, scheme_options, schemes_for
+from mel_opt.schemes.period import DEFAULT_PHI
 from mel_opt.settings import Declared, Setting
 from mel_opt.training.settings import DATA_SETTINGS, ROBUST_SETTINGS
 
@@ -170,6 +171,11 @@ class LiveSettings(Declared):
         learner).
     server_lr : float
         FedBuff's server learning rate.
+    groups, period, period_rule, horizon, phi
+        staggered's options (:mod:`mel_opt.schemes.staggered`): its groups, its period in
+        budgets, ``fixed`` (that period) or ``bound`` (chosen by Wang et al.'s bound from the
+        constants the learners measure in the probe), the run time the bound plans for in
+        budgets (None: ``rounds`` budgets), and the bound's control constant.
     rounds, seed : int
     dataset, partition, model, lr, batch_size, max_train, max_test
         As ``melopt train`` (:data:`~mel_opt.training.settings.DATA_SETTINGS`).
@@ -226,6 +232,9 @@ class LiveSettings(Declared):
     server_lr: float = 1.0
     groups: int | None = None
     period: float = 0.25
+    period_rule: str = "fixed"
+    horizon: float | None = None
+    phi: float = DEFAULT_PHI
     seed: int = 0
     dataset: str = "digits"
     partition: str = "iid"

@@ -202,6 +202,10 @@ class ProbeOrder:
     min_seconds : float
         The probe trains at least this long [s].
     data : DataSpec
+    constants_lr : float or None
+        Where set, the learner also measures the constants of the bound that chooses
+        staggered's period (:func:`mel_opt.schemes.period.learner_constants`) at the run's
+        starting model, its one gradient step of this learning rate; None: it does not.
     """
 
     problem: str
@@ -211,18 +215,21 @@ class ProbeOrder:
     alpha: float
     min_seconds: float
     data: DataSpec
+    constants_lr: float | None = None
 
     def encode(self) -> Records:
+        extra: dict[str, Scalar] = {} if self.constants_lr is None else \
+            {"constants_lr": float(self.constants_lr)}
         return Records({"problem": self.problem, "model": self.model, "batch": self.batch,
                         "seed": self.seed, "alpha": self.alpha,
-                        "min_seconds": self.min_seconds, **self.data.encode()})
+                        "min_seconds": self.min_seconds, **self.data.encode(), **extra})
 
     @classmethod
     def decode(cls, records: Records) -> ProbeOrder:
         r = _Reader(records.config)
         return cls(r.text("problem"), r.text("model"), r.integer("batch", 1),
                    r.integer("seed", 0), r.number("alpha"), r.number("min_seconds"),
-                   DataSpec.read(r))
+                   DataSpec.read(r), r.optional("constants_lr", "number"))
 
 
 @dataclass(frozen=True)
@@ -238,25 +245,44 @@ class ProbeReport:
     compute_s, work : float or None
         Seconds of the timed training and the sample-passes it did; None when the learner
         keeps its speed to itself (a learner that plans its own work).
+    rho, beta : float or None
+        Its constants of the bound, where the order asked for them (``constants_lr``):
+        :class:`~mel_opt.schemes.period.LearnerConstants`.
+    gradient : list of ndarray or None
+        Its mean loss's gradient at the starting model, with ``rho`` and ``beta``.
     """
 
     learner: int
     samples_held: int
     compute_s: float | None = None
     work: float | None = None
+    rho: float | None = None
+    beta: float | None = None
+    gradient: Params | None = None
 
     def encode(self) -> Records:
         config: dict[str, Scalar] = {"learner": self.learner,
                                      "samples_held": self.samples_held}
         if self.compute_s is not None and self.work is not None:
             config.update(compute_s=float(self.compute_s), work=float(self.work))
-        return Records(config)
+        if self.gradient is None:
+            return Records(config)
+        config.update(rho=float(self.rho or 0.0), beta=float(self.beta or 0.0))
+        return Records(config, {"gradient": list(self.gradient)})
 
     @classmethod
     def decode(cls, records: Records) -> ProbeReport:
         r = _Reader(records.config)
+        gradient = records.arrays.get("gradient")
+        if gradient is None:
+            return cls(r.integer("learner", 0), r.integer("samples_held", 0),
+                       r.optional("compute_s", "number"), r.optional("work", "number"))
+        rho, beta = r.number("rho"), r.number("beta")
+        if rho < 0 or beta < 0:
+            raise ReplyError(f"rho and beta must be at least 0, got {rho!r} and {beta!r}")
         return cls(r.integer("learner", 0), r.integer("samples_held", 0),
-                   r.optional("compute_s", "number"), r.optional("work", "number"))
+                   r.optional("compute_s", "number"), r.optional("work", "number"),
+                   rho, beta, _arrays("gradient", gradient))
 
 
 @dataclass(frozen=True)

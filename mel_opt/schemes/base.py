@@ -228,8 +228,12 @@ class SchemeSpec:
     live_plan : callable, optional
         :attr:`Loop.BUFFERED` live, for a scheme that plans each start (None: FedBuff's fixed
         work for every learner): ``live_plan(options, budget_s, per_pass_s, fixed_s, sizes,
-        batch) -> WorkPlan`` over the learners, from the run's settings, the problem's budget
-        and each learner's time per pass over its data, transfers and data.
+        batch, estimates=None, horizon_s=None, overhead_s=None) -> WorkPlan`` over the
+        learners, from the run's settings, the problem's budget and each learner's time per
+        pass over its data, transfers and data; with the bound's constants measured by the
+        learners (:class:`mel_opt.schemes.period.Estimates`), the run's horizon [s] and each
+        learner's measured messaging per round trip [s] where its settings ask for the
+        bound's period.
     columns : tuple of str
         Columns its rows add to a live run's ``rounds.csv`` (FedBuff: ``staleness``).
     label : str

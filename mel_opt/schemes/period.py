@@ -52,8 +52,8 @@ import numpy as np
 from mel_opt.convergence import h_values
 from mel_opt.mlp import stacked_gradients, stacked_loss
 
-__all__ = ["DEFAULT_PHI", "Estimates", "bound", "choose_period", "estimate", "fleet_steps",
-           "step_seconds"]
+__all__ = ["DEFAULT_PHI", "Estimates", "LearnerConstants", "bound", "choose_period", "combine",
+           "estimate", "fleet_steps", "learner_constants", "step_seconds"]
 
 #: Wang et al.'s control constant for their CNN (the bound's one constant that is not
 #: measured; 0.025 for their SVM).
@@ -147,33 +147,63 @@ def _loss_grad(model: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, Para
     return loss, [g[0] for g in grads]
 
 
+@dataclass(frozen=True)
+class LearnerConstants:
+    """What one learner measures for the bound at a model ``w0`` on its own data: its mean
+    loss's gradient there (flattened, float64) and its ``rho_k`` and ``beta_k`` between
+    ``w0`` and its model after one full gradient step (module docstring)."""
+
+    gradient: np.ndarray
+    rho: float
+    beta: float
+
+
+def learner_constants(model: Params, x: np.ndarray, y: np.ndarray,
+                      eta: float) -> LearnerConstants:
+    """One learner's :class:`LearnerConstants` at ``model`` on its samples ``x``, ``y``, its
+    ``w_k`` one full gradient step of ``eta`` from ``model`` (a live learner computes this in
+    its own process, in the probe)."""
+    loss, grad = _loss_grad(model, x, y)
+    flat = _flat(grad)
+    dist = eta * float(np.linalg.norm(flat))  # ||w_k - w0||
+    if dist == 0.0:  # no gradient: this learner's data says nothing of rho and beta
+        return LearnerConstants(flat, 0.0, 0.0)
+    step = [(np.asarray(a, np.float64) - eta * np.asarray(g, np.float64)).astype(a.dtype)
+            for a, g in zip(model, grad, strict=True)]
+    loss_k, grad_k = _loss_grad(step, x, y)
+    return LearnerConstants(flat, abs(loss_k - loss) / dist,
+                            float(np.linalg.norm(_flat(grad_k) - flat)) / dist)
+
+
+def combine(constants: Sequence[LearnerConstants], sizes: Sequence[float] | np.ndarray
+            ) -> Estimates:
+    """The fleet's :class:`Estimates` from its learners' constants, each weighted by its
+    data: ``beta`` and ``rho`` the data-weighted means, ``delta`` the data-weighted mean
+    distance of each gradient from the data-weighted mean gradient. Learners of no data take
+    no part.
+
+    >>> g = [LearnerConstants(np.array([1.0, 0.0]), 2.0, 4.0),
+    ...      LearnerConstants(np.array([-1.0, 0.0]), 1.0, 1.0)]
+    >>> combine(g, [1, 3])
+    Estimates(beta=1.75, rho=1.25, delta=0.75)
+    """
+    w = np.asarray(sizes, dtype=float)
+    keep = [i for i in range(len(constants)) if w[i] > 0]
+    if not keep:
+        return Estimates(0.0, 0.0, 0.0)
+    w = w[keep]
+    g = np.array([constants[i].gradient for i in keep])
+    mean = w @ g / w.sum()
+    delta = float(w @ np.linalg.norm(g - mean, axis=1) / w.sum())
+    return Estimates(float(np.average([constants[i].beta for i in keep], weights=w)),
+                     float(np.average([constants[i].rho for i in keep], weights=w)), delta)
+
+
 def estimate(model: Params, x: np.ndarray, y: np.ndarray, pools: Sequence[np.ndarray],
              eta: float) -> Estimates:
     """``beta``, ``rho`` and ``delta`` at ``model`` on the learners' data (each learner's
     rows ``pools[k]`` of ``x``, ``y``), each learner's ``w_k`` one full gradient step of
     ``eta`` from it (module docstring). Learners without data take no part."""
     held = [np.asarray(rows) for rows in pools if np.size(rows) > 0]
-    if not held:
-        return Estimates(0.0, 0.0, 0.0)
-    sizes = np.array([rows.size for rows in held], dtype=float)
-    grads, rhos, betas = [], [], []
-    for rows in held:
-        xs, ys = x[rows], y[rows]
-        loss, grad = _loss_grad(model, xs, ys)
-        flat = _flat(grad)
-        grads.append(flat)
-        dist = eta * float(np.linalg.norm(flat))  # ||w_k - w0||
-        if dist == 0.0:  # no gradient: this learner's data says nothing
-            rhos.append(0.0)
-            betas.append(0.0)
-            continue
-        step = [(np.asarray(a, np.float64) - eta * np.asarray(g, np.float64)).astype(a.dtype)
-                for a, g in zip(model, grad, strict=True)]
-        loss_k, grad_k = _loss_grad(step, xs, ys)
-        rhos.append(abs(loss_k - loss) / dist)
-        betas.append(float(np.linalg.norm(_flat(grad_k) - flat)) / dist)
-    g = np.array(grads)
-    mean = sizes @ g / sizes.sum()
-    delta = float(sizes @ np.linalg.norm(g - mean, axis=1) / sizes.sum())
-    return Estimates(float(np.average(betas, weights=sizes)),
-                     float(np.average(rhos, weights=sizes)), delta)
+    return combine([learner_constants(model, x[rows], y[rows], eta) for rows in held],
+                   [rows.size for rows in held])

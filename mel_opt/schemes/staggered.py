@@ -75,8 +75,8 @@ from mel_opt.schemes.fedbuff import (
 )
 from mel_opt.settings import Setting
 
-__all__ = ["DEFAULT_PERIOD", "GROUPS", "LIVE_PERIOD", "PERIOD", "PHI", "RECHOOSE", "SPEC",
-           "StaggeredPlan", "deal_groups", "default_groups", "next_slot"]
+__all__ = ["DEFAULT_PERIOD", "GROUPS", "HORIZON", "LIVE_PERIOD", "PERIOD", "PERIOD_RULE", "PHI",
+           "RECHOOSE", "SPEC", "StaggeredPlan", "deal_groups", "default_groups", "next_slot"]
 
 GROUPS = Setting("groups", int, None, "staggered's groups G: the fleet arrives in G groups, "
                  "offset by a G-th of the period, and the server steps once per group.",
@@ -96,8 +96,16 @@ LIVE_PERIOD = Setting("period", float, DEFAULT_PERIOD, "staggered's period: how 
                       "learner's round trip is planned to take, in the problem's budgets "
                       "(mel-async T, dab D; 1: the synchronous allocation's bytes).",
                       minimum=0.0, minimum_open=True)
+PERIOD_RULE = Setting("period_rule", str, "fixed", "How a live run sets staggered's period: "
+                      "fixed (--period), or bound (Wang et al.'s bound, from each learner's "
+                      "constants measured in the probe at the starting model and its measured "
+                      "speed, over --horizon).", choices=("fixed", "bound"))
+HORIZON = Setting("horizon", float, None, "The run time that --period-rule bound plans for, "
+                  "in the problem's budgets (the arena's horizon, its cycles; a live "
+                  "asynchronous run's --rounds counts server steps, not time).", minimum=0.0,
+                  minimum_open=True, nullable=True, default_doc="--rounds budgets")
 PHI = Setting("phi", float, bound.DEFAULT_PHI, "The control constant of the bound that chooses "
-              "staggered's period when --period is not given (its authors' CNN value).",
+              "staggered's period (its authors' CNN value).",
               minimum=0.0, minimum_open=True)
 RECHOOSE = Setting("rechoose", float, None, "How often the bound's period is chosen again, in "
                    "the problem's budgets: its constants measured anew at the global model "
@@ -198,26 +206,40 @@ class StaggeredPlan:
         return plan
 
     def chosen_period(self, est: bound.Estimates, horizon_s: float, eta: float, phi: float,
-                      budget_s: float) -> float:
+                      budget_s: float, overhead_s: np.ndarray | None = None) -> float:
         """The period Wang et al.'s bound picks for this plan's learners (their step times
-        and transfers, weighted by data) over ``horizon_s`` (:mod:`mel_opt.schemes.period`)."""
+        and transfers, weighted by data) over ``horizon_s`` (:mod:`mel_opt.schemes.period`);
+        ``overhead_s``: each learner's further cost of a round trip beyond its transfers (a
+        live deployment's measured messaging)."""
         steps = bound.step_seconds(self.per_pass_s, self.sizes, self.batch)
-        return bound.choose_period(steps, self.fixed_s, self.sizes.astype(float), budget_s,
+        fixed = self.fixed_s if overhead_s is None else self.fixed_s + np.asarray(overhead_s)
+        return bound.choose_period(steps, fixed, self.sizes.astype(float), budget_s,
                                    horizon_s, est, eta, phi)
 
     @classmethod
     def live(cls, options: Any, budget_s: float, per_pass_s: np.ndarray, fixed_s: np.ndarray,
-             sizes: np.ndarray, batch: int) -> StaggeredPlan:
+             sizes: np.ndarray, batch: int, estimates: bound.Estimates | None = None,
+             horizon_s: float | None = None,
+             overhead_s: np.ndarray | None = None) -> StaggeredPlan:
         """The plan from a run's options (``groups``, ``period``), the problem's budget and
         each learner's time per pass over its data, transfers and data (a live run's, from
-        the measured speeds)."""
+        the measured speeds). With the bound's ``estimates`` (measured by a live run's
+        learners in the probe) and the run's ``horizon_s``, the period is the bound's
+        (:meth:`chosen_period`, at the run's ``lr`` and ``phi``, each round trip also costing
+        its learner's ``overhead_s``) instead of ``period``."""
         sizes = np.asarray(sizes, dtype=np.int64)
         n = max(1, int((sizes > 0).sum()))
         G = min(n, default_groups(n) if options.groups is None else int(options.groups))
         period = DEFAULT_PERIOD if options.period is None else float(options.period)
-        return cls(period * float(budget_s), deal_groups(sizes, G), G,
+        plan = cls(period * float(budget_s), deal_groups(sizes, G), G,
                    np.asarray(per_pass_s, dtype=float), np.asarray(fixed_s, dtype=float),
                    sizes, int(batch))
+        if estimates is not None:
+            if horizon_s is None:
+                raise ValueError("the bound's period needs the run's horizon")
+            plan.period = plan.chosen_period(estimates, float(horizon_s), float(options.lr),
+                                             float(options.phi), float(budget_s), overhead_s)
+        return plan
 
     @property
     def nodes(self) -> list[int]:
@@ -306,7 +328,8 @@ SPEC = SchemeSpec(
     "staggered", "mel_opt's allocation, asynchronous: the allocation's data, each learner's "
     "work sized to arrive in its group's slot, a server step per group",
     Loop.BUFFERED, options={"arena": (GROUPS, PERIOD, PHI, RECHOOSE, ARENA_SERVER_LR),
-                            "live": (GROUPS, LIVE_PERIOD, LIVE_SERVER_LR)},
+                            "live": (GROUPS, LIVE_PERIOD, PERIOD_RULE, HORIZON, PHI,
+                                     LIVE_SERVER_LR)},
     needs=("work_clock", "allocation"), engines=("arena", "live"), serve=run,
     plan=StaggeredPlan.of, live_plan=StaggeredPlan.live,
     columns=("staleness",), title="staggered allocation",

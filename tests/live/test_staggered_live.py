@@ -107,3 +107,65 @@ def test_staggered_live_a_liar_is_clipped_by_the_default_rule_and_ruins_the_mean
     first = min(r["round"] for r in clipped)
     assert acc["mean"][:first] == acc["norm"][:first]
     assert len(set(acc["mean"][first:])) == 1 and acc["mean"][-1] < acc["honest"][-1]
+
+
+def test_staggered_live_chooses_its_period_by_the_bound_from_the_learners_probes(
+        digits: Any) -> None:
+    """``--period-rule bound``: each learner measures the bound's constants in its probe, at
+    the run's starting model on its own rows; the server weighs them by the allocation's data
+    and picks the period from the measured speeds over ``--horizon`` budgets."""
+    from mel_opt.schemes.period import choose_period, combine, learner_constants, step_seconds
+    from mel_opt.training.mlp import init_params, layers_for
+
+    run = _staggered(digits, period_rule="bound", horizon=0.5)
+    assert run.stopped is None
+    pools = np.array_split(np.arange(digits.y_train.size), 4)
+    start = init_params(layers_for("softmax", digits.features, digits.classes), 0, np.float32)
+    mine = [learner_constants(start, digits.x_train[p], digits.y_train[p], 0.1) for p in pools]
+    for k in range(4):  # what crossed the wire is what each learner computed on its rows
+        got = run.constants[k]
+        assert (got.rho, got.beta) == pytest.approx((mine[k].rho, mine[k].beta), rel=1e-6)
+        assert np.allclose(got.gradient, mine[k].gradient, rtol=1e-6, atol=1e-9)
+    cycle = get_problem("mel-async").learning
+    assert cycle is not None
+    work = equal_work(cycle, run.inst, run.N)
+    # each learner's data: exact's allocation at the measured speeds, in FedBuff's units (as
+    # in the test above)
+    measured = cycle.live_instance(run.inst, np.arange(4), np.full(4, SLOW), run.N)
+    d = np.asarray(api.solve(measured, "exact", seed=0).solution["d"], dtype=float)
+    samples = np.rint(d / d.sum() * work.samples * 4).astype(int)
+    assert len(set(samples.tolist())) > 1  # unequal data: the weights matter
+    want = choose_period(step_seconds(SLOW * samples, samples, 32), work.comm_s[:4],
+                         samples.astype(float), 15.0, 0.5 * 15.0, combine(mine, samples), 0.1,
+                         5e-5)
+    assert want != pytest.approx(15.0)  # not the --period given (1 budget)
+    assert [r["control"]["period_s"] for r in run.rounds[1:]] == pytest.approx([want] * 8)
+    # the first start of each learner aims at its group's first slot of the chosen period,
+    # (j + (g + 1) / G) P, with room for its transfers and one minibatch
+    order = np.argsort(-samples, kind="stable")
+    group = np.empty(4, dtype=int)
+    group[order] = np.arange(4) % 2
+    first: dict[int, Any] = {}
+    for r in run.rows:
+        first.setdefault(r["learner"], r)
+    for k, r in first.items():
+        need = work.comm_s[k] + SLOW * min(32, samples[k])
+        slot = want * (group[k] + 1) / 2
+        while slot < need:
+            slot += want
+        room = (slot - work.comm_s[k]) / (SLOW * samples[k])
+        if room >= 1:  # whole passes
+            assert (r["samples"], r["passes"]) == (samples[k], math.floor(room))
+        else:  # one pass over the part of its data that fits, at least a minibatch
+            assert (r["samples"], r["passes"]) == (max(min(32, samples[k]),
+                                                       int(room * samples[k])), 1)
+    # without --horizon the bound plans for --rounds (8) budgets
+    over_rounds = choose_period(step_seconds(SLOW * samples, samples, 32), work.comm_s[:4],
+                                samples.astype(float), 15.0, 8 * 15.0, combine(mine, samples),
+                                0.1, 5e-5)
+    assert over_rounds != pytest.approx(want)
+    unset = _staggered(digits, period_rule="bound")
+    assert unset.rounds[1]["control"]["period_s"] == pytest.approx(over_rounds)
+    fixed = _staggered(digits)  # --period 1 (the default rule): every step's period is T
+    assert {r["control"]["period_s"] for r in fixed.rounds[1:]} == {15.0}
+    assert fixed.constants == {}  # and no learner was asked for its constants

@@ -42,6 +42,28 @@ def test_a_probe_report_with_and_without_a_speed() -> None:
     assert ProbeReport.decode(private.encode()) == private
 
 
+def test_a_probe_asking_for_the_bounds_constants_and_the_answer() -> None:
+    order = ProbeOrder("mel-async", "twonn", 32, 5, 0.25, 0.5, DATA, constants_lr=0.1)
+    assert order.encode().config["constants_lr"] == 0.1
+    assert ProbeOrder.decode(order.encode()) == order
+    gradient = np.array([0.5, -1.0, 2.0])
+    report = ProbeReport(3, 120, 0.5, 256.0, rho=0.75, beta=2.5, gradient=[gradient])
+    records = report.encode()
+    assert records.config["rho"] == 0.75 and records.config["beta"] == 2.5
+    back = ProbeReport.decode(records)
+    assert (back.rho, back.beta) == (0.75, 2.5) and back.compute_s == 0.5
+    assert back.gradient is not None and np.array_equal(back.gradient[0], gradient)
+    # a reply's constants are checked as any reply's numbers
+    bad = Records({**records.config, "rho": -1.0}, records.arrays)
+    with pytest.raises(ReplyError, match="rho and beta must be at least 0"):
+        ProbeReport.decode(bad)
+    with pytest.raises(ReplyError, match="gradient.0. has non-finite values"):
+        ProbeReport.decode(Records(records.config, {"gradient": [np.array([np.nan])]}))
+    with pytest.raises(ReplyError, match="beta is missing"):
+        ProbeReport.decode(Records({k: v for k, v in records.config.items() if k != "beta"},
+                                   records.arrays))
+
+
 def test_a_train_order_carries_the_model_and_a_brief() -> None:
     order = TrainOrder("dab", 2, 9, 0.5, 0.05, 16, DATA, MODEL, task=1, brief={
         "deadline_s": 21.0, "iterations": 2, "per_shard": 25})

@@ -176,6 +176,32 @@ def test_plan_of_an_arena_run_takes_the_chosen_period() -> None:
 
 
 
+def test_a_live_plan_with_the_learners_constants_counts_the_messaging_of_a_round_trip() -> None:
+    """Live, the bound's period: the learners' measured constants, the run's horizon, and
+    each round trip costing its transfers plus the deployment's measured messaging (wall
+    time the file's model has not got)."""
+    est = Estimates(beta=2.0, rho=1.0, delta=3.0)
+    per_pass, fixed = np.array([0.3, 0.6]), np.array([0.2, 0.1])
+    sizes = np.array([64, 32])
+    opts = SimpleNamespace(groups=1, period=0.25, lr=0.1, phi=5e-5)
+    steps = step_seconds(per_pass, sizes, 16)
+    bare = StaggeredPlan.live(opts, 10.0, per_pass, fixed, sizes, 16)
+    assert bare.period == 2.5  # the option's quarter of the budget
+    plain = StaggeredPlan.live(opts, 10.0, per_pass, fixed, sizes, 16, estimates=est,
+                               horizon_s=50.0)
+    assert plain.period == choose_period(steps, fixed, sizes.astype(float), 10.0, 50.0, est,
+                                         0.1, 5e-5)
+    overhead = np.array([0.7, 0.9])
+    slow = StaggeredPlan.live(opts, 10.0, per_pass, fixed, sizes, 16, estimates=est,
+                              horizon_s=50.0, overhead_s=overhead)
+    assert slow.period == choose_period(steps, fixed + overhead, sizes.astype(float), 10.0,
+                                        50.0, est, 0.1, 5e-5)
+    assert slow.period > plain.period  # dearer round trips: longer ones
+    assert np.array_equal(slow.fixed_s, fixed)  # the slots still fit the file's transfers
+    with pytest.raises(ValueError, match="needs the run's horizon"):
+        StaggeredPlan.live(opts, 10.0, per_pass, fixed, sizes, 16, estimates=est)
+
+
 def test_the_arena_period_unset_is_the_bounds_and_live_keeps_a_quarter() -> None:
     from mel_opt.arena.settings import ArenaSettings
     from mel_opt.live.settings import LiveSettings

@@ -61,7 +61,8 @@ def test_the_schemes_options_are_the_engines_settings() -> None:
                      "rechoose"]
     assert all(o in ARENA_SETTINGS for o in scheme_options("arena"))
     assert [o.name for o in scheme_options("live")] == ["buffer", "concurrency", "server_lr",
-                                                        "groups", "period"]
+                                                        "groups", "period", "period_rule",
+                                                        "horizon", "phi"]
     # deadline and oort share one declaration of overcommit
     assert deadline_module.OVERCOMMIT in SCHEMES["oort"].options_for("arena")
 
@@ -101,6 +102,11 @@ def test_an_option_of_another_scheme_is_refused_naming_it() -> None:
     with pytest.raises(SettingError, match="groups is staggered allocation's: it needs scheme "
                                            "staggered"):
         LiveSettings(instance=DOC, scheme="fedbuff", groups=3)
+    with pytest.raises(SettingError, match="period_rule is staggered allocation's: it needs "
+                                           "scheme staggered"):
+        LiveSettings(instance=DOC, scheme="fedbuff", period_rule="bound")
+    with pytest.raises(SettingError, match="period_rule must be one of fixed, bound"):
+        LiveSettings(instance=DOC, scheme="staggered", period_rule="tuned")
     LiveSettings(instance=DOC, server_lr=1.0)  # the default: nothing asked
     s = LiveSettings(instance=DOC, scheme="fedbuff", server_lr=0.5, buffer=2)
     assert (s.server_lr, s.buffer) == (0.5, 2)
