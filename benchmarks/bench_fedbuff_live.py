@@ -112,8 +112,8 @@ def cut(points: list[tuple[float, float]], budget: float) -> list[tuple[float, f
 
 
 #: The rate of round trips a cycle that ``staggered-bound``'s steps are counted for (its
-#: period is not known before the probe): a period of an eighth of T.
-BOUND_RATE = 8.0
+#: period is not known before the probe): as for the default period, a quarter of T.
+BOUND_RATE = 4.0
 
 
 def steps_for(scheme: str, args: argparse.Namespace, equal_time: bool) -> int:

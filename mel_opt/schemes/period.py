@@ -35,7 +35,9 @@ The bound's constants are measured on the learners' own data at the run's starti
 divergence ``delta = sum_k d_k ||grad F_k(w0) - grad F(w0)|| / d``; the Lipschitz and
 smoothness estimates ``rho_k = |F_k(w_k) - F_k(w0)| / ||w_k - w0||`` and ``beta_k =
 ||grad F_k(w_k) - grad F_k(w0)|| / ||w_k - w0||`` between ``w0`` and the learner's model
-``w_k`` after one local gradient step, averaged by data. ``eta`` is the client learning rate.
+``w_k`` after one local gradient step, averaged by data (each learner's part,
+:func:`learner_constants`, is what a live learner computes in its own process and sends in
+its probe; :func:`combine` is the server's part). ``eta`` is the client learning rate.
 ``phi`` is the bound's control constant, which no measurement gives: its authors set it per
 model (0.025 for their SVM, 5e-5 for their CNN); the option ``phi`` defaults to the CNN's,
 the value for the neural networks the arena trains.

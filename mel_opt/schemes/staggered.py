@@ -46,7 +46,10 @@ ones. ``staggered`` keeps both strengths:
 In the arena the period, unless given, is chosen by Wang et al.'s bound
 (:mod:`mel_opt.schemes.period`) at the start; with ``rechoose`` it is chosen again every that
 many budgets from the constants at the global model of the time (:meth:`StaggeredPlan.
-stepped`), each new period's slots starting where the current period ends.
+stepped`), each new period's slots starting where the current period ends. Live, with
+``period_rule`` bound, it is chosen once after the probe from the constants each learner
+measured there in its own process (:func:`mel_opt.live.learner.probe_constants`), over the
+run's ``horizon``, each round trip also costing its learner's measured messaging.
 
 With ``G = 1`` and the period ``T`` this is the synchronous allocation's cycle on the work
 clock (every learner arrives at ``T`` and, at ``eta = 1``, the step is the data-weighted
