@@ -88,6 +88,8 @@ def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
     (["--scheme", "fedbuff", "--emulate"], "FedBuff's emulated twin is `melopt arena`"),
     (["--probe", "0"], "'--probe': 0.0 is not in the range x>0.0"),
     (["--transfers", "measured"], "--transfers measured needs a deployment"),
+    (["--period-rule", "bound"], "--period-rule is staggered allocation's: it needs --scheme "
+                                 "staggered"),
 ])
 def test_bad_requests_exit_2_before_anything_starts(tmp_path: Path, args: list[str],
                                                     words: str, mel_async_file: Any) -> None:
@@ -135,6 +137,26 @@ def test_fedbuff_in_the_simulation(tmp_path: Path, ray: Any, mel_async_file: Any
     assert [r["status"] for r in rows] == ["ok"] * 3
     assert all(r["samples"] == 100 and r["passes"] >= 1 for r in rows)  # d / K each
     assert steps[-1]["accuracy"] > summary["rounds"][0]["accuracy"] + 0.2
+    assert ray.gone(20.0), ray.alive()
+
+
+def test_staggered_takes_the_bounds_period_from_constants_sent_over_flower(
+        tmp_path: Path, ray: Any, mel_async_file: Any) -> None:
+    """``--period-rule bound`` on Flower's runtime: every learner's gradient and constants
+    cross as its probe reply's arrays and numbers, and the period the server picks from them
+    is every step's (the numbers themselves are worked on the in-process clock, in
+    test_staggered_live.py)."""
+    settings = load_settings(mel_async_file(3, 0.6), rounds=3, model="softmax", lr=0.3,
+                             grace_s=60.0, scheme="staggered", period_rule="bound")
+    summary = live(check(settings, LiveOptions(engine="simulation")), tmp_path / "out")
+    assert summary["stopped"] is None and summary["warnings"] == []
+    periods = {r["control"]["period_s"] for r in summary["rounds"][1:]}
+    assert len(summary["rounds"]) == 4 and len(periods) == 1
+    (period,) = periods
+    # a candidate of the bound: positive, at most the cycle T = 0.6 s, and not the fixed
+    # option's quarter of it (no learner's constants would leave it there)
+    assert 0 < period <= 0.6 and period != pytest.approx(0.25 * 0.6)
+    assert summary["settings"]["period_rule"] == "bound"
     assert ray.gone(20.0), ray.alive()
 
 
