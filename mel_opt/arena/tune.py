@@ -32,8 +32,9 @@ every scheme it runs, mel_opt's allocation included, with the same budget:
    .. ``first_seed + seeds - 1``) with ``per_scheme`` holding the user's values and every
    scheme's chosen ones, so the report is the usual one (times to target on the test split,
    paired differences against the allocation); its ``tuning`` (summary.json's) records per
-   scheme the grid, the fixed values, every trial's values and score, the chosen values and
-   the metric, and ``tuning_rows`` every trial's rows (``tuning.csv``).
+   scheme the grid, the fixed values, every trial's values and score, the chosen values,
+   those at their grid's edge (:func:`edges`: the best may lie beyond) and the metric, and
+   ``tuning_rows`` every trial's rows (``tuning.csv``).
 
 A tuned arena costs ``trials x tune_seeds + seeds`` runs per scheme instead of ``seeds``: with
 the defaults (8 x 2 + 10) 2.6 times an untuned one.
@@ -58,14 +59,40 @@ from mel_opt.problems import get_problem
 from mel_opt.problems.base import Instance
 from mel_opt.training.data import Dataset, load_dataset
 
-__all__ = ["METRIC", "TUNE_FIRST_SEED", "default_validation", "draw", "points", "score",
-           "tuned", "tuning_seeds"]
+__all__ = ["METRIC", "TUNE_FIRST_SEED", "default_validation", "draw", "edges", "points",
+           "score", "tuned", "tuning_seeds"]
 
 #: The first tuning seed (evaluation seeds start at ``first_seed``, 0 by default).
 TUNE_FIRST_SEED = 1000
 #: What a trial's score is (module docstring, 4).
 METRIC = ("time-averaged validation accuracy: val_accuracy held between aggregations, "
           "integrated over [0, horizon] and divided by the horizon; mean over the tuning seeds")
+
+
+def edges(grid: Mapping[str, tuple[Any, ...]], chosen: Mapping[str, Any]) -> dict[str, str]:
+    """The chosen values that lie at their numeric grid's edge: option -> ``lowest`` or
+    ``highest`` (the grid's least or greatest number, of at least two; ``None``, "the
+    default", is not a number). Where tuning picks an edge, the best value may lie beyond
+    the grid, and the report says so.
+
+    >>> edges({"lr": (0.03, 0.1, 0.3), "groups": (5, None, 20), "mu": (0.1,)},
+    ...       {"lr": 0.03, "groups": None, "mu": 0.1})
+    {'lr': 'lowest'}
+    >>> edges({"period": (0.0625, 0.125, 1.0)}, {"period": 1.0})
+    {'period': 'highest'}
+    """
+    out: dict[str, str] = {}
+    for name, value in chosen.items():
+        numbers = [v for v in grid.get(name, ()) if isinstance(v, (int, float))
+                   and not isinstance(v, bool)]
+        if len(set(numbers)) < 2 or not isinstance(value, (int, float)) or \
+                isinstance(value, bool):
+            continue
+        if value == min(numbers):
+            out[name] = "lowest"
+        elif value == max(numbers):
+            out[name] = "highest"
+    return out
 
 
 def points(grid: Mapping[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
@@ -244,8 +271,8 @@ def tuned(inst: Instance, settings: ArenaSettings, *, data: Dataset | None = Non
                       "fixed": dict(user.get(s, {})),
                       "trials": [{"values": dict(p), "score": sc}
                                  for p, sc in zip(plans[s], scores[s], strict=True)],
-                      "chosen": chosen[s], "score": best[s], "seeds": list(seeds),
-                      "metric": metric}
+                      "chosen": chosen[s], "edges": edges(grids[s], chosen[s]),
+                      "score": best[s], "seeds": list(seeds), "metric": metric}
                   for s in schemes}
     out.tuning_rows = rows
     return out

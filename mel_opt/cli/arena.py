@@ -150,15 +150,18 @@ def tuning_table(summary: dict[str, Any]) -> Table:
                         f"seeds {', '.join(map(str, first['seeds'])) if first else '-'}",
                   caption="score: time-averaged validation accuracy over [0, horizon], mean "
                           "over the tuning seeds; the chosen values are then run on the "
-                          "evaluation seeds and judged on the test split",
+                          "evaluation seeds and judged on the test split; (lowest), "
+                          "(highest): the grid's edge, the best may lie beyond it",
                   caption_justify="left")
     for title in ("scheme", "chosen", "score", "trials' scores", "fixed (--set)"):
         table.add_column(title, justify="right" if "score" in title else "left")
     for scheme, e in tuning.items():
         scores = [t["score"] for t in e["trials"] if t["score"] is not None]
+        edge = e.get("edges", {})
         table.add_row(
             Text(scheme),
-            Text(", ".join(f"{k}={_value(v)}" for k, v in e["chosen"].items()) or "-"),
+            Text(", ".join(f"{k}={_value(v)}" + (f" ({edge[k]})" if k in edge else "")
+                           for k, v in e["chosen"].items()) or "-"),
             Text("-" if e["score"] is None else f"{e['score']:.4f}"),
             Text(f"{min(scores):.4f} .. {max(scores):.4f}" if scores else "-"),
             Text(", ".join(f"{k}={_value(v)}" for k, v in e["fixed"].items()) or "-"))

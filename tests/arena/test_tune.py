@@ -137,6 +137,13 @@ def test_picked_on_validation_scores(tuned: ArenaRun) -> None:
         assert e["chosen"] == e["trials"][best]["values"] and e["score"] == scores[best]
         s = tuned.settings.for_scheme(scheme)  # the final runs' settings
         assert {k: getattr(s, k) for k in e["chosen"]} == e["chosen"]
+        # the chosen values at their grid's numeric edge are named
+        for k, v in e["chosen"].items():
+            nums = sorted({x for x in e["grid"][k] if isinstance(x, (int, float))})
+            edge = ("lowest" if v == nums[0] else "highest" if v == nums[-1] else None) \
+                if len(nums) > 1 and isinstance(v, (int, float)) else None
+            assert e["edges"].get(k) == edge, (scheme, k, v)
+    assert any(e["edges"] for e in tuned.tuning.values())  # the check above has cases
 
 
 def test_a_users_value_is_not_tuned(tuned: ArenaRun) -> None:
