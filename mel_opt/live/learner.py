@@ -331,8 +331,10 @@ def with_constants(report: ProbeReport, order: ProbeOrder, local: LocalData) -> 
     if order.constants_lr is None:
         return report
     layers = layers_for(order.model, local.data.features, local.data.classes)
+    start = time.perf_counter()
     c = probe_constants(init_params(layers, order.seed, np.float32), local, order.constants_lr)
-    return dataclasses.replace(report, rho=c.rho, beta=c.beta, gradient=[c.gradient])
+    return dataclasses.replace(report, rho=c.rho, beta=c.beta, gradient=[c.gradient],
+                               constants_s=time.perf_counter() - start)
 
 
 def probe_report(problem: str, learner: int, samples_held: int, compute_s: float,

@@ -259,7 +259,9 @@ class LiveRun:
         why = self.fleet.measure(self.planner.probed(report), 0)
         if why:
             self.warn(f"round 0: learner {report.learner}'s measurement ignored: {why}")
-        self.fleet.note_overhead(report.learner, report.compute_s, elapsed_s)
+        # the messaging is the round trip less the timed training and the constants' work
+        busy = None if report.compute_s is None else report.compute_s + report.constants_s
+        self.fleet.note_overhead(report.learner, busy, elapsed_s)
         if report.gradient is not None:
             self._take_constants(node_id, report)
 

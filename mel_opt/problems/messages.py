@@ -250,6 +250,9 @@ class ProbeReport:
         :class:`~mel_opt.schemes.period.LearnerConstants`.
     gradient : list of ndarray or None
         Its mean loss's gradient at the starting model, with ``rho`` and ``beta``.
+    constants_s : float
+        Seconds it took to compute them (part of the reply's round trip that is neither the
+        timed training nor messaging).
     """
 
     learner: int
@@ -259,6 +262,7 @@ class ProbeReport:
     rho: float | None = None
     beta: float | None = None
     gradient: Params | None = None
+    constants_s: float = 0.0
 
     def encode(self) -> Records:
         config: dict[str, Scalar] = {"learner": self.learner,
@@ -267,7 +271,8 @@ class ProbeReport:
             config.update(compute_s=float(self.compute_s), work=float(self.work))
         if self.gradient is None:
             return Records(config)
-        config.update(rho=float(self.rho or 0.0), beta=float(self.beta or 0.0))
+        config.update(rho=float(self.rho or 0.0), beta=float(self.beta or 0.0),
+                      constants_s=float(self.constants_s))
         return Records(config, {"gradient": list(self.gradient)})
 
     @classmethod
@@ -277,12 +282,13 @@ class ProbeReport:
         if gradient is None:
             return cls(r.integer("learner", 0), r.integer("samples_held", 0),
                        r.optional("compute_s", "number"), r.optional("work", "number"))
-        rho, beta = r.number("rho"), r.number("beta")
-        if rho < 0 or beta < 0:
-            raise ReplyError(f"rho and beta must be at least 0, got {rho!r} and {beta!r}")
+        rho, beta, seconds = r.number("rho"), r.number("beta"), r.number("constants_s")
+        if rho < 0 or beta < 0 or seconds < 0:
+            raise ReplyError(f"rho, beta and constants_s must be at least 0, got {rho!r}, "
+                             f"{beta!r} and {seconds!r}")
         return cls(r.integer("learner", 0), r.integer("samples_held", 0),
                    r.optional("compute_s", "number"), r.optional("work", "number"),
-                   rho, beta, _arrays("gradient", gradient))
+                   rho, beta, _arrays("gradient", gradient), seconds)
 
 
 @dataclass(frozen=True)

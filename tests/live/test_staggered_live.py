@@ -169,3 +169,27 @@ def test_staggered_live_chooses_its_period_by_the_bound_from_the_learners_probes
     fixed = _staggered(digits)  # --period 1 (the default rule): every step's period is T
     assert {r["control"]["period_s"] for r in fixed.rounds[1:]} == {15.0}
     assert fixed.constants == {}  # and no learner was asked for its constants
+
+
+def test_a_probe_reply_with_constants_is_kept_and_its_messaging_is_what_is_left(
+        digits: Any) -> None:
+    """The server keeps each learner's constants and measures its messaging as the reply's
+    round trip less the timed training and the constants' own seconds; a gradient of another
+    size than the model's is refused with a warning."""
+    from mel_opt.problems.messages import ProbeReport
+
+    doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
+    run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="staggered",
+                               period_rule="bound", model="softmax"), digits)
+    size = sum(a.size for a in run.model)
+    grad = np.linspace(-1.0, 1.0, size)
+    run.accept_probe(10, ProbeReport(0, 100, 0.5, 1000.0, rho=0.3, beta=1.5, gradient=[grad],
+                                     constants_s=0.25).encode(), elapsed_s=1.0)
+    assert run.fleet.overhead[0] == pytest.approx(1.0 - 0.5 - 0.25)
+    got = run.constants[0]
+    assert (got.rho, got.beta) == (0.3, 1.5) and np.array_equal(got.gradient, grad)
+    run.accept_probe(11, ProbeReport(1, 100, 0.5, 1000.0, rho=0.3, beta=1.5,
+                                     gradient=[grad[:-1]]).encode(), elapsed_s=1.0)
+    assert 1 not in run.constants and run.fleet.overhead[1] == pytest.approx(0.5)
+    assert any(f"its gradient has {size - 1} values, the model {size}" in w
+               for w in run.warnings)

@@ -47,15 +47,17 @@ def test_a_probe_asking_for_the_bounds_constants_and_the_answer() -> None:
     assert order.encode().config["constants_lr"] == 0.1
     assert ProbeOrder.decode(order.encode()) == order
     gradient = np.array([0.5, -1.0, 2.0])
-    report = ProbeReport(3, 120, 0.5, 256.0, rho=0.75, beta=2.5, gradient=[gradient])
+    report = ProbeReport(3, 120, 0.5, 256.0, rho=0.75, beta=2.5, gradient=[gradient],
+                         constants_s=0.125)
     records = report.encode()
     assert records.config["rho"] == 0.75 and records.config["beta"] == 2.5
     back = ProbeReport.decode(records)
-    assert (back.rho, back.beta) == (0.75, 2.5) and back.compute_s == 0.5
+    assert (back.rho, back.beta, back.constants_s) == (0.75, 2.5, 0.125)
+    assert back.compute_s == 0.5
     assert back.gradient is not None and np.array_equal(back.gradient[0], gradient)
     # a reply's constants are checked as any reply's numbers
     bad = Records({**records.config, "rho": -1.0}, records.arrays)
-    with pytest.raises(ReplyError, match="rho and beta must be at least 0"):
+    with pytest.raises(ReplyError, match="rho, beta and constants_s must be at least 0"):
         ProbeReport.decode(bad)
     with pytest.raises(ReplyError, match="gradient.0. has non-finite values"):
         ProbeReport.decode(Records(records.config, {"gradient": [np.array([np.nan])]}))
