@@ -271,6 +271,11 @@ class LiveSettings(Declared):
                                f"is {' or '.join(o.title for o in owners)}'s: it needs "
                                f"{{scheme}} {' or '.join(o.name for o in owners)}", " ",
                                {"scheme": flags["scheme"]})
+        if self.period_rule != "bound":  # the bound's own options mean nothing without it
+            for name, unset in (("horizon", None), ("phi", DEFAULT_PHI)):
+                if getattr(self, name) != unset:
+                    raise SettingError(name, flags[name], "is read only with {period_rule} "
+                                       "bound", " ", {"period_rule": flags["period_rule"]})
         if self.buffer is not None and self.concurrency is not None and \
                 self.buffer > self.concurrency:
             raise SettingError("buffer", flags["buffer"], f"must be at most the concurrency "

@@ -90,6 +90,8 @@ def test_dab_learners_decide_alone(tmp_path: Path, ray: Any) -> None:
     (["--transfers", "measured"], "--transfers measured needs a deployment"),
     (["--period-rule", "bound"], "--period-rule is staggered allocation's: it needs --scheme "
                                  "staggered"),
+    (["--scheme", "staggered", "--horizon", "4"], "--horizon is read only with --period-rule "
+                                                  "bound"),
 ])
 def test_bad_requests_exit_2_before_anything_starts(tmp_path: Path, args: list[str],
                                                     words: str, mel_async_file: Any) -> None:

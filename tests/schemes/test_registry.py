@@ -107,6 +107,11 @@ def test_an_option_of_another_scheme_is_refused_naming_it() -> None:
         LiveSettings(instance=DOC, scheme="fedbuff", period_rule="bound")
     with pytest.raises(SettingError, match="period_rule must be one of fixed, bound"):
         LiveSettings(instance=DOC, scheme="staggered", period_rule="tuned")
+    for name, value in (("horizon", 3.0), ("phi", 0.025)):  # the bound's own, without it
+        with pytest.raises(SettingError, match=f"{name} is read only with period_rule bound"):
+            LiveSettings(instance=DOC, scheme="staggered", **{name: value})
+        s = LiveSettings(instance=DOC, scheme="staggered", period_rule="bound", **{name: value})
+        assert getattr(s, name) == value
     LiveSettings(instance=DOC, server_lr=1.0)  # the default: nothing asked
     s = LiveSettings(instance=DOC, scheme="fedbuff", server_lr=0.5, buffer=2)
     assert (s.server_lr, s.buffer) == (0.5, 2)
