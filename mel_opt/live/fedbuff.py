@@ -394,7 +394,7 @@ class AsyncServer:
                              method=run.scheme.method_label(run.method),
                              last=step.version >= self.steps, staleness=tuple(step.staleness),
                              clipped=clipped or None, kept=step.kept,
-                             control=self.planned.plan.row() or None if self.planned else None)
+                             control=(self.planned.plan.row() or None) if self.planned else None)
         run.log.add_round(record)
         self.log(f"step {step.version}: accuracy {record.evaluation['accuracy']:.3f}, "
                  f"{len(step.nodes)} updates, staleness {max(step.staleness)} at most, "

@@ -151,7 +151,10 @@ def test_staggered_takes_the_bounds_period_from_constants_sent_over_flower(
     settings = load_settings(mel_async_file(3, 0.6), rounds=3, model="softmax", lr=0.3,
                              grace_s=60.0, scheme="staggered", period_rule="bound")
     summary = live(check(settings, LiveOptions(engine="simulation")), tmp_path / "out")
-    assert summary["stopped"] is None and summary["warnings"] == []
+    assert summary["stopped"] is None
+    # every learner's constants were taken (a busy machine may add other warnings, about a
+    # speed measurement, which this test does not judge)
+    assert not [w for w in summary["warnings"] if "constants" in w]
     periods = {r["control"]["period_s"] for r in summary["rounds"][1:]}
     assert len(summary["rounds"]) == 4 and len(periods) == 1
     (period,) = periods
