@@ -215,11 +215,14 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
 def _bound_estimates(run: LiveRun, samples: np.ndarray,
                      log: Callable[[str], None]) -> period.Estimates | None:
     """The bound's constants of the learners that hold data, from their probes, weighted by
-    their data (:func:`mel_opt.schemes.period.combine`); None, with the reason logged, where
-    none of them measured them."""
+    their data (:func:`mel_opt.schemes.period.combine`); None, with the reason logged and
+    warned (the run then keeps ``--period``), where none of them measured them."""
     held = [k for k in np.flatnonzero(samples > 0).tolist() if k in run.constants]
-    if not held:
-        log("the period is --period: no learner that trains measured the bound's constants")
+    if not held:  # the user asked for the bound: the summary says it was not used
+        why = (f"the period is --period ({run.settings.period:g} budgets): no learner that "
+               "trains measured the bound's constants")
+        log(why)
+        run.warn(why)
         return None
     est = period.combine([run.constants[k] for k in held], samples[held])
     log(f"the bound's constants from {len(held)} learners' probes: beta {est.beta:.4g}, "

@@ -171,6 +171,22 @@ def test_staggered_live_chooses_its_period_by_the_bound_from_the_learners_probes
     assert fixed.constants == {}  # and no learner was asked for its constants
 
 
+def test_the_bound_without_constants_keeps_the_period_given_and_says_so_in_the_summary(
+        digits: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Learners that do not answer the request for the bound's constants (a learner of an
+    older mel_opt sends its probe without them): the run keeps ``--period`` and its summary
+    warns that the bound was not used."""
+    from mel_opt.live import learner
+
+    monkeypatch.setattr(learner, "with_constants", lambda report, order, local: report)
+    run = _staggered(digits, period_rule="bound", horizon=0.5)
+    assert run.stopped is None and run.constants == {}
+    assert {r["control"]["period_s"] for r in run.rounds[1:]} == {15.0}  # --period 1
+    said = [w for w in run.summary()["warnings"] if "bound's constants" in w]
+    assert said == ["the period is --period (1 budgets): no learner that trains measured the "
+                    "bound's constants"]
+
+
 def test_a_probe_reply_with_constants_is_kept_and_its_messaging_is_what_is_left(
         digits: Any) -> None:
     """The server keeps each learner's constants and measures its messaging as the reply's
