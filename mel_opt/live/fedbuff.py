@@ -402,6 +402,14 @@ class AsyncServer:
         self.log(f"step {step.version}: accuracy {record.evaluation['accuracy']:.3f}, "
                  f"{len(step.nodes)} updates, staleness {max(step.staleness)} at most, "
                  f"{record.round_wall_s:.3g} s")
+        if self.planned is not None:  # the plan's turn to react (a period chosen again)
+            plan = self.planned.plan
+            was = plan.row()
+            plan.stepped(None, self.now)
+            if plan.row() != was:
+                self.log(f"step {step.version}: a learner's speed moved; "
+                         + ", ".join(f"{k} {v:.4g}" for k, v in plan.row().items())
+                         + " from the next step on")
 
     def start_clock(self) -> None:
         """The server's clock, and the first step's wall time, count from now."""

@@ -47,9 +47,12 @@ In the arena the period, unless given, is chosen by Wang et al.'s bound
 (:mod:`mel_opt.schemes.period`) at the start; with ``rechoose`` it is chosen again every that
 many budgets from the constants at the global model of the time (:meth:`StaggeredPlan.
 stepped`), each new period's slots starting where the current period ends. Live, with
-``period_rule`` bound, it is chosen once after the probe from the constants each learner
+``period_rule`` bound, it is chosen after the probe from the constants each learner
 measured there in its own process (:func:`mel_opt.live.learner.probe_constants`), over the
-run's ``horizon``, each round trip also costing its learner's measured messaging.
+run's ``horizon``, each round trip also costing its learner's measured messaging, and
+chosen again from the same constants whenever a learner's measured time per pass has moved
+by more than :data:`SPEED_MOVE` since the last choice (the speeds the bound weighs are then
+no longer those it chose for).
 
 With ``G = 1`` and the period ``T`` this is the synchronous allocation's cycle on the work
 clock (every learner arrives at ``T`` and, at ``eta = 1``, the step is the data-weighted
@@ -79,7 +82,8 @@ from mel_opt.schemes.fedbuff import (
 from mel_opt.settings import Setting
 
 __all__ = ["DEFAULT_PERIOD", "GROUPS", "HORIZON", "LIVE_PERIOD", "PERIOD", "PERIOD_RULE", "PHI",
-           "RECHOOSE", "SPEC", "StaggeredPlan", "deal_groups", "default_groups", "next_slot"]
+           "RECHOOSE", "SPEC", "SPEED_MOVE", "StaggeredPlan", "deal_groups", "default_groups",
+           "next_slot"]
 
 GROUPS = Setting("groups", int, None, "staggered's groups G: the fleet arrives in G groups, "
                  "offset by a G-th of the period, and the server steps once per group.",
@@ -102,11 +106,17 @@ LIVE_PERIOD = Setting("period", float, DEFAULT_PERIOD, "staggered's period: how 
 PERIOD_RULE = Setting("period_rule", str, "fixed", "How a live run sets staggered's period: "
                       "fixed (--period), or bound (Wang et al.'s bound, from each learner's "
                       "constants measured in the probe at the starting model and its measured "
-                      "speed, over --horizon).", choices=("fixed", "bound"))
+                      "speed, over --horizon; chosen again when a learner's speed moves by "
+                      "more than a quarter).", choices=("fixed", "bound"))
 HORIZON = Setting("horizon", float, None, "The run time that --period-rule bound plans for, "
                   "in the problem's budgets (the arena's horizon, its cycles; a live "
                   "asynchronous run's --rounds counts server steps, not time).", minimum=0.0,
                   minimum_open=True, nullable=True, default_doc="--rounds budgets")
+#: Live, the bound's period is chosen again (from the probe's constants) once a learner's
+#: measured time per pass is more than this fraction above or below the one the period was
+#: last chosen for: the run-to-run noise of a loopback deployment's measurements stays well
+#: inside it (a few per cent), a device that slowed down or sped up does not.
+SPEED_MOVE = 0.25
 PHI = Setting("phi", float, bound.DEFAULT_PHI, "The control constant of the bound that chooses "
               "staggered's period (its authors' CNN value).",
               minimum=0.0, minimum_open=True)
@@ -175,6 +185,9 @@ class StaggeredPlan:
         Every how many seconds the period is chosen again (None: never).
     chooser : callable or None
         ``model -> period``: the bound's period from constants measured at ``model``.
+    speed_move : float or None
+        Choose the period again once a learner's time per pass (:meth:`measured`) is more
+        than this fraction away from the one it was last chosen for (None: never for that).
     """
 
     period: float
@@ -187,6 +200,7 @@ class StaggeredPlan:
     origin: float = 0.0
     rechoose_s: float | None = None
     chooser: Callable[[Any], float] | None = None
+    speed_move: float | None = None
 
     @classmethod
     def of(cls, ctx: RoundContext) -> StaggeredPlan:
@@ -229,7 +243,9 @@ class StaggeredPlan:
         the measured speeds). With the bound's ``estimates`` (measured by a live run's
         learners in the probe) and the run's ``horizon_s``, the period is the bound's
         (:meth:`chosen_period`, at the run's ``lr`` and ``phi``, each round trip also costing
-        its learner's ``overhead_s``) instead of ``period``."""
+        its learner's ``overhead_s``) instead of ``period``, chosen again from the same
+        constants whenever a learner's measured speed moves by more than
+        :data:`SPEED_MOVE` (:meth:`stepped`)."""
         sizes = np.asarray(sizes, dtype=np.int64)
         n = max(1, int((sizes > 0).sum()))
         G = min(n, default_groups(n) if options.groups is None else int(options.groups))
@@ -240,8 +256,14 @@ class StaggeredPlan:
         if estimates is not None:
             if horizon_s is None:
                 raise ValueError("the bound's period needs the run's horizon")
-            plan.period = plan.chosen_period(estimates, float(horizon_s), float(options.lr),
-                                             float(options.phi), float(budget_s), overhead_s)
+            args = (estimates, float(horizon_s), float(options.lr), float(options.phi),
+                    float(budget_s), overhead_s)
+
+            def chooser(model: Any) -> float:  # the probe's constants, the speeds of now
+                return plan.chosen_period(*args)
+
+            plan.period = chooser(None)
+            plan.chooser, plan.speed_move = chooser, SPEED_MOVE
         return plan
 
     @property
@@ -264,18 +286,30 @@ class StaggeredPlan:
         held = self.sizes[self.sizes > 0]  # the data of those that take part: fixed for good
         self._mean = float(np.mean(held)) if held.size else 1.0
         self._chosen_at = 0.0  # when the period was last chosen
+        self._chosen_for = self.per_pass_s.copy()  # and the times per pass it was chosen for
+
+    def _moved(self) -> bool:
+        """Whether a learner's time per pass has moved by more than ``speed_move`` since
+        the period was last chosen."""
+        if self.speed_move is None:
+            return False
+        was, now = self._chosen_for, self.per_pass_s
+        ok = (self.sizes > 0) & (was > 0) & (now > 0)
+        return bool(np.any(np.abs(now[ok] / was[ok] - 1.0) > self.speed_move))
 
     def stepped(self, model: Any, now: float) -> None:
         """After a server step at ``now``: once ``rechoose_s`` has passed since the period
-        was last chosen, choose it again from constants measured at ``model``. A new period
+        was last chosen, or a learner's time per pass has moved by more than ``speed_move``
+        since then, choose it again (from constants measured at ``model``). A new period
         starts a new grid of slots where the current period ends (the first multiple of the
         old period, from the old origin, at or after every slot a learner is aiming at), so
         no learner in flight misses its slot; each learner's next start aims at its group's
         first slot on the new grid, and fills the time to it with work."""
-        if self.chooser is None or self.rechoose_s is None or \
-                now < self._chosen_at + self.rechoose_s:
+        due = self.rechoose_s is not None and now >= self._chosen_at + self.rechoose_s
+        if self.chooser is None or not (due or self._moved()):
             return
         self._chosen_at = now
+        self._chosen_for = self.per_pass_s.copy()
         new = float(self.chooser(model))
         if not (math.isfinite(new) and new > 0) or new == self.period:
             return

@@ -76,12 +76,13 @@ def test_staggered_in_process_plans_each_start_to_its_slot_and_gives_up_a_lost_l
     assert run.rounds[-1]["accuracy"] > run.rounds[0]["accuracy"] + 0.3
 
 
-def _staggered(digits: Any, **kw: Any) -> LiveRun:
+def _staggered(digits: Any, compute_s: Any = None, **kw: Any) -> LiveRun:
     doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
+    kw = {"rounds": 8, **kw}
     run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="staggered",
-                               rounds=8, groups=2, period=1.0, model="softmax", **kw), digits)
-    clock = Clock(compute_s=lambda r, k, work: SLOW * work, overhead_s=lambda r: 0.0,
-                  probe_s_per_sample=SLOW)
+                               groups=2, period=1.0, model="softmax", **kw), digits)
+    clock = Clock(compute_s=compute_s or (lambda r, k, work: SLOW * work),
+                  overhead_s=lambda r: 0.0, probe_s_per_sample=SLOW)
     return run_in_process(run, np.array_split(np.arange(digits.y_train.size), 4), clock)
 
 
@@ -169,6 +170,33 @@ def test_staggered_live_chooses_its_period_by_the_bound_from_the_learners_probes
     fixed = _staggered(digits)  # --period 1 (the default rule): every step's period is T
     assert {r["control"]["period_s"] for r in fixed.rounds[1:]} == {15.0}
     assert fixed.constants == {}  # and no learner was asked for its constants
+
+
+def test_the_bounds_period_is_chosen_again_live_when_a_learner_slows_down(
+        digits: Any) -> None:
+    """A learner that becomes four times slower after its first start: once the server's
+    estimate of its speed has moved by more than a quarter, the next step chooses the
+    bound's period again from the probe's constants; a fixed period stays as it is."""
+    starts: dict[int, int] = {}
+
+    def compute_s(r: int, k: int, work: float) -> float:
+        starts[k] = starts.get(k, 0) + 1
+        return (4.0 if k == 1 and starts[k] > 1 else 1.0) * SLOW * work
+
+    steady = _staggered(digits, period_rule="bound", horizon=0.5)
+    first = steady.rounds[1]["control"]["period_s"]
+    assert {r["control"]["period_s"] for r in steady.rounds[1:]} == {first}
+    run = _staggered(digits, compute_s, period_rule="bound", horizon=0.5, rounds=16)
+    assert run.stopped is None
+    periods = [r["control"]["period_s"] for r in run.rounds[1:]]
+    assert periods[0] == pytest.approx(first)  # the probe's speeds: the steady run's period
+    assert run.fleet.seconds[1] > 2 * SLOW  # the server did see it slow down
+    # chosen again after the slow replies came in: a slower learner, a longer round trip
+    assert len(set(periods)) > 1 and periods[-1] > first
+    assert periods == sorted(periods)
+    starts.clear()
+    fixed = _staggered(digits, compute_s, rounds=16)  # --period 1: kept whatever happens
+    assert {r["control"]["period_s"] for r in fixed.rounds[1:]} == {15.0}
 
 
 def test_the_bound_without_constants_keeps_the_period_given_and_says_so_in_the_summary(

@@ -4,6 +4,7 @@ and cross-checked against the adaptive-tau control's own G(tau)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -200,6 +201,47 @@ def test_a_live_plan_with_the_learners_constants_counts_the_messaging_of_a_round
     assert np.array_equal(slow.fixed_s, fixed)  # the slots still fit the file's transfers
     with pytest.raises(ValueError, match="needs the run's horizon"):
         StaggeredPlan.live(opts, 10.0, per_pass, fixed, sizes, 16, estimates=est)
+
+
+def test_a_live_bound_period_is_chosen_again_when_a_learners_speed_moves() -> None:
+    """Live, the bound's period is chosen again from the probe's constants at the next server
+    step after a learner's time per pass moved by more than a quarter since the last choice;
+    a smaller move keeps it, and so does a fixed period whatever the speeds do."""
+    from mel_opt.schemes.staggered import SPEED_MOVE
+
+    assert SPEED_MOVE == 0.25
+    est = Estimates(beta=2.0, rho=1.0, delta=3.0)
+    per_pass, fixed = np.array([0.3, 0.6]), np.array([0.2, 0.1])
+    sizes = np.array([64, 32])
+    opts = SimpleNamespace(groups=2, period=0.25, lr=0.1, phi=5e-5)
+
+    def by_hand(pp: np.ndarray) -> float:
+        return choose_period(step_seconds(pp, sizes, 16), fixed, sizes.astype(float), 10.0,
+                             50.0, est, 0.1, 5e-5)
+
+    plan = StaggeredPlan.live(opts, 10.0, per_pass.copy(), fixed, sizes, 16, estimates=est,
+                              horizon_s=50.0)
+    first = by_hand(per_pass)
+    assert plan.period == first
+    plan.passes(0, 0.0)  # learner 0 (group 0) aims at its first slot, P / 2
+    plan.measured(1, 0.6 * 1.2)  # 20 % slower: within the noise allowed
+    plan.stepped(None, 1.0)
+    assert plan.period == first and plan.origin == 0.0
+    plan.measured(1, 0.6 * 3.0)  # three times slower: chosen again at the next step
+    plan.stepped(None, 2.0)
+    again = by_hand(np.array([0.3, 1.8]))
+    assert again != pytest.approx(first) and plan.period == pytest.approx(again)
+    # the new grid starts where the current period ends: at the first multiple of the old
+    # period at or after the slot learner 0 aims at (P / 2) and the step's time (2 s)
+    assert plan.origin == pytest.approx(first * math.ceil(max(2.0, first / 2) / first - 1e-9))
+    origin = plan.origin
+    plan.measured(1, 1.8 * 1.1)  # 10 % from the speed it was chosen again for: kept
+    plan.stepped(None, 3.0)
+    assert plan.period == pytest.approx(again) and plan.origin == origin
+    fixed_plan = StaggeredPlan.live(opts, 10.0, per_pass.copy(), fixed, sizes, 16)
+    fixed_plan.measured(1, 6.0)
+    fixed_plan.stepped(None, 1.0)
+    assert fixed_plan.period == 2.5 and fixed_plan.origin == 0.0
 
 
 def test_the_arena_period_unset_is_the_bounds_and_live_keeps_a_quarter() -> None:
