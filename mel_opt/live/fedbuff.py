@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from mel_opt.live.rounds import LiveRun, beyond_compute
 from mel_opt.problems.learning import LearnerPlan, LearningCycle, sample_bytes
 from mel_opt.problems.messages import Records, TrainOrder
 from mel_opt.schemes import period
-from mel_opt.schemes.base import SchemeSpec, WorkPlan
+from mel_opt.schemes.base import SPEED_MOVE, SchemeSpec, WorkPlan
 from mel_opt.schemes.fedbuff import Model, Step, Update, default_buffer
 
 __all__ = ["AsyncServer", "LiveWorkers", "PlannedWork", "Work", "equal_work", "planned_work",
@@ -104,11 +104,50 @@ class PlannedWork:
     batch : int
         The minibatch: a start with room for less than a pass trains fewer samples, at least
         one minibatch.
+    place : callable or None
+        ``seconds -> samples or None``: the data placed again at these measured seconds per
+        sample-pass (the allocation's; None where it has none). None: placed once.
+    placed_at : ndarray or None
+        The seconds per sample-pass the data was last placed at (NaN: not measured then).
+    placements : list of dict
+        Every placement after the first: the server step after which it was made, the
+        seconds it was made at and the samples it gave.
     """
 
     plan: WorkPlan
     samples: np.ndarray
     batch: int
+    place: Callable[[np.ndarray], np.ndarray | None] | None = None
+    placed_at: np.ndarray | None = None
+    placements: list[dict[str, Any]] = field(default_factory=list)
+
+    def replace(self, seconds: np.ndarray, step: int) -> bool:
+        """After server ``step``: where a learner that takes part has a measured speed
+        (``seconds`` per sample-pass) more than :data:`~mel_opt.schemes.base.SPEED_MOVE`
+        away from the one its data was placed at, place the data again at these speeds and
+        tell the plan (:meth:`~mel_opt.schemes.base.WorkPlan.placed`). True if the data
+        moved."""
+        if self.place is None or self.placed_at is None:
+            return False
+        now = np.asarray(seconds, dtype=float)
+        was = self.placed_at
+        ok = (self.samples > 0) & np.isfinite(now) & np.isfinite(was) & (now > 0) & (was > 0)
+        moved = np.zeros(ok.shape, dtype=bool)
+        moved[ok] = np.abs(now[ok] / was[ok] - 1.0) > SPEED_MOVE
+        if not moved.any():
+            return False
+        self.placed_at = now.copy()
+        new = self.place(now)
+        if new is None:
+            return False
+        new = np.where(self.samples > 0, np.maximum(np.asarray(new, dtype=np.int64), 1), 0)
+        if np.array_equal(new, self.samples):
+            return False
+        self.samples = new
+        self.plan.placed(new)
+        self.placements.append({"step": int(step), "seconds": now.tolist(),
+                                "samples": new.tolist()})
+        return True
 
     def at(self, learner: int, now: float, seconds: float = math.nan) -> tuple[int, int]:
         """``(samples, passes)`` of ``learner``'s start at ``now`` [s on the server's clock]:
@@ -125,12 +164,14 @@ class PlannedWork:
         return max(min(self.batch, n), int(p * n)), 1
 
 
-def _measured_shares(run: LiveRun, K: int, log: Callable[[str], None]) -> np.ndarray | None:
+def _measured_shares(run: LiveRun, K: int, log: Callable[[str], None],
+                     seconds: np.ndarray | None = None) -> np.ndarray | None:
     """Each of the first ``K`` learners' data share under the method's allocation of the
-    measured instance (0 for a learner the probe did not find); None, with the reason
-    logged, where there is none to solve or it has no allocation."""
+    measured instance (0 for a learner the probe did not find), at ``seconds`` per
+    sample-pass (default: the fleet's estimates); None, with the reason logged, where there
+    is none to solve or it has no allocation."""
     active = np.asarray([k for k in run.fleet.learners if k < K], dtype=np.int64)
-    seconds = np.asarray(run.fleet.seconds, dtype=float)
+    seconds = np.asarray(run.fleet.seconds if seconds is None else seconds, dtype=float)
     if not active.size or not np.all(np.isfinite(seconds[active])):
         log("the data is the allocation on the file: not every learner's speed is measured")
         return None
@@ -162,8 +203,10 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
     learner's share of it (:meth:`~mel_opt.problems.learning.LearningCycle.data_shares`) in
     the data set's samples, scaled so that an equal share is FedBuff's ``work.samples``. Where
     the problem has no live instance, a speed was not measured or the measured instance has
-    no allocation, the file's instance is solved instead (``log`` says so). The data is
-    placed once; each start's work then follows every new measurement. A pass of learner
+    no allocation, the file's instance is solved instead (``log`` says so). Each start's work
+    follows every new measurement, and the measured data is placed again when a learner's
+    speed has moved by more than :data:`~mel_opt.schemes.base.SPEED_MOVE` since it was
+    placed (:meth:`PlannedWork.replace`; the file's allocation stays). A pass of learner
     ``k`` costs its measured seconds per sample-pass times its samples (the file's model
     until it is measured, as FedBuff's); its transfers are the file's (emulated).
 
@@ -175,6 +218,7 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
     assert spec.live_plan is not None
     K = run.K  # the file's first K learners
     shares = _measured_shares(run, K, log)
+    measured_data = shares is not None
     if shares is None:
         res = api.solve(run.inst, run.method, seed=0)
         if not res.ok:
@@ -182,8 +226,7 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
                              f"none for this instance ({res.status.value})")
         shares = np.asarray(run.cycle.data_shares(run.inst, run.method, dict(res.solution),
                                                   run.N), dtype=float)[:K]
-    total = float(shares.sum()) or 1.0
-    samples = np.rint(shares / total * work.samples * K).astype(np.int64)
+    samples = _in_samples(shares, work, K)
     per_sample_pass = np.asarray(work.compute_s, dtype=float)[:K] / max(
         work.samples * work.passes, 1)
     measured = np.asarray(run.fleet.seconds, dtype=float)[:K]
@@ -209,7 +252,21 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
         chosen = ", ".join(f"{k} {v:.4g}" for k, v in plan.row().items())
         log(f"{spec.name}: chosen by the bound over {horizon_s:g} s ({budgets:g} budgets): "
             f"{chosen}")
-    return PlannedWork(plan, samples, int(run.settings.batch_size))
+    place = None
+    if measured_data:
+        def place(seconds: np.ndarray) -> np.ndarray | None:
+            again = _measured_shares(run, K, lambda text: None, seconds)
+            return None if again is None else np.where(known, _in_samples(again, work, K), 0)
+
+    return PlannedWork(plan, samples, int(run.settings.batch_size), place,
+                       measured.copy() if measured_data else None)
+
+
+def _in_samples(shares: np.ndarray, work: Work, K: int) -> np.ndarray:
+    """Data shares in the data set's samples, scaled so that an equal share is FedBuff's
+    ``work.samples``."""
+    total = float(shares.sum()) or 1.0
+    return np.rint(shares / total * work.samples * K).astype(np.int64)
 
 
 def _bound_estimates(run: LiveRun, samples: np.ndarray,
@@ -402,9 +459,14 @@ class AsyncServer:
         self.log(f"step {step.version}: accuracy {record.evaluation['accuracy']:.3f}, "
                  f"{len(step.nodes)} updates, staleness {max(step.staleness)} at most, "
                  f"{record.round_wall_s:.3g} s")
-        if self.planned is not None:  # the plan's turn to react (a period chosen again)
-            plan = self.planned.plan
-            was = plan.row()
+        if self.planned is not None:  # a learner's speed moved: data and period again
+            planned, K = self.planned, self.planned.samples.size
+            plan, was = planned.plan, planned.plan.row()
+            if planned.replace(np.asarray(run.fleet.seconds, dtype=float)[:K], step.version):
+                held = planned.samples[planned.samples > 0]
+                self.log(f"step {step.version}: a learner's speed moved; the data placed "
+                         f"again at the measured speeds: samples {int(held.min())} to "
+                         f"{int(held.max())}")
             plan.stepped(None, self.now)
             if plan.row() != was:
                 self.log(f"step {step.version}: a learner's speed moved; "

@@ -36,8 +36,8 @@ from mel_opt.problems.work import WorkClock
 from mel_opt.settings import Setting
 from mel_opt.training.settings import BATCH_SIZE, LR
 
-__all__ = ["ENGINES", "GRID_BATCH", "GRID_LR", "SHARED_OPTIONS", "Loop", "RoundClose",
-           "RoundContext", "RoundPolicy", "SchemeSpec", "WorkPlan"]
+__all__ = ["ENGINES", "GRID_BATCH", "GRID_LR", "SHARED_OPTIONS", "SPEED_MOVE", "Loop",
+           "RoundClose", "RoundContext", "RoundPolicy", "SchemeSpec", "WorkPlan"]
 
 #: Where a scheme may run: the arena's virtual clock, live learner processes.
 ENGINES = ("arena", "live")
@@ -54,6 +54,12 @@ GRID_LR = (0.03, 0.1, 0.3, 1.0)
 #: and its ablations): the default 32 and a factor 2 each way (FedAvg's authors tune the
 #: minibatch, B in {10, 50, all}, McMahan et al., AISTATS 2017, Section 3).
 GRID_BATCH = (16, 32, 64)
+#: Live, a plan decides again (staggered: its data placed again by the allocation, its
+#: bound's period chosen again) once a learner's measured seconds per sample-pass is more
+#: than this fraction above or below the one it last decided at: the run-to-run noise of a
+#: loopback deployment's measurements stays well inside it (a few per cent), a device that
+#: slowed down or sped up does not.
+SPEED_MOVE = 0.25
 
 
 class Loop(enum.Enum):
@@ -188,6 +194,11 @@ class WorkPlan(Protocol):
     def stepped(self, model: Any, now: float) -> None:
         """After the arena's server step at virtual time ``now`` to ``model`` (a plan that
         decides again as the model trains does so here; the others ignore it)."""
+
+    def placed(self, sizes: np.ndarray) -> None:
+        """The data of every learner was placed again (``sizes``, samples each: a live run's
+        allocation at newly measured speeds): the plan's work and weights follow it (a plan
+        that does not weigh by data ignores it)."""
 
     def row(self) -> dict[str, float]:
         """What the plan adds to the arena's row of each step (staggered's period in force;

@@ -489,6 +489,9 @@ class FixedWork:
     def stepped(self, model: Model, now: float) -> None:
         """The fixed work does not follow the model."""
 
+    def placed(self, sizes: np.ndarray) -> None:
+        """The fixed work does not weigh by data."""
+
     def row(self) -> dict[str, float]:
         return {}
 

@@ -49,10 +49,11 @@ many budgets from the constants at the global model of the time (:meth:`Staggere
 stepped`), each new period's slots starting where the current period ends. Live, with
 ``period_rule`` bound, it is chosen after the probe from the constants each learner
 measured there in its own process (:func:`mel_opt.live.learner.probe_constants`), over the
-run's ``horizon``, each round trip also costing its learner's measured messaging, and
-chosen again from the same constants whenever a learner's measured time per pass has moved
-by more than :data:`SPEED_MOVE` since the last choice (the speeds the bound weighs are then
-no longer those it chose for).
+run's ``horizon``, each round trip also costing its learner's measured messaging. When a
+learner's measured speed moves by more than :data:`~mel_opt.schemes.base.SPEED_MOVE`, the
+live run places the data again (the allocation at the new speeds, :meth:`StaggeredPlan.
+placed`) and the period is chosen again from the same constants (the speeds and data the
+bound weighs are then no longer those it chose for).
 
 With ``G = 1`` and the period ``T`` this is the synchronous allocation's cycle on the work
 clock (every learner arrives at ``T`` and, at ``eta = 1``, the step is the data-weighted
@@ -71,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.schemes import period as bound
-from mel_opt.schemes.base import GRID_LR, Loop, RoundContext, SchemeSpec
+from mel_opt.schemes.base import GRID_LR, SPEED_MOVE, Loop, RoundContext, SchemeSpec
 from mel_opt.schemes.fedbuff import (
     ARENA_SERVER_LR,
     LIVE_SERVER_LR,
@@ -82,8 +83,7 @@ from mel_opt.schemes.fedbuff import (
 from mel_opt.settings import Setting
 
 __all__ = ["DEFAULT_PERIOD", "GROUPS", "HORIZON", "LIVE_PERIOD", "PERIOD", "PERIOD_RULE", "PHI",
-           "RECHOOSE", "SPEC", "SPEED_MOVE", "StaggeredPlan", "deal_groups", "default_groups",
-           "next_slot"]
+           "RECHOOSE", "SPEC", "StaggeredPlan", "deal_groups", "default_groups", "next_slot"]
 
 GROUPS = Setting("groups", int, None, "staggered's groups G: the fleet arrives in G groups, "
                  "offset by a G-th of the period, and the server steps once per group.",
@@ -112,11 +112,6 @@ HORIZON = Setting("horizon", float, None, "The run time that --period-rule bound
                   "in the problem's budgets (the arena's horizon, its cycles; a live "
                   "asynchronous run's --rounds counts server steps, not time).", minimum=0.0,
                   minimum_open=True, nullable=True, default_doc="--rounds budgets")
-#: Live, the bound's period is chosen again (from the probe's constants) once a learner's
-#: measured time per pass is more than this fraction above or below the one the period was
-#: last chosen for: the run-to-run noise of a loopback deployment's measurements stays well
-#: inside it (a few per cent), a device that slowed down or sped up does not.
-SPEED_MOVE = 0.25
 PHI = Setting("phi", float, bound.DEFAULT_PHI, "The control constant of the bound that chooses "
               "staggered's period (its authors' CNN value).",
               minimum=0.0, minimum_open=True)
@@ -186,8 +181,9 @@ class StaggeredPlan:
     chooser : callable or None
         ``model -> period``: the bound's period from constants measured at ``model``.
     speed_move : float or None
-        Choose the period again once a learner's time per pass (:meth:`measured`) is more
-        than this fraction away from the one it was last chosen for (None: never for that).
+        Choose the period again once a learner's time per sample-pass (:meth:`measured`
+        over its data) is more than this fraction away from the one it was last chosen for
+        (None: never for that).
     """
 
     period: float
@@ -245,7 +241,7 @@ class StaggeredPlan:
         (:meth:`chosen_period`, at the run's ``lr`` and ``phi``, each round trip also costing
         its learner's ``overhead_s``) instead of ``period``, chosen again from the same
         constants whenever a learner's measured speed moves by more than
-        :data:`SPEED_MOVE` (:meth:`stepped`)."""
+        :data:`~mel_opt.schemes.base.SPEED_MOVE` (:meth:`stepped`)."""
         sizes = np.asarray(sizes, dtype=np.int64)
         n = max(1, int((sizes > 0).sum()))
         G = min(n, default_groups(n) if options.groups is None else int(options.groups))
@@ -286,14 +282,18 @@ class StaggeredPlan:
         held = self.sizes[self.sizes > 0]  # the data of those that take part: fixed for good
         self._mean = float(np.mean(held)) if held.size else 1.0
         self._chosen_at = 0.0  # when the period was last chosen
-        self._chosen_for = self.per_pass_s.copy()  # and the times per pass it was chosen for
+        self._chosen_for = self._speeds()  # and the speeds it was chosen for
+
+    def _speeds(self) -> np.ndarray:
+        """Each learner's seconds per sample-pass (its pass over its data, per sample)."""
+        return self.per_pass_s / np.maximum(self.sizes, 1)
 
     def _moved(self) -> bool:
-        """Whether a learner's time per pass has moved by more than ``speed_move`` since
-        the period was last chosen."""
+        """Whether a learner's time per sample-pass has moved by more than ``speed_move``
+        since the period was last chosen."""
         if self.speed_move is None:
             return False
-        was, now = self._chosen_for, self.per_pass_s
+        was, now = self._chosen_for, self._speeds()
         ok = (self.sizes > 0) & (was > 0) & (now > 0)
         return bool(np.any(np.abs(now[ok] / was[ok] - 1.0) > self.speed_move))
 
@@ -309,7 +309,7 @@ class StaggeredPlan:
         if self.chooser is None or not (due or self._moved()):
             return
         self._chosen_at = now
-        self._chosen_for = self.per_pass_s.copy()
+        self._chosen_for = self._speeds()
         new = float(self.chooser(model))
         if not (math.isfinite(new) and new > 0) or new == self.period:
             return
@@ -350,6 +350,18 @@ class StaggeredPlan:
         next starts are sized by it."""
         if math.isfinite(per_pass_s) and per_pass_s > 0:
             self.per_pass_s[int(node)] = float(per_pass_s)
+
+    def placed(self, sizes: np.ndarray) -> None:
+        """The learners' data placed again (a live run's allocation at newly measured
+        speeds): each one's pass costs its speed times its new data, and the weights follow
+        the new data. The learners that take part and their groups stay as they were dealt
+        (a learner in flight keeps its slot); one the allocation now gives nothing keeps a
+        single sample."""
+        take = self.sizes > 0
+        new = np.where(take, np.maximum(np.asarray(sizes, dtype=np.int64), 1), 0)
+        self.per_pass_s = self._speeds() * np.maximum(new, 1)
+        self.sizes = new
+        self._mean = float(np.mean(new[take])) if take.any() else 1.0
 
     def weight(self, node: int, staleness: int) -> float:
         """An update's weight in the server step: the learner's data over the mean of those

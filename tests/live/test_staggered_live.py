@@ -199,6 +199,60 @@ def test_the_bounds_period_is_chosen_again_live_when_a_learner_slows_down(
     assert {r["control"]["period_s"] for r in fixed.rounds[1:]} == {15.0}
 
 
+def test_the_data_is_placed_again_at_the_measured_speeds_when_a_learner_slows_down(
+        digits: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Learner 1 four times slower after its first start: once the server's estimate of its
+    speed has moved by more than a quarter, the allocation is solved again at the measured
+    speeds and its data goes to the others; its later starts are sized from its new data.
+    The speeds of a steady run never move that far: its data stays where it was placed."""
+    from mel_opt.live import fedbuff
+
+    seen: list[tuple[np.ndarray, list[dict[str, Any]]]] = []
+    replace = fedbuff.PlannedWork.replace
+
+    def spy(self: Any, seconds: np.ndarray, step: int) -> bool:
+        if not seen or seen[-1][1] is not self.placements:
+            seen.append((self.samples.copy(), self.placements))
+        return replace(self, seconds, step)
+
+    monkeypatch.setattr(fedbuff.PlannedWork, "replace", spy)
+    steady = _staggered(digits, rounds=16)
+    assert steady.stopped is None and seen[-1][1] == []
+    starts: dict[int, int] = {}
+
+    def compute_s(r: int, k: int, work: float) -> float:
+        starts[k] = starts.get(k, 0) + 1
+        return (4.0 if k == 1 and starts[k] > 1 else 1.0) * SLOW * work
+
+    run = _staggered(digits, compute_s, rounds=16)
+    assert run.stopped is None
+    first, placements = seen[-1]
+    assert placements, "the data was never placed again"
+    # each placement is exact's allocation at the speeds measured then, in FedBuff's units
+    cycle = get_problem("mel-async").learning
+    assert cycle is not None
+    work = equal_work(cycle, run.inst, run.N)
+    for p in placements:
+        seconds = np.asarray(p["seconds"])
+        measured = cycle.live_instance(run.inst, np.arange(4), seconds, run.N)
+        d = np.asarray(api.solve(measured, "exact", seed=0).solution["d"], dtype=float)
+        assert p["samples"] == np.rint(d / d.sum() * work.samples * 4).astype(int).tolist()
+    assert placements[0]["seconds"][1] > (1 + 0.25) * SLOW  # it moved by over a quarter
+    last = np.asarray(placements[-1]["samples"])
+    assert last[1] < first[1] and all(last[k] > first[k] for k in (0, 2, 3))
+    # learner 1's starts from a model after the first placement (a reply joining step r with
+    # staleness s started from version r - 1 - s) train at most the data it held then
+    later = 0
+    for r in run.rows:
+        if r["learner"] != 1 or r["status"] != "ok":
+            continue
+        held = [p["samples"][1] for p in placements if p["step"] <= r["round"] - 1 - r["staleness"]]
+        if held:
+            later += 1
+            assert r["samples"] <= held[-1]
+    assert later
+
+
 def test_the_bound_without_constants_keeps_the_period_given_and_says_so_in_the_summary(
         digits: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Learners that do not answer the request for the bound's constants (a learner of an

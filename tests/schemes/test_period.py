@@ -207,7 +207,7 @@ def test_a_live_bound_period_is_chosen_again_when_a_learners_speed_moves() -> No
     """Live, the bound's period is chosen again from the probe's constants at the next server
     step after a learner's time per pass moved by more than a quarter since the last choice;
     a smaller move keeps it, and so does a fixed period whatever the speeds do."""
-    from mel_opt.schemes.staggered import SPEED_MOVE
+    from mel_opt.schemes.base import SPEED_MOVE
 
     assert SPEED_MOVE == 0.25
     est = Estimates(beta=2.0, rho=1.0, delta=3.0)
