@@ -104,11 +104,16 @@ class PlannedWork:
     batch : int
         The minibatch: a start with room for less than a pass trains fewer samples, at least
         one minibatch.
+    placed_at : ndarray
+        The seconds per sample-pass each learner's data was last placed at (NaN: not
+        measured then).
+    window_s : float
+        How much measured compute a learner's speed is judged over [s] (the problem's
+        budget).
     place : callable or None
-        ``seconds -> samples or None``: the data placed again at these measured seconds per
-        sample-pass (the allocation's; None where it has none). None: placed once.
-    placed_at : ndarray or None
-        The seconds per sample-pass the data was last placed at (NaN: not measured then).
+        ``seconds -> samples or None``: the data placed again at these seconds per
+        sample-pass (the allocation's; None where it has none). None: the data stays (the
+        plan is still told of the new speeds).
     placements : list of dict
         Every placement after the first: the server step after which it was made, the
         seconds it was made at and the samples it gave.
@@ -117,36 +122,53 @@ class PlannedWork:
     plan: WorkPlan
     samples: np.ndarray
     batch: int
+    placed_at: np.ndarray
+    window_s: float
     place: Callable[[np.ndarray], np.ndarray | None] | None = None
-    placed_at: np.ndarray | None = None
     placements: list[dict[str, Any]] = field(default_factory=list)
 
-    def replace(self, seconds: np.ndarray, step: int) -> bool:
-        """After server ``step``: where a learner that takes part has a measured speed
-        (``seconds`` per sample-pass) more than :data:`~mel_opt.schemes.base.SPEED_MOVE`
-        away from the one its data was placed at, place the data again at these speeds and
-        tell the plan (:meth:`~mel_opt.schemes.base.WorkPlan.placed`). True if the data
-        moved."""
-        if self.place is None or self.placed_at is None:
-            return False
-        now = np.asarray(seconds, dtype=float)
-        was = self.placed_at
-        ok = (self.samples > 0) & np.isfinite(now) & np.isfinite(was) & (now > 0) & (was > 0)
+    def __post_init__(self) -> None:
+        K = self.samples.size
+        self.placed_at = np.asarray(self.placed_at, dtype=float).copy()
+        self._compute = np.zeros(K)  # each learner's measured compute in its window [s]
+        self._work = np.zeros(K)  # and the sample-passes it did in it
+        self._speed = np.full(K, np.nan)  # its last full window's seconds per sample-pass
+
+    def observe(self, learner: int, compute_s: float, work: float) -> None:
+        """One accepted reply of ``learner``: ``compute_s`` of measured compute for
+        ``work`` sample-passes. Once its window holds :attr:`window_s` of compute, the
+        window's ratio (all its compute over all its work) is the learner's speed, and a new
+        window starts."""
+        k = int(learner)
+        if not (math.isfinite(compute_s) and compute_s > 0 and work > 0):
+            return
+        self._compute[k] += compute_s
+        self._work[k] += work
+        if self._compute[k] >= self.window_s:
+            self._speed[k] = self._compute[k] / self._work[k]
+            self._compute[k] = self._work[k] = 0.0
+
+    def replace(self, step: int, now: float) -> bool:
+        """After server ``step`` at ``now`` [s on the server's clock]: where a learner
+        that takes part has a speed (its last full window's) more than
+        :data:`~mel_opt.schemes.base.SPEED_MOVE` away from the one its data was placed at,
+        place the data again at every learner's last speed and tell the plan
+        (:meth:`~mel_opt.schemes.base.WorkPlan.placed`). True if the plan was told."""
+        speed, was = self._speed, self.placed_at
+        ok = (self.samples > 0) & np.isfinite(speed) & np.isfinite(was) & (was > 0)
         moved = np.zeros(ok.shape, dtype=bool)
-        moved[ok] = np.abs(now[ok] / was[ok] - 1.0) > SPEED_MOVE
+        moved[ok] = np.abs(speed[ok] / was[ok] - 1.0) > SPEED_MOVE
         if not moved.any():
             return False
-        self.placed_at = now.copy()
-        new = self.place(now)
-        if new is None:
-            return False
-        new = np.where(self.samples > 0, np.maximum(np.asarray(new, dtype=np.int64), 1), 0)
-        if np.array_equal(new, self.samples):
-            return False
-        self.samples = new
-        self.plan.placed(new)
-        self.placements.append({"step": int(step), "seconds": now.tolist(),
-                                "samples": new.tolist()})
+        seconds = np.where(np.isfinite(speed), speed, was)
+        self.placed_at = seconds.copy()
+        new = None if self.place is None else self.place(seconds)
+        if new is not None:
+            self.samples = np.where(self.samples > 0,
+                                    np.maximum(np.asarray(new, dtype=np.int64), 1), 0)
+        self.plan.placed(self.samples, seconds, now)
+        self.placements.append({"step": int(step), "seconds": seconds.tolist(),
+                                "samples": self.samples.tolist()})
         return True
 
     def at(self, learner: int, now: float, seconds: float = math.nan) -> tuple[int, int]:
@@ -205,8 +227,10 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
     the problem has no live instance, a speed was not measured or the measured instance has
     no allocation, the file's instance is solved instead (``log`` says so). Each start's work
     follows every new measurement, and the measured data is placed again when a learner's
-    speed has moved by more than :data:`~mel_opt.schemes.base.SPEED_MOVE` since it was
-    placed (:meth:`PlannedWork.replace`; the file's allocation stays). A pass of learner
+    speed, measured over a budget of its compute, has moved by more than
+    :data:`~mel_opt.schemes.base.SPEED_MOVE` since it was placed (:meth:`PlannedWork.
+    replace`; the file's allocation stays, the plan still hears of the speeds). A pass of
+    learner
     ``k`` costs its measured seconds per sample-pass times its samples (the file's model
     until it is measured, as FedBuff's); its transfers are the file's (emulated).
 
@@ -258,8 +282,8 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
             again = _measured_shares(run, K, lambda text: None, seconds)
             return None if again is None else np.where(known, _in_samples(again, work, K), 0)
 
-    return PlannedWork(plan, samples, int(run.settings.batch_size), place,
-                       measured.copy() if measured_data else None)
+    return PlannedWork(plan, samples, int(run.settings.batch_size), measured,
+                       float(clock.budget_s), place)
 
 
 def _in_samples(shares: np.ndarray, work: Work, K: int) -> np.ndarray:
@@ -399,6 +423,8 @@ class AsyncServer:
             return f"its measurement is not believed: {why}"
         fleet.note_overhead(k, report.compute_s, elapsed_s)
         fleet.fold_pooled()
+        if self.planned is not None:
+            self.planned.observe(k, report.compute_s, report.work)
         info.update(compute_measured_s=report.compute_s,
                     measured_s=report.compute_s + float(info["comm_emulated_s"]),
                     comm_measured_s=beyond_compute(elapsed_s, report.compute_s))
@@ -460,18 +486,13 @@ class AsyncServer:
                  f"{len(step.nodes)} updates, staleness {max(step.staleness)} at most, "
                  f"{record.round_wall_s:.3g} s")
         if self.planned is not None:  # a learner's speed moved: data and period again
-            planned, K = self.planned, self.planned.samples.size
-            plan, was = planned.plan, planned.plan.row()
-            if planned.replace(np.asarray(run.fleet.seconds, dtype=float)[:K], step.version):
+            planned = self.planned
+            if planned.replace(step.version, self.now):
                 held = planned.samples[planned.samples > 0]
                 self.log(f"step {step.version}: a learner's speed moved; the data placed "
                          f"again at the measured speeds: samples {int(held.min())} to "
-                         f"{int(held.max())}")
-            plan.stepped(None, self.now)
-            if plan.row() != was:
-                self.log(f"step {step.version}: a learner's speed moved; "
-                         + ", ".join(f"{k} {v:.4g}" for k, v in plan.row().items())
-                         + " from the next step on")
+                         f"{int(held.max())}; "
+                         + ", ".join(f"{k} {v:.4g}" for k, v in planned.plan.row().items()))
 
     def start_clock(self) -> None:
         """The server's clock, and the first step's wall time, count from now."""

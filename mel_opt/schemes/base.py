@@ -55,10 +55,12 @@ GRID_LR = (0.03, 0.1, 0.3, 1.0)
 #: minibatch, B in {10, 50, all}, McMahan et al., AISTATS 2017, Section 3).
 GRID_BATCH = (16, 32, 64)
 #: Live, a plan decides again (staggered: its data placed again by the allocation, its
-#: bound's period chosen again) once a learner's measured seconds per sample-pass is more
-#: than this fraction above or below the one it last decided at: the run-to-run noise of a
-#: loopback deployment's measurements stays well inside it (a few per cent), a device that
-#: slowed down or sped up does not.
+#: bound's period chosen again) once a learner's seconds per sample-pass, measured over a
+#: budget's worth of its compute (all its replies' compute over all their sample-passes), is
+#: more than this fraction above or below the one it was placed at. One short start's
+#: measurement is far noisier than that on a throttled learner (its duty cycle's tenth of a
+#: second is a large part of a fifth of a second's work); a budget's worth averages it out,
+#: while a device that slowed down or sped up still moves it.
 SPEED_MOVE = 0.25
 
 
@@ -195,10 +197,10 @@ class WorkPlan(Protocol):
         """After the arena's server step at virtual time ``now`` to ``model`` (a plan that
         decides again as the model trains does so here; the others ignore it)."""
 
-    def placed(self, sizes: np.ndarray) -> None:
-        """The data of every learner was placed again (``sizes``, samples each: a live run's
-        allocation at newly measured speeds): the plan's work and weights follow it (a plan
-        that does not weigh by data ignores it)."""
+    def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> None:
+        """The data of every learner was placed again at ``now`` (``sizes``, samples each: a
+        live run's allocation at the speeds it measured, ``seconds`` per sample-pass): the
+        plan's work and weights follow it (a plan that does not weigh by data ignores it)."""
 
     def row(self) -> dict[str, float]:
         """What the plan adds to the arena's row of each step (staggered's period in force;

@@ -489,7 +489,7 @@ class FixedWork:
     def stepped(self, model: Model, now: float) -> None:
         """The fixed work does not follow the model."""
 
-    def placed(self, sizes: np.ndarray) -> None:
+    def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> None:
         """The fixed work does not weigh by data."""
 
     def row(self) -> dict[str, float]:

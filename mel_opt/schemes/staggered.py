@@ -50,10 +50,11 @@ stepped`), each new period's slots starting where the current period ends. Live,
 ``period_rule`` bound, it is chosen after the probe from the constants each learner
 measured there in its own process (:func:`mel_opt.live.learner.probe_constants`), over the
 run's ``horizon``, each round trip also costing its learner's measured messaging. When a
-learner's measured speed moves by more than :data:`~mel_opt.schemes.base.SPEED_MOVE`, the
-live run places the data again (the allocation at the new speeds, :meth:`StaggeredPlan.
-placed`) and the period is chosen again from the same constants (the speeds and data the
-bound weighs are then no longer those it chose for).
+learner's speed, measured over a budget of its work, moves by more than
+:data:`~mel_opt.schemes.base.SPEED_MOVE`, the live run places the data again (the allocation
+at the new speeds) and the period is chosen again from the same constants
+(:meth:`StaggeredPlan.placed`: the speeds and data the bound weighs are then no longer those
+it chose for).
 
 With ``G = 1`` and the period ``T`` this is the synchronous allocation's cycle on the work
 clock (every learner arrives at ``T`` and, at ``eta = 1``, the step is the data-weighted
@@ -72,7 +73,7 @@ from typing import Any
 import numpy as np
 
 from mel_opt.schemes import period as bound
-from mel_opt.schemes.base import GRID_LR, SPEED_MOVE, Loop, RoundContext, SchemeSpec
+from mel_opt.schemes.base import GRID_LR, Loop, RoundContext, SchemeSpec
 from mel_opt.schemes.fedbuff import (
     ARENA_SERVER_LR,
     LIVE_SERVER_LR,
@@ -106,8 +107,8 @@ LIVE_PERIOD = Setting("period", float, DEFAULT_PERIOD, "staggered's period: how 
 PERIOD_RULE = Setting("period_rule", str, "fixed", "How a live run sets staggered's period: "
                       "fixed (--period), or bound (Wang et al.'s bound, from each learner's "
                       "constants measured in the probe at the starting model and its measured "
-                      "speed, over --horizon; chosen again when a learner's speed moves by "
-                      "more than a quarter).", choices=("fixed", "bound"))
+                      "speed, over --horizon; chosen again when the data is placed again at "
+                      "new speeds).", choices=("fixed", "bound"))
 HORIZON = Setting("horizon", float, None, "The run time that --period-rule bound plans for, "
                   "in the problem's budgets (the arena's horizon, its cycles; a live "
                   "asynchronous run's --rounds counts server steps, not time).", minimum=0.0,
@@ -180,10 +181,6 @@ class StaggeredPlan:
         Every how many seconds the period is chosen again (None: never).
     chooser : callable or None
         ``model -> period``: the bound's period from constants measured at ``model``.
-    speed_move : float or None
-        Choose the period again once a learner's time per sample-pass (:meth:`measured`
-        over its data) is more than this fraction away from the one it was last chosen for
-        (None: never for that).
     """
 
     period: float
@@ -196,7 +193,6 @@ class StaggeredPlan:
     origin: float = 0.0
     rechoose_s: float | None = None
     chooser: Callable[[Any], float] | None = None
-    speed_move: float | None = None
 
     @classmethod
     def of(cls, ctx: RoundContext) -> StaggeredPlan:
@@ -240,8 +236,7 @@ class StaggeredPlan:
         learners in the probe) and the run's ``horizon_s``, the period is the bound's
         (:meth:`chosen_period`, at the run's ``lr`` and ``phi``, each round trip also costing
         its learner's ``overhead_s``) instead of ``period``, chosen again from the same
-        constants whenever a learner's measured speed moves by more than
-        :data:`~mel_opt.schemes.base.SPEED_MOVE` (:meth:`stepped`)."""
+        constants when the data is placed again at new speeds (:meth:`placed`)."""
         sizes = np.asarray(sizes, dtype=np.int64)
         n = max(1, int((sizes > 0).sum()))
         G = min(n, default_groups(n) if options.groups is None else int(options.groups))
@@ -259,7 +254,7 @@ class StaggeredPlan:
                 return plan.chosen_period(*args)
 
             plan.period = chooser(None)
-            plan.chooser, plan.speed_move = chooser, SPEED_MOVE
+            plan.chooser = chooser
         return plan
 
     @property
@@ -279,38 +274,26 @@ class StaggeredPlan:
 
     def __post_init__(self) -> None:
         self._aimed = np.full(self.group.size, -np.inf)  # each learner's last slot
-        held = self.sizes[self.sizes > 0]  # the data of those that take part: fixed for good
+        held = self.sizes[self.sizes > 0]  # the data of those that take part (until placed)
         self._mean = float(np.mean(held)) if held.size else 1.0
         self._chosen_at = 0.0  # when the period was last chosen
-        self._chosen_for = self._speeds()  # and the speeds it was chosen for
-
-    def _speeds(self) -> np.ndarray:
-        """Each learner's seconds per sample-pass (its pass over its data, per sample)."""
-        return self.per_pass_s / np.maximum(self.sizes, 1)
-
-    def _moved(self) -> bool:
-        """Whether a learner's time per sample-pass has moved by more than ``speed_move``
-        since the period was last chosen."""
-        if self.speed_move is None:
-            return False
-        was, now = self._chosen_for, self._speeds()
-        ok = (self.sizes > 0) & (was > 0) & (now > 0)
-        return bool(np.any(np.abs(now[ok] / was[ok] - 1.0) > self.speed_move))
 
     def stepped(self, model: Any, now: float) -> None:
         """After a server step at ``now``: once ``rechoose_s`` has passed since the period
-        was last chosen, or a learner's time per pass has moved by more than ``speed_move``
-        since then, choose it again (from constants measured at ``model``). A new period
+        was last chosen, choose it again from constants measured at ``model``. A new period
         starts a new grid of slots where the current period ends (the first multiple of the
         old period, from the old origin, at or after every slot a learner is aiming at), so
         no learner in flight misses its slot; each learner's next start aims at its group's
         first slot on the new grid, and fills the time to it with work."""
-        due = self.rechoose_s is not None and now >= self._chosen_at + self.rechoose_s
-        if self.chooser is None or not (due or self._moved()):
+        if self.chooser is None or self.rechoose_s is None or \
+                now < self._chosen_at + self.rechoose_s:
             return
         self._chosen_at = now
-        self._chosen_for = self._speeds()
-        new = float(self.chooser(model))
+        self._switch(float(self.chooser(model)), now)
+
+    def _switch(self, new: float, now: float) -> None:
+        """The period ``new`` from ``now`` on: its grid of slots starts where the current
+        period ends (:meth:`stepped`)."""
         if not (math.isfinite(new) and new > 0) or new == self.period:
             return
         aimed = self._aimed[np.isfinite(self._aimed)]
@@ -351,17 +334,25 @@ class StaggeredPlan:
         if math.isfinite(per_pass_s) and per_pass_s > 0:
             self.per_pass_s[int(node)] = float(per_pass_s)
 
-    def placed(self, sizes: np.ndarray) -> None:
-        """The learners' data placed again (a live run's allocation at newly measured
-        speeds): each one's pass costs its speed times its new data, and the weights follow
-        the new data. The learners that take part and their groups stay as they were dealt
-        (a learner in flight keeps its slot); one the allocation now gives nothing keeps a
-        single sample."""
+    def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> None:
+        """The learners' data placed again at ``now`` (a live run's allocation at the
+        speeds it measured, ``seconds`` per sample-pass; NaN: unchanged): each one's pass
+        costs its speed times its new data, the weights follow the new data, and a period
+        chosen by the bound is chosen again (the same constants, the new speeds and data),
+        its slots starting where the current period ends. The learners that take part and
+        their groups stay as they were dealt (a learner in flight keeps its slot); one the
+        allocation now gives nothing keeps a single sample."""
         take = self.sizes > 0
         new = np.where(take, np.maximum(np.asarray(sizes, dtype=np.int64), 1), 0)
-        self.per_pass_s = self._speeds() * np.maximum(new, 1)
+        speed = self.per_pass_s / np.maximum(self.sizes, 1)
+        given = np.asarray(seconds, dtype=float)
+        speed = np.where(np.isfinite(given) & (given > 0), given, speed)
+        self.per_pass_s = speed * np.maximum(new, 1)
         self.sizes = new
         self._mean = float(np.mean(new[take])) if take.any() else 1.0
+        if self.chooser is not None:
+            self._chosen_at = now
+            self._switch(float(self.chooser(None)), now)
 
     def weight(self, node: int, staleness: int) -> float:
         """An update's weight in the server step: the learner's data over the mean of those

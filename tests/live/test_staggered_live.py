@@ -86,6 +86,52 @@ def _staggered(digits: Any, compute_s: Any = None, **kw: Any) -> LiveRun:
     return run_in_process(run, np.array_split(np.arange(digits.y_train.size), 4), clock)
 
 
+def test_a_learners_speed_is_judged_over_a_budget_of_its_compute_before_its_data_moves(
+) -> None:
+    """PlannedWork's trigger, by hand: single replies three times apart (a throttled
+    learner's short starts) do not move the data while their ratio over a window of the
+    budget's compute stays within a quarter of the speed it was placed at; a learner that
+    slowed down does, at every learner's last measured speed, and the plan hears of it."""
+    from mel_opt.live.fedbuff import PlannedWork
+
+    told: list[tuple[list[int], list[float], float]] = []
+
+    class Plan:
+        def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> None:
+            told.append((sizes.tolist(), seconds.tolist(), now))
+
+    asked: list[list[float]] = []
+
+    def place(seconds: np.ndarray) -> np.ndarray:
+        asked.append(seconds.tolist())
+        return np.array([300, 100, 0])
+
+    work = PlannedWork(Plan(), np.array([200, 200, 0]), 32,  # type: ignore[arg-type]
+                       np.array([1e-4, 1e-4, np.nan]), 1.0, place)
+    # learner 0: 0.3 s and 0.1 s for 2,000 sample-passes each (1.5e-4 and 0.5e-4), then
+    # 0.62 s for 6,000: 1.02 s over 10,000 sample-passes, 1.02e-4: within a quarter
+    for compute in (0.3, 0.1):
+        work.observe(0, compute, 2000)
+    assert not work.replace(1, 1.0)  # no full window yet
+    work.observe(0, 0.62, 6000)
+    assert not work.replace(2, 2.0) and asked == [] and told == []
+    # learner 1 twice as slow: 0.5 s + 0.5 s for 2,500 sample-passes each, 2e-4
+    work.observe(1, 0.5, 2500)
+    assert not work.replace(3, 3.0)
+    work.observe(1, 0.5, 2500)
+    assert work.replace(4, 4.5)
+    # every learner's last full window's speed (learner 2 has none: NaN)
+    assert len(asked) == 1 and asked[0][:2] == pytest.approx([1.02e-4, 2e-4])
+    assert math.isnan(asked[0][2])
+    assert work.samples.tolist() == [300, 100, 0]  # the one that took no part still none
+    assert told[0][0] == [300, 100, 0] and told[0][2] == 4.5
+    assert told[0][1][:2] == asked[0][:2]
+    assert [(p["step"], p["samples"]) for p in work.placements] == [(4, [300, 100, 0])]
+    # the speeds it was placed at are the new reference: the same speed again moves nothing
+    work.observe(1, 1.0, 5000)
+    assert not work.replace(5, 5.0) and len(told) == 1
+
+
 def test_staggered_live_a_liar_is_clipped_by_the_default_rule_and_ruins_the_mean(
         digits: Any) -> None:
     """A poisoned learner, as FedBuff's loop meets it: learner 1 sends its model scaled by
@@ -186,7 +232,7 @@ def test_the_bounds_period_is_chosen_again_live_when_a_learner_slows_down(
     steady = _staggered(digits, period_rule="bound", horizon=0.5)
     first = steady.rounds[1]["control"]["period_s"]
     assert {r["control"]["period_s"] for r in steady.rounds[1:]} == {first}
-    run = _staggered(digits, compute_s, period_rule="bound", horizon=0.5, rounds=16)
+    run = _staggered(digits, compute_s, period_rule="bound", horizon=0.5, rounds=48)
     assert run.stopped is None
     periods = [r["control"]["period_s"] for r in run.rounds[1:]]
     assert periods[0] == pytest.approx(first)  # the probe's speeds: the steady run's period
@@ -210,10 +256,10 @@ def test_the_data_is_placed_again_at_the_measured_speeds_when_a_learner_slows_do
     seen: list[tuple[np.ndarray, list[dict[str, Any]]]] = []
     replace = fedbuff.PlannedWork.replace
 
-    def spy(self: Any, seconds: np.ndarray, step: int) -> bool:
+    def spy(self: Any, step: int, now: float) -> bool:
         if not seen or seen[-1][1] is not self.placements:
             seen.append((self.samples.copy(), self.placements))
-        return replace(self, seconds, step)
+        return replace(self, step, now)
 
     monkeypatch.setattr(fedbuff.PlannedWork, "replace", spy)
     steady = _staggered(digits, rounds=16)

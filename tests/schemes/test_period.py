@@ -203,45 +203,44 @@ def test_a_live_plan_with_the_learners_constants_counts_the_messaging_of_a_round
         StaggeredPlan.live(opts, 10.0, per_pass, fixed, sizes, 16, estimates=est)
 
 
-def test_a_live_bound_period_is_chosen_again_when_a_learners_speed_moves() -> None:
-    """Live, the bound's period is chosen again from the probe's constants at the next server
-    step after a learner's time per pass moved by more than a quarter since the last choice;
-    a smaller move keeps it, and so does a fixed period whatever the speeds do."""
-    from mel_opt.schemes.base import SPEED_MOVE
-
-    assert SPEED_MOVE == 0.25
+def test_a_live_plan_placed_again_follows_the_new_data_and_chooses_the_bounds_period_again(
+) -> None:
+    """Live, the data placed again at new speeds: each pass costs the new speed times the
+    new data, the weights follow the new data, and the bound's period is chosen again from
+    the probe's constants, its grid starting where the current period ends; a fixed period
+    stays whatever the data does."""
     est = Estimates(beta=2.0, rho=1.0, delta=3.0)
     per_pass, fixed = np.array([0.3, 0.6]), np.array([0.2, 0.1])
     sizes = np.array([64, 32])
     opts = SimpleNamespace(groups=2, period=0.25, lr=0.1, phi=5e-5)
 
-    def by_hand(pp: np.ndarray) -> float:
-        return choose_period(step_seconds(pp, sizes, 16), fixed, sizes.astype(float), 10.0,
-                             50.0, est, 0.1, 5e-5)
+    def by_hand(pp: np.ndarray, n: np.ndarray) -> float:
+        return choose_period(step_seconds(pp, n, 16), fixed, n.astype(float), 10.0, 50.0,
+                             est, 0.1, 5e-5)
 
     plan = StaggeredPlan.live(opts, 10.0, per_pass.copy(), fixed, sizes, 16, estimates=est,
                               horizon_s=50.0)
-    first = by_hand(per_pass)
+    first = by_hand(per_pass, sizes)
     assert plan.period == first
+    assert plan.weight(0, 1) == pytest.approx(64 / 48 / 2)
     plan.passes(0, 0.0)  # learner 0 (group 0) aims at its first slot, P / 2
-    plan.measured(1, 0.6 * 1.2)  # 20 % slower: within the noise allowed
-    plan.stepped(None, 1.0)
-    assert plan.period == first and plan.origin == 0.0
-    plan.measured(1, 0.6 * 3.0)  # three times slower: chosen again at the next step
-    plan.stepped(None, 2.0)
-    again = by_hand(np.array([0.3, 1.8]))
+    # learner 1 three times slower (0.6 / 32 -> 1.8 / 32 s a sample-pass): the allocation
+    # now gives it 16 samples and learner 0 80; learner 0's speed was not measured (NaN)
+    plan.placed(np.array([80, 16]), np.array([np.nan, 1.8 / 32]), 2.0)
+    assert plan.per_pass_s == pytest.approx([0.3 / 64 * 80, 1.8 / 32 * 16])
+    assert plan.sizes.tolist() == [80, 16]
+    assert plan.weight(0, 1) == pytest.approx(80 / 48 / 2)
+    again = by_hand(np.array([0.375, 0.9]), np.array([80, 16]))
     assert again != pytest.approx(first) and plan.period == pytest.approx(again)
     # the new grid starts where the current period ends: at the first multiple of the old
-    # period at or after the slot learner 0 aims at (P / 2) and the step's time (2 s)
+    # period at or after the slot learner 0 aims at (P / 2) and the time of the step (2 s)
     assert plan.origin == pytest.approx(first * math.ceil(max(2.0, first / 2) / first - 1e-9))
-    origin = plan.origin
-    plan.measured(1, 1.8 * 1.1)  # 10 % from the speed it was chosen again for: kept
-    plan.stepped(None, 3.0)
-    assert plan.period == pytest.approx(again) and plan.origin == origin
-    fixed_plan = StaggeredPlan.live(opts, 10.0, per_pass.copy(), fixed, sizes, 16)
-    fixed_plan.measured(1, 6.0)
-    fixed_plan.stepped(None, 1.0)
-    assert fixed_plan.period == 2.5 and fixed_plan.origin == 0.0
+    # a learner the allocation gives nothing keeps one sample; one that never took part none
+    three = StaggeredPlan.live(opts, 10.0, np.array([0.3, 0.6, 1.0]), np.zeros(3),
+                               np.array([64, 32, 0]), 16)
+    three.placed(np.array([96, 0, 50]), np.full(3, np.nan), 1.0)
+    assert three.sizes.tolist() == [96, 1, 0] and three.nodes == [0, 1]
+    assert three.period == 2.5  # a fixed period: the option's quarter of the budget, kept
 
 
 def test_the_arena_period_unset_is_the_bounds_and_live_keeps_a_quarter() -> None:
