@@ -145,9 +145,11 @@ def test_fedbuff_in_the_simulation(tmp_path: Path, ray: Any, mel_async_file: Any
 def test_staggered_takes_the_bounds_period_from_constants_sent_over_flower(
         tmp_path: Path, ray: Any, mel_async_file: Any) -> None:
     """``--period-rule bound`` on Flower's runtime: every learner's gradient and constants
-    cross as its probe reply's arrays and numbers, and the period the server picks from them
-    is every step's (the numbers themselves are worked on the in-process clock, in
-    test_staggered_live.py)."""
+    cross as its probe reply's arrays and numbers, and every step's period is the bound's pick
+    from them (the numbers themselves, and a period that stays while the speeds stay, are
+    worked on the in-process clock, in test_staggered_live.py; here a learner's speed over
+    its first window of T of real compute can move by more than a quarter from its probe's,
+    and the period is then chosen again)."""
     settings = load_settings(mel_async_file(3, 0.6), rounds=3, model="softmax", lr=0.3,
                              grace_s=60.0, scheme="staggered", period_rule="bound")
     summary = live(check(settings, LiveOptions(engine="simulation")), tmp_path / "out")
@@ -155,12 +157,11 @@ def test_staggered_takes_the_bounds_period_from_constants_sent_over_flower(
     # every learner's constants were taken (a busy machine may add other warnings, about a
     # speed measurement, which this test does not judge)
     assert not [w for w in summary["warnings"] if "constants" in w]
-    periods = {r["control"]["period_s"] for r in summary["rounds"][1:]}
-    assert len(summary["rounds"]) == 4 and len(periods) == 1
-    (period,) = periods
-    # a candidate of the bound: positive, at most the cycle T = 0.6 s, and not the fixed
-    # option's quarter of it (no learner's constants would leave it there)
-    assert 0 < period <= 0.6 and period != pytest.approx(0.25 * 0.6)
+    periods = [r["control"]["period_s"] for r in summary["rounds"][1:]]
+    assert len(summary["rounds"]) == 4
+    # each a candidate of the bound: positive, at most the cycle T = 0.6 s, and not the
+    # fixed option's quarter of it (no learner's constants would leave it there)
+    assert all(0 < p <= 0.6 and p != pytest.approx(0.25 * 0.6) for p in periods)
     assert summary["settings"]["period_rule"] == "bound"
     assert ray.gone(20.0), ray.alive()
 
