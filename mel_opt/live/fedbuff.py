@@ -171,6 +171,14 @@ class PlannedWork:
                                 "samples": self.samples.tolist()})
         return True
 
+    def placed_record(self) -> dict[str, Any]:
+        """The last placement as its step's record keeps it (``summary.json``): each
+        learner's samples, the seconds per sample-pass they were placed at, and what the plan
+        has in force from then on."""
+        last = self.placements[-1]
+        return {"samples": list(last["samples"]), "s_per_sample_pass": list(last["seconds"]),
+                "control": dict(self.plan.row())}
+
     def at(self, learner: int, now: float, seconds: float = math.nan) -> tuple[int, int]:
         """``(samples, passes)`` of ``learner``'s start at ``now`` [s on the server's clock]:
         the plan's passes as whole passes over its samples, or, with room for less than one,
@@ -473,26 +481,28 @@ class AsyncServer:
             run.warn(f"step {step.version}: {step.kept}")
         self._tick()
         wall, self._since_step = self._since_step, 0.0
+        planned = self.planned
+        control = (planned.plan.row() or None) if planned is not None else None
+        # a learner's speed moved: the data (and the period) again, from the next start on
+        placed = planned is not None and planned.replace(step.version, self.now)
         record = RoundRecord(step.version, run.models.evaluation(),
                              time.perf_counter() - run.started, None, len(step.nodes),
                              round_wall_s=wall,
                              missing=tuple(sorted(run.fleet.missing)),
                              method=run.scheme.method_label(run.method),
                              last=step.version >= self.steps, staleness=tuple(step.staleness),
-                             clipped=clipped or None, kept=step.kept,
-                             control=(self.planned.plan.row() or None) if self.planned else None)
+                             clipped=clipped or None, kept=step.kept, control=control,
+                             placed=planned.placed_record() if placed and planned else None)
         run.log.add_round(record)
         self.log(f"step {step.version}: accuracy {record.evaluation['accuracy']:.3f}, "
                  f"{len(step.nodes)} updates, staleness {max(step.staleness)} at most, "
                  f"{record.round_wall_s:.3g} s")
-        if self.planned is not None:  # a learner's speed moved: data and period again
-            planned = self.planned
-            if planned.replace(step.version, self.now):
-                held = planned.samples[planned.samples > 0]
-                self.log(f"step {step.version}: a learner's speed moved; the data placed "
-                         f"again at the measured speeds: samples {int(held.min())} to "
-                         f"{int(held.max())}; "
-                         + ", ".join(f"{k} {v:.4g}" for k, v in planned.plan.row().items()))
+        if placed and planned is not None:
+            held = planned.samples[planned.samples > 0]
+            self.log(f"step {step.version}: a learner's speed moved; the data placed "
+                     f"again at the measured speeds: samples {int(held.min())} to "
+                     f"{int(held.max())}; "
+                     + ", ".join(f"{k} {v:.4g}" for k, v in planned.plan.row().items()))
 
     def start_clock(self) -> None:
         """The server's clock, and the first step's wall time, count from now."""

@@ -136,6 +136,10 @@ class RoundRecord:
         Learners whose reply the aggregation rule clipped or left out, and why.
     kept : str or None
         Why the round kept the previous global model (its aggregate was not finite).
+    placed : Mapping or None
+        The data placed again after the step (a planned asynchronous scheme, a learner's
+        speed moved): each learner's ``samples``, the ``s_per_sample_pass`` they were placed
+        at, and the plan's ``control`` from then on (``control`` above is the step's own).
     """
 
     round: int
@@ -154,6 +158,7 @@ class RoundRecord:
     staleness: tuple[int, ...] | None = None
     clipped: Mapping[int, str] | None = None
     kept: str | None = None
+    placed: Mapping[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The record as ``summary.json`` holds it (keys in a fixed order; the optional ones
@@ -175,6 +180,8 @@ class RoundRecord:
             out["clipped"] = {str(k): v for k, v in self.clipped.items()}
         if self.kept:
             out["kept"] = self.kept
+        if self.placed:
+            out["placed"] = dict(self.placed)
         return out
 
 

@@ -240,6 +240,10 @@ def test_the_bounds_period_is_chosen_again_live_when_a_learner_slows_down(
     # chosen again after the slow replies came in: a slower learner, a longer round trip
     assert len(set(periods)) > 1 and periods[-1] > first
     assert periods == sorted(periods)
+    # a step that placed the data records the period in force from then on: the next step's
+    steps = run.summary()["rounds"][1:]
+    moved = [(a, b) for a, b in zip(steps, steps[1:], strict=False) if "placed" in a]
+    assert moved and all(b["control"] == a["placed"]["control"] for a, b in moved)
     starts.clear()
     fixed = _staggered(digits, compute_s, rounds=16)  # --period 1: kept whatever happens
     assert {r["control"]["period_s"] for r in fixed.rounds[1:]} == {15.0}
@@ -284,6 +288,10 @@ def test_the_data_is_placed_again_at_the_measured_speeds_when_a_learner_slows_do
         d = np.asarray(api.solve(measured, "exact", seed=0).solution["d"], dtype=float)
         assert p["samples"] == np.rint(d / d.sum() * work.samples * 4).astype(int).tolist()
     assert placements[0]["seconds"][1] > (1 + 0.25) * SLOW  # it moved by over a quarter
+    # summary.json keeps each placement on the step after which it was made
+    kept = [(r["round"], r["placed"]["samples"], r["placed"]["s_per_sample_pass"])
+            for r in run.summary()["rounds"] if "placed" in r]
+    assert kept == [(p["step"], p["samples"], p["seconds"]) for p in placements]
     last = np.asarray(placements[-1]["samples"])
     assert last[1] < first[1] and all(last[k] > first[k] for k in (0, 2, 3))
     # learner 1's starts from a model after the first placement (a reply joining step r with
