@@ -482,9 +482,18 @@ class AsyncServer:
         self._tick()
         wall, self._since_step = self._since_step, 0.0
         planned = self.planned
-        control = (planned.plan.row() or None) if planned is not None else None
-        # a learner's speed moved: the data (and the period) again, from the next start on
-        placed = planned is not None and planned.replace(step.version, self.now)
+        control = placed = None
+        moved = ""
+        if planned is not None:
+            control = planned.plan.row() or None
+            # a learner's speed moved: the data (and the period) again, from the next start on
+            if planned.replace(step.version, self.now):
+                placed = planned.placed_record()
+                held = planned.samples[planned.samples > 0]
+                moved = (f"step {step.version}: a learner's speed moved; the data placed "
+                         f"again at the measured speeds: samples {int(held.min())} to "
+                         f"{int(held.max())}; "
+                         + ", ".join(f"{k} {v:.4g}" for k, v in placed["control"].items()))
         record = RoundRecord(step.version, run.models.evaluation(),
                              time.perf_counter() - run.started, None, len(step.nodes),
                              round_wall_s=wall,
@@ -492,17 +501,13 @@ class AsyncServer:
                              method=run.scheme.method_label(run.method),
                              last=step.version >= self.steps, staleness=tuple(step.staleness),
                              clipped=clipped or None, kept=step.kept, control=control,
-                             placed=planned.placed_record() if placed and planned else None)
+                             placed=placed)
         run.log.add_round(record)
         self.log(f"step {step.version}: accuracy {record.evaluation['accuracy']:.3f}, "
                  f"{len(step.nodes)} updates, staleness {max(step.staleness)} at most, "
                  f"{record.round_wall_s:.3g} s")
-        if placed and planned is not None:
-            held = planned.samples[planned.samples > 0]
-            self.log(f"step {step.version}: a learner's speed moved; the data placed "
-                     f"again at the measured speeds: samples {int(held.min())} to "
-                     f"{int(held.max())}; "
-                     + ", ".join(f"{k} {v:.4g}" for k, v in planned.plan.row().items()))
+        if moved:
+            self.log(moved)
 
     def start_clock(self) -> None:
         """The server's clock, and the first step's wall time, count from now."""
