@@ -26,16 +26,15 @@ How a learner does not answer depends on the engine:
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 
 from mel_opt.arena.availability import Availability, availability_for
+from mel_opt.live.background import BackgroundLoop
 
 __all__ = ["POLL_S", "Pauser", "Schedule", "learner_names", "schedule_for"]
 
@@ -103,13 +102,14 @@ def schedule_for(spec: str, names: Sequence[str]) -> Schedule:
     return Schedule(availability_for(spec, names), len(names))
 
 
-class Pauser:
+class Pauser(BackgroundLoop):
     """Pause and resume learners as a :class:`Schedule` says, on the wall clock.
 
-    A daemon thread, started and stopped as a context manager (or :meth:`start`,
-    :meth:`stop`): every :data:`POLL_S` it applies :meth:`Schedule.changes` at the seconds
-    since :meth:`start` (:meth:`step`). :meth:`stop` resumes every learner still paused, also
-    when the thread failed (its exception is kept in ``error``).
+    A :class:`~mel_opt.live.background.BackgroundLoop` (a daemon thread, started and stopped
+    as a context manager or by ``start`` and ``stop``): every :data:`POLL_S` it applies
+    :meth:`Schedule.changes` at the seconds since ``start`` (:meth:`step`). ``stop`` resumes
+    every learner still paused, also when the thread failed (its exception is kept in
+    ``error``).
 
     Parameters
     ----------
@@ -120,34 +120,19 @@ class Pauser:
         Seconds, monotonic (``time.monotonic``; a test's own).
     """
 
+    name = "melopt-pauser"
+
     def __init__(self, schedule: Schedule, pause: Callable[[int], None],
                  resume: Callable[[int], None],
                  clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
         self.schedule = schedule
         self._pause, self._resume, self._clock = pause, resume, clock
         self.paused: set[int] = set()
-        self._lock = threading.Lock()
-        self._halt = threading.Event()
-        self._thread: threading.Thread | None = None
         self._start = 0.0
-        self.error: Exception | None = None
 
-    def __enter__(self) -> Pauser:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        """Start the run's clock (time 0 now) and the thread."""
-        if self._thread is not None:
-            raise RuntimeError("this pauser is already running")
-        self._start = self._clock()
-        self._halt.clear()
-        self._thread = threading.Thread(target=self._run, name="melopt-pauser", daemon=True)
-        self._thread.start()
+    def _starting(self) -> None:
+        self._start = self._clock()  # the run's time 0
 
     def step(self, t: float) -> None:
         """Apply the schedule at time ``t`` of the run: pause who went offline, resume who
@@ -171,12 +156,8 @@ class Pauser:
         except Exception as exc:  # kept for the owner; stop() resumes every learner
             self.error = exc
 
-    def stop(self) -> None:
-        """Stop the thread and resume every learner it paused; safe to call twice."""
-        self._halt.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
+    def _release(self) -> None:
+        """Resume every learner still paused (all are tried; the first failure is raised)."""
         with self._lock:
             paused, self.paused = sorted(self.paused), set()
         failed: Exception | None = None

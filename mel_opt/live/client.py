@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message
 from flwr.clientapp import ClientApp
@@ -101,33 +102,30 @@ def make_client_app(speeds: Sequence[float] | None = None, schedule: Schedule | 
         return Message(error=Error(ErrorCode.NODE_UNAVAILABLE,
                                    f"learner {pid} is offline (--availability)"), reply_to=msg)
 
-    @app.query()
-    def probe(msg: Message, context: Context) -> Message:
-        order = ProbeOrder.decode(records_of(msg.content))
+    def answer(msg: Message, context: Context, decode: Callable[[Any], Any],
+               work: Callable[..., Any]) -> Message:
+        """Decode the order, do ``work(order, pid, local, memory)`` at the learner's speed and
+        reply with its report, or with NODE_UNAVAILABLE when the learner is offline at the
+        start or at the end of the work."""
+        order = decode(records_of(msg.content))
         pid = _partition(context)
         since = time.time()
         if offline(pid, since):
             return unavailable(pid, msg)
         local = L.local_data(order.data, pid)
-        report = L.answer_at_speed(lambda memory: L.answer_probe(order, pid, local, memory),
+        report = L.answer_at_speed(lambda memory: work(order, pid, local, memory),
                                    NodeMemory(context), speed_of(pid))
         if offline(pid, since, time.time()):
             return unavailable(pid, msg)
         return Message(content_of(report.encode()), reply_to=msg)
 
+    @app.query()
+    def probe(msg: Message, context: Context) -> Message:
+        return answer(msg, context, ProbeOrder.decode, L.answer_probe)
+
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        order = TrainOrder.decode(records_of(msg.content))
-        pid = _partition(context)
-        since = time.time()
-        if offline(pid, since):
-            return unavailable(pid, msg)
-        local = L.local_data(order.data, pid)
-        report = L.answer_at_speed(lambda memory: L.answer_train(order, pid, local, memory),
-                                   NodeMemory(context), speed_of(pid))
-        if offline(pid, since, time.time()):
-            return unavailable(pid, msg)
-        return Message(content_of(report.encode()), reply_to=msg)
+        return answer(msg, context, TrainOrder.decode, L.answer_train)
 
     return app
 

@@ -29,12 +29,11 @@ import math
 import os
 import pickle
 import signal
-import threading
 import time
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import TypeVar
 
+from mel_opt.live.background import BackgroundLoop
 from mel_opt.processes import ProcInfo, descendants, process_table, send, start_time
 
 __all__ = ["CHILD_PERIOD_S", "Throttle", "ThrottledChildError", "run_at_speed"]
@@ -59,11 +58,12 @@ def _check_speeds(speeds: Mapping[int, float], period: float) -> dict[int, float
     return out
 
 
-class Throttle:
+class Throttle(BackgroundLoop):
     """Run each root's process tree at a fraction of a core by a SIGSTOP/SIGCONT duty cycle.
 
-    A daemon thread, started and stopped as a context manager (or by :meth:`start` and
-    :meth:`stop`). In every ``period`` the tree of a root with speed ``s`` runs for
+    A :class:`~mel_opt.live.background.BackgroundLoop` (a daemon thread, started and stopped
+    as a context manager or by ``start`` and ``stop``; ``stop`` continues every process it
+    stopped). In every ``period`` the tree of a root with speed ``s`` runs for
     ``s * period`` seconds and is stopped for the rest; speed 1 is never stopped. The share is
     a wall-clock one: a tree gets at most ``s`` of a core, less when the machine is busy.
 
@@ -85,44 +85,22 @@ class Throttle:
         A speed outside (0, 1] or a period that is not positive.
     """
 
+    name = "melopt-throttle"
+
     def __init__(self, speeds: Mapping[int, float], period: float = 0.1,
                  tree: bool = True) -> None:
+        super().__init__()
         self.speeds = _check_speeds(speeds, period)
         self.period = float(period)
         self.tree = tree
         # a root's identity, so that a pid reused after the root exits is never signalled
         self._root_start = {pid: start_time(pid) for pid in self.speeds}
-        self._halt = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
         # pid -> (start time, its root) of every process stopped and not continued yet
         self._stopped: dict[int, tuple[float | None, int]] = {}
         self._held: set[int] = set()  # roots paused by their holder
-        self.error: Exception | None = None
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    def __enter__(self) -> Throttle:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        """Start the duty cycle (nothing to do when every speed is 1)."""
-        if self._thread is not None:
-            raise RuntimeError("this throttle is already running")
-        self._halt.clear()
-        self._thread = threading.Thread(target=self._run, name="melopt-throttle", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop the duty cycle and continue every process it stopped; safe to call twice."""
-        self._halt.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
+    # -- lifecycle: start and stop are BackgroundLoop's ------------------------------------------
+    def _release(self) -> None:
         # the thread continues everything on its way out; again here in case it never ran
         self._continue_all()
 
