@@ -87,7 +87,8 @@ def markdown(summary: dict[str, Any]) -> str:
     """The run as one Markdown table: per scheme, each target's Kaplan-Meier median [95 %]
     (reached/seeds) and paired difference against the allocation, accuracy at the horizon,
     millions of sample-updates, busy and idle learner-seconds, stragglers and dropped updates
-    (means over seeds), and the values tuning chose."""
+    (means over seeds), and the values tuning chose; the verdicts; then every two schemes'
+    paired difference per target, median [95 % sign interval] (pairs)."""
     schemes = summary["schemes"]
     targets = list(next(iter(schemes.values()))["targets"]) if schemes else []
     tuning = summary.get("tuning") or {}
@@ -108,6 +109,15 @@ def markdown(summary: dict[str, Any]) -> str:
             cells.append(", ".join(f"{k} {v}" for k, v in chosen.items()) or "-")
         lines.append("| " + " | ".join(cells) + " |")
     lines += [f"\ntarget {t}: {v}" for t, v in summary.get("verdicts", {}).items()]
+    pairs = summary.get("pairs") or {}
+    if any(pairs.values()):  # every two schemes, the earlier minus the later, per target
+        lines += ["", "| scheme minus | " + " | ".join(f"to {t} [s]" for t in pairs) + " |",
+                  "|" + "---|" * (len(pairs) + 1)]
+        for i, first in enumerate(next(iter(pairs.values()))):
+            name = f"{first['scheme']} - {first['against']}"
+            lines.append(f"| {name} | "
+                         + " | ".join(_paired(per[i]) + f" ({per[i]['n']})"
+                                      for per in pairs.values()) + " |")
     return "\n".join(lines)
 
 

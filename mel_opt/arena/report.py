@@ -28,6 +28,10 @@ partition and the model start, so the schemes are compared seed by seed. ``LEVEL
   time to the horizon never changes a difference's side (it can only make one 0, when the
   other time is the horizon itself, which makes excluding 0 harder), and when the interval
   excludes 0 its end nearest 0 understates the true one.
+- **Every pair** (``pairs[t]``): the same paired difference for every two schemes run, the
+  earlier in the run's order minus the later (``{"scheme", "against", ...}``, a list in
+  that order), so that two of the field's schemes, or a new scheme and a tuned baseline, are
+  compared as the allocation is.
 - **Winner** (``winners[t]``, ``verdicts[t]``). The candidate is the scheme with the least
   Kaplan-Meier median (ties: the least mean time, censored times as the horizon); it wins
   only if its paired interval against *every* other scheme (the same sign-test interval, the
@@ -314,6 +318,8 @@ def summarise(run: ArenaRun) -> dict[str, Any]:
         entry["horizon_accuracy"] = (entry["curve"]["accuracy"][-1] if grid.size
                                      else interval([]))
         schemes[scheme] = entry
+    pairs = {k: [{"scheme": a, "against": b, **paired(times[k][a], times[k][b])}
+                 for i, a in enumerate(run.ran) for b in run.ran[i + 1:]] for k in keys}
     winners: dict[str, str | None] = {}
     verdicts: dict[str, str] = {}
     for k in keys:
@@ -331,6 +337,7 @@ def summarise(run: ArenaRun) -> dict[str, Any]:
         "level": LEVEL,
         "methods": dict(METHODS),
         "schemes": schemes,
+        "pairs": pairs,
         "winners": winners,
         "verdicts": verdicts,
     }

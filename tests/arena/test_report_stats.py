@@ -102,6 +102,25 @@ def test_paired_differences_against_the_allocation() -> None:
         6, 12.5, 5.0, 60.0, 2)
 
 
+def test_every_pair_is_compared_in_the_runs_order() -> None:
+    s = summarise(make_run(WINNER))
+    pairs = {(p["scheme"], p["against"]): p for p in s["pairs"]["0.8"]}
+    assert list(pairs) == [("exact", "deadline"), ("exact", "fedbuff"), ("deadline", "fedbuff")]
+    # exact - deadline: -10 -15 -20 -25 -30 and 45 - 100 = -55: median -22.5, [-55, -10]
+    ed = pairs["exact", "deadline"]
+    assert (ed["n"], ed["median"], ed["lo"], ed["hi"], ed["one_censored"]) == (
+        6, -22.5, -55.0, -10.0, 1)
+    # the reference's own entry says the same, with the sign turned
+    fb = s["schemes"]["fedbuff"]["targets"]["0.8"]["paired"]
+    ef = pairs["exact", "fedbuff"]
+    assert (ef["median"], ef["lo"], ef["hi"]) == (-fb["median"], -fb["hi"], -fb["lo"])
+    # deadline - fedbuff: 5 5 10 10, 70 - 100 = -30; seed 5 never reached by either: left
+    # out, so 5 pairs (median 5), too few for a 95 % interval
+    df = pairs["deadline", "fedbuff"]
+    assert (df["n"], df["median"], df["lo"], df["hi"]) == (5, 5.0, None, None)
+    assert (df["one_censored"], df["both_censored"]) == (1, 1)
+
+
 def test_winner_excludes_zero_against_every_scheme() -> None:
     s = summarise(make_run(WINNER))
     # exact has the least median (30); exact - deadline: -10 -15 -20 -25 -30 -55, all below 0:
