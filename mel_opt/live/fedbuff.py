@@ -173,11 +173,15 @@ class PlannedWork:
 
     def placed_record(self) -> dict[str, Any]:
         """The last placement as its step's record keeps it (``summary.json``): each
-        learner's samples, the seconds per sample-pass they were placed at, and what the plan
-        has in force from then on."""
+        learner's samples, the seconds per sample-pass they were placed at, its group where
+        the plan has groups (dealt again from the new data), and what the plan has in force
+        from then on."""
         last = self.placements[-1]
-        return {"samples": list(last["samples"]), "s_per_sample_pass": list(last["seconds"]),
-                "control": dict(self.plan.row())}
+        record = {"samples": list(last["samples"]), "s_per_sample_pass": list(last["seconds"])}
+        group = getattr(self.plan, "group", None)
+        if group is not None:
+            record["group"] = [int(g) for g in group]
+        return {**record, "control": dict(self.plan.row())}
 
     def at(self, learner: int, now: float, seconds: float = math.nan) -> tuple[int, int]:
         """``(samples, passes)`` of ``learner``'s start at ``now`` [s on the server's clock]:

@@ -52,7 +52,8 @@ measured there in its own process (:func:`mel_opt.live.learner.probe_constants`)
 run's ``horizon``, each round trip also costing its learner's measured messaging. When a
 learner's speed, measured over a budget of its work, moves by more than
 :data:`~mel_opt.schemes.base.SPEED_MOVE`, the live run places the data again (the allocation
-at the new speeds) and the period is chosen again from the same constants
+at the new speeds), deals the groups again from the new data, and the period is chosen again
+from the same constants
 (:meth:`StaggeredPlan.placed`: the speeds and data the bound weighs are then no longer those
 it chose for).
 
@@ -339,9 +340,11 @@ class StaggeredPlan:
         speeds it measured, ``seconds`` per sample-pass; NaN: unchanged): each one's pass
         costs its speed times its new data, the weights follow the new data, and a period
         chosen by the bound is chosen again (the same constants, the new speeds and data),
-        its slots starting where the current period ends. The learners that take part and
-        their groups stay as they were dealt (a learner in flight keeps its slot); one the
-        allocation now gives nothing keeps a single sample."""
+        its slots starting where the current period ends. The groups are dealt again from
+        the new data (:func:`deal_groups`, as at the start), so that each still holds about
+        a G-th of it: a learner in flight keeps the slot it aims at, and its next start aims
+        at its new group's first slot after that one. The learners that take part stay the
+        same: one the allocation now gives nothing keeps a single sample."""
         take = self.sizes > 0
         new = np.where(take, np.maximum(np.asarray(sizes, dtype=np.int64), 1), 0)
         speed = self.per_pass_s / np.maximum(self.sizes, 1)
@@ -349,6 +352,7 @@ class StaggeredPlan:
         speed = np.where(np.isfinite(given) & (given > 0), given, speed)
         self.per_pass_s = speed * np.maximum(new, 1)
         self.sizes = new
+        self.group = deal_groups(new, self.groups)
         self._mean = float(np.mean(new[take])) if take.any() else 1.0
         if self.chooser is not None:
             self._chosen_at = now

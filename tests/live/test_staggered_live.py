@@ -292,6 +292,11 @@ def test_the_data_is_placed_again_at_the_measured_speeds_when_a_learner_slows_do
     kept = [(r["round"], r["placed"]["samples"], r["placed"]["s_per_sample_pass"])
             for r in run.summary()["rounds"] if "placed" in r]
     assert kept == [(p["step"], p["samples"], p["seconds"]) for p in placements]
+    # and the groups dealt again from each placement's data (G = 2), largest data first
+    from mel_opt.schemes.staggered import deal_groups
+
+    groups = [r["placed"]["group"] for r in run.summary()["rounds"] if "placed" in r]
+    assert groups == [deal_groups(np.array(p["samples"]), 2).tolist() for p in placements]
     last = np.asarray(placements[-1]["samples"])
     assert last[1] < first[1] and all(last[k] > first[k] for k in (0, 2, 3))
     # learner 1's starts from a model after the first placement (a reply joining step r with

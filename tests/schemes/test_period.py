@@ -243,6 +243,31 @@ def test_a_live_plan_placed_again_follows_the_new_data_and_chooses_the_bounds_pe
     assert three.period == 2.5  # a fixed period: the option's quarter of the budget, kept
 
 
+def test_placed_again_the_groups_are_dealt_again_and_a_learner_in_flight_keeps_its_slot(
+) -> None:
+    """Four learners, G = 2, a fixed period of 10 s (a budget of 40 s): dealt in turn,
+    largest data first, 40 30 20 10 gives groups 0 1 0 1 (data 60 and 40). Placed again at
+    10 30 20 40 (learner 0 slowed, learner 3 sped up), the old groups would hold 30 and 70;
+    dealt again in the order 3 1 2 0: 3 -> 0, 1 -> 1, 2 -> 0, 0 -> 1 (60 and 40 again)."""
+    opts = SimpleNamespace(groups=2, period=0.25, lr=0.1, phi=5e-5)
+    plan = StaggeredPlan.live(opts, 40.0, np.full(4, 1.0), np.zeros(4),
+                              np.array([40, 30, 20, 10]), 1)
+    assert plan.group.tolist() == [0, 1, 0, 1]
+    # learner 0 (group 0: slots at 5, 15, 25 ...) starts at 0 and aims at 5
+    assert plan.passes(0, 0.0) == pytest.approx(5.0)
+    plan.placed(np.array([10, 30, 20, 40]), np.full(4, np.nan), 1.0)
+    assert plan.group.tolist() == [1, 1, 0, 0]
+    assert [int(plan.sizes[plan.group == g].sum()) for g in (0, 1)] == [60, 40]
+    # learner 0, now in group 1 (slots at 10, 20 ...), back at 5 from the slot it aimed at,
+    # aims at group 1's first slot after 5: 10. Its speed is unchanged (1 s for 40 samples),
+    # so a pass over its 10 samples takes 0.25 s: 5 s of work are 20 passes
+    assert plan.per_pass_s[0] == pytest.approx(0.25)
+    assert plan.arrival(0, 5.0) == pytest.approx(10.0)
+    assert plan.passes(0, 5.0) == pytest.approx(20.0)
+    # learner 3, now in group 0, starting at 1 aims at group 0's first slot: 5
+    assert plan.arrival(3, 1.0) == pytest.approx(5.0)
+
+
 def test_the_arena_period_unset_is_the_bounds_and_live_keeps_a_quarter() -> None:
     from mel_opt.arena.settings import ArenaSettings
     from mel_opt.live.settings import LiveSettings
