@@ -116,7 +116,8 @@ class PlannedWork:
         plan is still told of the new speeds).
     placements : list of dict
         Every placement after the first: the server step after which it was made, the
-        seconds it was made at and the samples it gave.
+        seconds it was made at, the samples it gave and what the plan decided again
+        (``plan``: staggered's groups).
     """
 
     plan: WorkPlan
@@ -166,9 +167,9 @@ class PlannedWork:
         if new is not None:
             self.samples = np.where(self.samples > 0,
                                     np.maximum(np.asarray(new, dtype=np.int64), 1), 0)
-        self.plan.placed(self.samples, seconds, now)
+        redone = self.plan.placed(self.samples, seconds, now) or {}
         self.placements.append({"step": int(step), "seconds": seconds.tolist(),
-                                "samples": self.samples.tolist()})
+                                "samples": self.samples.tolist(), "plan": dict(redone)})
         return True
 
     def placed_record(self) -> dict[str, Any]:
@@ -177,11 +178,8 @@ class PlannedWork:
         the plan has groups (dealt again from the new data), and what the plan has in force
         from then on."""
         last = self.placements[-1]
-        record = {"samples": list(last["samples"]), "s_per_sample_pass": list(last["seconds"])}
-        group = getattr(self.plan, "group", None)
-        if group is not None:
-            record["group"] = [int(g) for g in group]
-        return {**record, "control": dict(self.plan.row())}
+        return {"samples": list(last["samples"]), "s_per_sample_pass": list(last["seconds"]),
+                **last["plan"], "control": dict(self.plan.row())}
 
     def at(self, learner: int, now: float, seconds: float = math.nan) -> tuple[int, int]:
         """``(samples, passes)`` of ``learner``'s start at ``now`` [s on the server's clock]:

@@ -197,10 +197,12 @@ class WorkPlan(Protocol):
         """After the arena's server step at virtual time ``now`` to ``model`` (a plan that
         decides again as the model trains does so here; the others ignore it)."""
 
-    def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> None:
+    def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> dict[str, list[int]]:
         """The data of every learner was placed again at ``now`` (``sizes``, samples each: a
         live run's allocation at the speeds it measured, ``seconds`` per sample-pass): the
-        plan's work and weights follow it (a plan that does not weigh by data ignores it)."""
+        plan's work and weights follow it (a plan that does not weigh by data ignores it).
+        Returns what else the plan decided again per learner, for the run's record
+        (staggered's groups; nothing for the others)."""
 
     def row(self) -> dict[str, float]:
         """What the plan adds to the arena's row of each step (staggered's period in force;

@@ -489,8 +489,9 @@ class FixedWork:
     def stepped(self, model: Model, now: float) -> None:
         """The fixed work does not follow the model."""
 
-    def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> None:
+    def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> dict[str, list[int]]:
         """The fixed work does not weigh by data."""
+        return {}
 
     def row(self) -> dict[str, float]:
         return {}

@@ -335,7 +335,7 @@ class StaggeredPlan:
         if math.isfinite(per_pass_s) and per_pass_s > 0:
             self.per_pass_s[int(node)] = float(per_pass_s)
 
-    def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> None:
+    def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> dict[str, list[int]]:
         """The learners' data placed again at ``now`` (a live run's allocation at the
         speeds it measured, ``seconds`` per sample-pass; NaN: unchanged): each one's pass
         costs its speed times its new data, the weights follow the new data, and a period
@@ -344,7 +344,8 @@ class StaggeredPlan:
         the new data (:func:`deal_groups`, as at the start), so that each still holds about
         a G-th of it: a learner in flight keeps the slot it aims at, and its next start aims
         at its new group's first slot after that one. The learners that take part stay the
-        same: one the allocation now gives nothing keeps a single sample."""
+        same: one the allocation now gives nothing keeps a single sample. Returns the new
+        groups (``{"group": [...]}``, -1 for a learner that takes no part)."""
         take = self.sizes > 0
         new = np.where(take, np.maximum(np.asarray(sizes, dtype=np.int64), 1), 0)
         speed = self.per_pass_s / np.maximum(self.sizes, 1)
@@ -357,6 +358,7 @@ class StaggeredPlan:
         if self.chooser is not None:
             self._chosen_at = now
             self._switch(float(self.chooser(None)), now)
+        return {"group": [int(g) for g in self.group]}
 
     def weight(self, node: int, staleness: int) -> float:
         """An update's weight in the server step: the learner's data over the mean of those

@@ -255,8 +255,8 @@ def test_placed_again_the_groups_are_dealt_again_and_a_learner_in_flight_keeps_i
     assert plan.group.tolist() == [0, 1, 0, 1]
     # learner 0 (group 0: slots at 5, 15, 25 ...) starts at 0 and aims at 5
     assert plan.passes(0, 0.0) == pytest.approx(5.0)
-    plan.placed(np.array([10, 30, 20, 40]), np.full(4, np.nan), 1.0)
-    assert plan.group.tolist() == [1, 1, 0, 0]
+    redone = plan.placed(np.array([10, 30, 20, 40]), np.full(4, np.nan), 1.0)
+    assert plan.group.tolist() == [1, 1, 0, 0] and redone == {"group": [1, 1, 0, 0]}
     assert [int(plan.sizes[plan.group == g].sum()) for g in (0, 1)] == [60, 40]
     # learner 0, now in group 1 (slots at 10, 20 ...), back at 5 from the slot it aimed at,
     # aims at group 1's first slot after 5: 10. Its speed is unchanged (1 s for 40 samples),
