@@ -22,7 +22,7 @@ core would otherwise have every later reply refused for the rest of the run).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,8 @@ import numpy as np
 
 from mel_opt.live.settings import LiveSettings
 
-__all__ = ["AGREE", "Estimates", "Measurement", "Transfers", "read_measurement"]
+__all__ = ["AGREE", "Estimates", "Measurement", "StartCost", "Transfers", "read_measurement",
+           "start_cost"]
 
 #: Weight of the newest measurement in the average (the run's ``alpha`` setting's default).
 ALPHA: float = LiveSettings.setting("alpha").default
@@ -86,6 +87,52 @@ def read_measurement(learner: int, metrics: Mapping[str, Any]) -> Measurement | 
         except (TypeError, ValueError):
             return f"{key} is not a number ({raw!r})"
     return Measurement.of(learner, values["compute_s"], values["work"])
+
+
+@dataclass(frozen=True)
+class StartCost:
+    """A learner's time of a start split into a fixed part and a rate (:func:`start_cost`).
+
+    Attributes
+    ----------
+    start_s : float
+        What every start costs whatever its work [s]: drawing the samples, building the
+        schedule, the first touch of the model, a throttle's phase.
+    seconds : float
+        Seconds per sample-pass beyond it.
+    """
+
+    start_s: float
+    seconds: float
+
+
+def start_cost(steps: Sequence[tuple[float, float]]) -> StartCost | None:
+    """The fixed cost of a start and the rate beyond it, from timed starts of different work
+    (``(compute_s, work)`` each: the probe's doubling steps), by least squares on
+    ``compute = start_s + seconds x work``.
+
+    The fixed part is kept within ``[0, 0.9 x the shortest start's compute]`` (a negative one
+    is noise, and so is one that leaves a start's work no time);
+    the rate is then the one that keeps the steps' total: ``(sum of compute - starts x
+    start_s) / sum of work``, which is the least-squares slope where nothing was clipped (the
+    fitted line goes through the steps' mean). None where it cannot be told: fewer than two
+    starts, or their work too alike (a spread under a tenth of the mean).
+
+    >>> c = start_cost([(0.02 + 1e-4 * w, w) for w in (256, 512, 1024)])
+    >>> round(c.start_s, 9), round(c.seconds, 12)
+    (0.02, 0.0001)
+    """
+    if len(steps) < 2:
+        return None
+    c = np.array([s[0] for s in steps], dtype=float)
+    w = np.array([s[1] for s in steps], dtype=float)
+    if not (np.all(np.isfinite(c)) and np.all(np.isfinite(w)) and np.all(c > 0)
+            and np.all(w > 0)) or np.std(w) < 0.1 * np.mean(w):
+        return None
+    slope = float(np.cov(w, c, bias=True)[0, 1] / np.var(w))
+    fixed = float(np.mean(c) - slope * np.mean(w))
+    fixed = min(max(fixed, 0.0), 0.9 * float(c.min()))
+    return StartCost(fixed, float((c.sum() - c.size * fixed) / w.sum()))
 
 
 @dataclass

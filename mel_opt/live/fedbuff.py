@@ -24,7 +24,7 @@ import numpy as np
 
 from mel_opt import api
 from mel_opt.errors import UsageError
-from mel_opt.live.estimates import Measurement
+from mel_opt.live.estimates import ALPHA, Measurement
 from mel_opt.live.exchange import Exchange
 from mel_opt.live.log import LearnerRow, RoundRecord
 from mel_opt.live.rounds import LiveRun, beyond_compute
@@ -118,6 +118,13 @@ class PlannedWork:
         Every placement after the first: the server step after which it was made, the
         seconds it was made at, the samples it gave and what the plan decided again
         (``plan``: staggered's groups).
+    start_s : ndarray or None
+        Each learner's fixed cost of a start [s], measured by its probe
+        (:attr:`~mel_opt.live.fleet.Fleet.start_s`; None: none). A reply's compute beyond it
+        is what its work took, and the plan gives every start room for it; a reply of which
+        it is more than half times too little work to judge a speed by (:meth:`observe`).
+    alpha : float
+        Weight of a reply's speed in the learner's speed per start (:meth:`at`).
     """
 
     plan: WorkPlan
@@ -127,23 +134,40 @@ class PlannedWork:
     window_s: float
     place: Callable[[np.ndarray], np.ndarray | None] | None = None
     placements: list[dict[str, Any]] = field(default_factory=list)
+    start_s: np.ndarray | None = None
+    alpha: float = ALPHA
 
     def __post_init__(self) -> None:
         K = self.samples.size
         self.placed_at = np.asarray(self.placed_at, dtype=float).copy()
+        self.start_s = np.zeros(K) if self.start_s is None else \
+            np.asarray(self.start_s, dtype=float).copy()
         self._compute = np.zeros(K)  # each learner's measured compute in its window [s]
         self._work = np.zeros(K)  # and the sample-passes it did in it
         self._speed = np.full(K, np.nan)  # its last full window's seconds per sample-pass
+        # its seconds per sample-pass beyond a start's fixed cost: the one its data was
+        # placed at (the probe's), then followed reply by reply
+        self._rate = self.placed_at.copy()
 
     def observe(self, learner: int, compute_s: float, work: float) -> None:
         """One accepted reply of ``learner``: ``compute_s`` of measured compute for
-        ``work`` sample-passes. Once its window holds :attr:`window_s` of compute, the
-        window's ratio (all its compute over all its work) is the learner's speed, and a new
+        ``work`` sample-passes, of which all but the learner's fixed cost of a start is its
+        work's. A reply that is more than half fixed cost is left out: its work is too
+        little to time. Each reply's speed updates the learner's speed per start
+        (:meth:`at`); once its window holds :attr:`window_s` of its work's compute, the
+        window's ratio (all that compute over all its work) is the learner's speed, and a new
         window starts."""
         k = int(learner)
         if not (math.isfinite(compute_s) and compute_s > 0 and work > 0):
             return
-        self._compute[k] += compute_s
+        assert self.start_s is not None
+        net = compute_s - float(self.start_s[k])
+        if net < 0.5 * compute_s:
+            return
+        rate, now = net / work, float(self._rate[k])
+        self._rate[k] = rate if not math.isfinite(now) else (
+            (1.0 - self.alpha) * now + self.alpha * rate)
+        self._compute[k] += net
         self._work[k] += work
         if self._compute[k] >= self.window_s:
             self._speed[k] = self._compute[k] / self._work[k]
@@ -185,11 +209,16 @@ class PlannedWork:
         """``(samples, passes)`` of ``learner``'s start at ``now`` [s on the server's clock]:
         the plan's passes as whole passes over its samples, or, with room for less than one,
         one pass over the fraction of its samples that fits. ``seconds``: the learner's
-        measured seconds per sample-pass, where known (its pass then costs that times its
-        samples: the plan follows the measured speeds)."""
+        measured seconds per sample-pass, where its data was placed at none; else the one
+        it was placed at (the probe's, beyond a start's fixed cost), followed by its replies
+        (:meth:`observe`). Its pass then costs that times its samples, and its start that
+        fixed cost more: the plan follows the measured speeds."""
         n = int(self.samples[learner])
+        own = float(self._rate[learner])
+        seconds = own if math.isfinite(own) else seconds
         if math.isfinite(seconds) and seconds > 0:
-            self.plan.measured(learner, seconds * n)
+            assert self.start_s is not None
+            self.plan.measured(learner, seconds * n, float(self.start_s[learner]))
         p = float(self.plan.passes(learner, now))
         if p >= 1.0:
             return n, int(math.floor(p + 1e-9))
@@ -251,7 +280,9 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
     """
     assert spec.live_plan is not None
     K = run.K  # the file's first K learners
-    shares = _measured_shares(run, K, log)
+    # the probes' speeds beyond a start's fixed cost, where they measured it
+    probed = np.where(np.isfinite(run.fleet.rate_s), run.fleet.rate_s, run.fleet.seconds)
+    shares = _measured_shares(run, K, log, probed)
     measured_data = shares is not None
     if shares is None:
         res = api.solve(run.inst, run.method, seed=0)
@@ -263,7 +294,7 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
     samples = _in_samples(shares, work, K)
     per_sample_pass = np.asarray(work.compute_s, dtype=float)[:K] / max(
         work.samples * work.passes, 1)
-    measured = np.asarray(run.fleet.seconds, dtype=float)[:K]
+    measured = np.asarray(probed, dtype=float)[:K]
     per_sample_pass = np.where(np.isfinite(measured), measured, per_sample_pass)
     known = np.zeros(K, dtype=bool)
     known[np.asarray(run.fleet.learners, dtype=np.int64)] = True
@@ -276,8 +307,10 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
         budgets = run.settings.horizon if run.settings.horizon is not None else \
             run.settings.rounds
         horizon_s = budgets * clock.budget_s
-        # a round trip's messaging is wall time the bound's time model must count
-        overhead = np.array([run.fleet.overhead_s(k) for k in range(K)])
+        # a round trip's messaging and its start's fixed cost are wall time the bound's
+        # time model must count
+        overhead = np.array([run.fleet.overhead_s(k) for k in range(K)]) + \
+            np.asarray(run.fleet.start_s, dtype=float)[:K]
     plan = spec.live_plan(run.settings, clock.budget_s, per_sample_pass * samples,
                           np.asarray(work.comm_s, dtype=float)[:K], samples,
                           int(run.settings.batch_size), estimates=estimates,
@@ -293,7 +326,8 @@ def planned_work(run: LiveRun, spec: SchemeSpec, work: Work,
             return None if again is None else np.where(known, _in_samples(again, work, K), 0)
 
     return PlannedWork(plan, samples, int(run.settings.batch_size), measured,
-                       float(clock.budget_s), place)
+                       float(clock.budget_s), place, start_s=run.fleet.start_s[:K],
+                       alpha=float(run.settings.alpha))
 
 
 def _in_samples(shares: np.ndarray, work: Work, K: int) -> np.ndarray:

@@ -64,6 +64,10 @@ class Fleet:
         # wall seconds of a message's round trip beyond the learner's computation (process
         # start, data loading, decoding): measured per learner, averaged like the speeds
         self._overhead = np.full(self.K, np.nan)
+        # each learner's probe split into a start's fixed cost [s] and the seconds per
+        # sample-pass beyond it (0 and NaN: not split)
+        self._start = np.zeros(self.K)
+        self._rate = np.full(self.K, np.nan)
         # round trips of a pooled exchange not folded into the overheads yet
         self._timed: list[tuple[int, float, float]] = []
         self._nodes: dict[int, int] = {}  # node id -> learner
@@ -89,6 +93,33 @@ class Fleet:
     def overhead(self) -> np.ndarray:
         """Each learner's measured messaging per round trip [s] (NaN: none yet; read-only)."""
         return _readonly(self._overhead)
+
+    @property
+    def start_s(self) -> np.ndarray:
+        """Each learner's fixed cost of a start from its probe [s] (0: not measured;
+        read-only)."""
+        return _readonly(self._start)
+
+    @property
+    def rate_s(self) -> np.ndarray:
+        """Each learner's seconds per sample-pass beyond a start's fixed cost, from its probe
+        (NaN: not measured; read-only)."""
+        return _readonly(self._rate)
+
+    def split_start(self, learner: int, start_s: float | None, rate_s: float | None,
+                    compute_s: float | None, work: float | None) -> str:
+        """Keep ``learner``'s probe split into a start's fixed cost and a rate
+        (:func:`~mel_opt.live.estimates.start_cost`); why not ('' when kept or there is none):
+        a split that claims more time than the probe's ``compute_s`` over ``work`` took."""
+        if start_s is None or rate_s is None:
+            return ""
+        if compute_s is None or work is None or not (
+                0.0 <= start_s <= compute_s and 0.0 < rate_s <= compute_s / work * (1 + 1e-9)):
+            return (f"learner {learner}'s start cost ignored: {start_s:.3g} s a start and "
+                    f"{rate_s:.3g} s per sample-pass do not fit its probe ({compute_s!r} s "
+                    f"for {work!r} sample-passes)")
+        self._start[learner], self._rate[learner] = float(start_s), float(rate_s)
+        return ""
 
     def join(self, node: int, learner: int) -> str:
         """Map ``node`` to ``learner``; why not ('' when mapped): a learner outside the

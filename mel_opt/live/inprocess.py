@@ -27,6 +27,7 @@ import numpy as np
 
 from mel_opt.live import learner as L
 from mel_opt.live.availability import Schedule, learner_names, schedule_for
+from mel_opt.live.estimates import start_cost
 from mel_opt.live.exchange import PROBE, Arrival, Asked
 from mel_opt.live.loop import run_live
 from mel_opt.live.rounds import LiveRun
@@ -49,6 +50,12 @@ class Clock:
         (messages, aggregation).
     probe_s_per_sample : float
         Seconds per sample-pass every learner reports in the probe.
+    probe_start_s : float
+        Seconds every start of the probe costs beyond its work: with it, each learner's
+        probe times three starts of 256, 512 and 1,024 sample-passes and reports their
+        split into a start's cost and a rate (:func:`~mel_opt.live.estimates.start_cost`),
+        as a real learner's doubling probe does; 0 (the default): one start of 1,000
+        sample-passes, not split.
     answers : callable
         ``(round, learner) -> bool``: whether that learner answers that round (False: it is
         lost, as a node that died; default: every learner always answers), rounds 1, 2, ...
@@ -65,6 +72,7 @@ class Clock:
     compute_s: Callable[[int, int, float], float]
     overhead_s: Callable[[int], float]
     probe_s_per_sample: float = 1e-4
+    probe_start_s: float = 0.0
     answers: Callable[[int, int], bool] = lambda r, k: True
     sends: Callable[[int, int, Records], Records] = lambda r, k, records: records
 
@@ -107,8 +115,11 @@ class ClockExchange:
 
     def _probe(self, node: int, content: Records) -> Records:
         order = ProbeOrder.decode(content)
+        rate, start = self.clock.probe_s_per_sample, self.clock.probe_start_s
+        steps = [(start + rate * w, float(w)) for w in ((256, 512, 1024) if start else (1000,))]
         report = L.probe_report(order.problem, node, int(self.pools[node].size),
-                                self.clock.probe_s_per_sample * 1000, 1000.0)
+                                sum(c for c, _ in steps), sum(w for _, w in steps),
+                                start_cost(steps))
         return L.with_constants(report, order, L.LocalData(self.data, self.pools[node])).encode()
 
     def _train(self, node: int, content: Records) -> tuple[Records, float]:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from mel_opt.blas import blas_threads
+from mel_opt.live.estimates import StartCost, start_cost
 from mel_opt.problems import get_problem
 from mel_opt.problems.learning import LearnerSide
 from mel_opt.problems.messages import DataSpec, ProbeOrder, ProbeReport, TrainOrder, TrainReport
@@ -250,7 +251,8 @@ def train_cycle(model: Params, local: LocalData, samples: int, passes: int, batc
     return Trained([a[0] for a in out], compute, work, int(samples), 1 if batch == 0 else passes)
 
 
-def probe(model: Params, local: LocalData, batch: int, seed: int, min_seconds: float) -> Trained:
+def probe(model: Params, local: LocalData, batch: int, seed: int, min_seconds: float
+          ) -> tuple[Trained, StartCost | None]:
     """Subset benchmarking of this learner: time passes over (a part of) its own data.
 
     Trains a throw-away copy of ``model`` on up to 256 of its samples until ``min_seconds``
@@ -260,19 +262,25 @@ def probe(model: Params, local: LocalData, batch: int, seed: int, min_seconds: f
     learner with a few dozen samples measured itself five times slower than its rounds). The
     seconds per sample-pass are ``compute_s / work``. The thesis times a small copy of the
     model on a few shards in the same way (SB, Section 3.2).
+
+    The steps' different work also splits a start's time into a fixed cost and a rate
+    (:func:`~mel_opt.live.estimates.start_cost`; None where the steps cannot tell them apart),
+    which a scheme of short starts plans with.
     """
     n = int(min(256, local.rows.size))
     total_s, work, passes, step_passes = 0.0, 0.0, 0, 1
+    steps: list[tuple[float, float]] = []
     while total_s < min_seconds or passes == 0:
         step = train_cycle(model, local, n, step_passes, batch, 0.0, seed + passes)
         total_s += step.compute_s
         work += step.work
         passes += step.passes
+        steps.append((step.compute_s, step.work))
         # twice as many, but not much past min_seconds at the rate so far (which the
         # shorter steps overstate, so the probe ends within about min_seconds)
         left = (min_seconds - total_s) / (total_s / passes) if total_s > 0 else math.inf
         step_passes = max(1, min(2 * step_passes, math.ceil(left)))
-    return Trained(model, total_s, work, n, passes)
+    return Trained(model, total_s, work, n, passes), start_cost(steps)
 
 
 def round_seed(seed: int, round_: int, learner: int) -> int:
@@ -300,11 +308,11 @@ def answer_probe(order: ProbeOrder, learner: int, local: LocalData,
     learners plan their own work (they keep it to themselves)."""
     layers = layers_for(order.model, local.data.features, local.data.classes)
     with blas_threads(1):
-        done = probe(init_params(layers, order.seed, np.float32), local, order.batch,
-                     order.seed * 7919 + learner, order.min_seconds)
+        done, start = probe(init_params(layers, order.seed, np.float32), local, order.batch,
+                            order.seed * 7919 + learner, order.min_seconds)
     _remember(memory, done.compute_s / done.work, order.alpha)
     return with_constants(probe_report(order.problem, learner, int(local.rows.size),
-                                       done.compute_s, done.work), order, local)
+                                       done.compute_s, done.work, start), order, local)
 
 
 #: Samples of the learner's own data the bound's constants are measured on (at most; the
@@ -338,12 +346,16 @@ def with_constants(report: ProbeReport, order: ProbeOrder, local: LocalData) -> 
 
 
 def probe_report(problem: str, learner: int, samples_held: int, compute_s: float,
-                 work: float) -> ProbeReport:
-    """A learner's probe report: with its timing, unless its problem's learners plan their own
-    work (they keep their speed to themselves)."""
+                 work: float, start: StartCost | None = None) -> ProbeReport:
+    """A learner's probe report: with its timing (and its split into a start's fixed cost and
+    a rate, where ``start`` has it), unless its problem's learners plan their own work (they
+    keep their speed to themselves)."""
     if learner_side(problem).plans_own_work:
         return ProbeReport(learner, samples_held)
-    return ProbeReport(learner, samples_held, compute_s, work)
+    if start is None:
+        return ProbeReport(learner, samples_held, compute_s, work)
+    return ProbeReport(learner, samples_held, compute_s, work, start_s=start.start_s,
+                       rate_s=start.seconds)
 
 
 def answer_train(order: TrainOrder, learner: int, local: LocalData, memory: Memory,

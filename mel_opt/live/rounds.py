@@ -259,6 +259,11 @@ class LiveRun:
         why = self.fleet.measure(self.planner.probed(report), 0)
         if why:
             self.warn(f"round 0: learner {report.learner}'s measurement ignored: {why}")
+        else:
+            why = self.fleet.split_start(report.learner, report.start_s, report.rate_s,
+                                         report.compute_s, report.work)
+            if why:
+                self.warn(f"round 0: {why}")
         # the messaging is the round trip less the timed training and the constants' work
         busy = None if report.compute_s is None else report.compute_s + report.constants_s
         self.fleet.note_overhead(report.learner, busy, elapsed_s)

@@ -253,6 +253,10 @@ class ProbeReport:
     constants_s : float
         Seconds it took to compute them (part of the reply's round trip that is neither the
         timed training nor messaging).
+    start_s, rate_s : float or None
+        Its timed starts split into a fixed cost per start [s] and seconds per sample-pass
+        beyond it (:func:`~mel_opt.live.estimates.start_cost`); None where the probe's starts
+        could not tell them apart.
     """
 
     learner: int
@@ -263,12 +267,16 @@ class ProbeReport:
     beta: float | None = None
     gradient: Params | None = None
     constants_s: float = 0.0
+    start_s: float | None = None
+    rate_s: float | None = None
 
     def encode(self) -> Records:
         config: dict[str, Scalar] = {"learner": self.learner,
                                      "samples_held": self.samples_held}
         if self.compute_s is not None and self.work is not None:
             config.update(compute_s=float(self.compute_s), work=float(self.work))
+        if self.start_s is not None and self.rate_s is not None:
+            config.update(start_s=float(self.start_s), rate_s=float(self.rate_s))
         if self.gradient is None:
             return Records(config)
         config.update(rho=float(self.rho or 0.0), beta=float(self.beta or 0.0),
@@ -278,17 +286,22 @@ class ProbeReport:
     @classmethod
     def decode(cls, records: Records) -> ProbeReport:
         r = _Reader(records.config)
+        start = r.optional("start_s", "number"), r.optional("rate_s", "number")
+        if (start[0] is None) != (start[1] is None):
+            raise ReplyError("start_s and rate_s come together, got one of them")
+        if start[0] is not None and (start[0] < 0 or start[1] <= 0):
+            raise ReplyError(f"start_s must be at least 0 and rate_s positive, got "
+                             f"{start[0]!r} and {start[1]!r}")
+        head = (r.integer("learner", 0), r.integer("samples_held", 0),
+                r.optional("compute_s", "number"), r.optional("work", "number"))
         gradient = records.arrays.get("gradient")
         if gradient is None:
-            return cls(r.integer("learner", 0), r.integer("samples_held", 0),
-                       r.optional("compute_s", "number"), r.optional("work", "number"))
+            return cls(*head, start_s=start[0], rate_s=start[1])
         rho, beta, seconds = r.number("rho"), r.number("beta"), r.number("constants_s")
         if rho < 0 or beta < 0 or seconds < 0:
             raise ReplyError(f"rho, beta and constants_s must be at least 0, got {rho!r}, "
                              f"{beta!r} and {seconds!r}")
-        return cls(r.integer("learner", 0), r.integer("samples_held", 0),
-                   r.optional("compute_s", "number"), r.optional("work", "number"),
-                   rho, beta, _arrays("gradient", gradient), seconds)
+        return cls(*head, rho, beta, _arrays("gradient", gradient), seconds, *start)
 
 
 @dataclass(frozen=True)

@@ -189,9 +189,10 @@ class WorkPlan(Protocol):
     def weight(self, node: int, staleness: int) -> float:
         """The weight of ``node``'s update, ``staleness`` server steps old, in its step."""
 
-    def measured(self, node: int, per_pass_s: float) -> None:
-        """``node``'s time per pass over its data as measured (a live run's): the plan of its
-        next starts follows it (a plan that does not size work by speed ignores it)."""
+    def measured(self, node: int, per_pass_s: float, start_s: float = 0.0) -> None:
+        """``node``'s time per pass over its data as measured (a live run's), beyond the
+        fixed cost ``start_s`` of each of its starts [s]: the plan of its next starts follows
+        them (a plan that does not size work by speed ignores them)."""
 
     def stepped(self, model: Any, now: float) -> None:
         """After the arena's server step at virtual time ``now`` to ``model`` (a plan that

@@ -483,7 +483,7 @@ class FixedWork:
     def weight(self, node: int, staleness: int) -> float:
         return staleness_weight(staleness)
 
-    def measured(self, node: int, per_pass_s: float) -> None:
+    def measured(self, node: int, per_pass_s: float, start_s: float = 0.0) -> None:
         """The fixed work does not follow speeds."""
 
     def stepped(self, model: Model, now: float) -> None:

@@ -274,6 +274,9 @@ class StaggeredPlan:
         return max(1, round(self.concurrency / self.groups))
 
     def __post_init__(self) -> None:
+        # each learner's fixed cost of a start beyond its transfers (measured live: 0 until
+        # then, and on the arena's clock)
+        self.start_s = np.zeros(self.group.size)
         self._aimed = np.full(self.group.size, -np.inf)  # each learner's last slot
         held = self.sizes[self.sizes > 0]  # the data of those that take part (until placed)
         self._mean = float(np.mean(held)) if held.size else 1.0
@@ -310,11 +313,11 @@ class StaggeredPlan:
     def arrival(self, node: int, now: float) -> float:
         """When ``node``, starting at ``now``, is planned back: its group's first slot after
         the one it last aimed at (one round trip per period: a learner back early does more
-        work the next time, not a trip of its own) with room for its transfers and one
-        minibatch step (or its whole data, if smaller)."""
+        work the next time, not a trip of its own) with room for its transfers, its start's
+        fixed cost and one minibatch step (or its whole data, if smaller)."""
         k = int(node)
         n = max(int(self.sizes[k]), 1)
-        need = self.fixed_s[k] + self.per_pass_s[k] * min(1.0, self.batch / n)
+        need = self.fixed_s[k] + self.start_s[k] + self.per_pass_s[k] * min(1.0, self.batch / n)
         after = max(now + need, self._aimed[k] + self.period * 1e-6)
         return self.origin + next_slot(0.0, (int(self.group[k]) + 1) / self.groups, self.period,
                                        after - self.origin)
@@ -327,13 +330,15 @@ class StaggeredPlan:
             return 0.0
         slot = self.arrival(k, now)
         self._aimed[k] = slot
-        return max(0.0, (slot - now - self.fixed_s[k]) / self.per_pass_s[k])
+        return max(0.0, (slot - now - self.fixed_s[k] - self.start_s[k]) / self.per_pass_s[k])
 
-    def measured(self, node: int, per_pass_s: float) -> None:
-        """``node``'s pass over its data takes ``per_pass_s`` (a live run's measurement): its
-        next starts are sized by it."""
+    def measured(self, node: int, per_pass_s: float, start_s: float = 0.0) -> None:
+        """``node``'s pass over its data takes ``per_pass_s`` and each of its starts
+        ``start_s`` more (a live run's measurements): its next starts are sized by them."""
         if math.isfinite(per_pass_s) and per_pass_s > 0:
             self.per_pass_s[int(node)] = float(per_pass_s)
+        if math.isfinite(start_s) and start_s >= 0:
+            self.start_s[int(node)] = float(start_s)
 
     def placed(self, sizes: np.ndarray, seconds: np.ndarray, now: float) -> dict[str, list[int]]:
         """The learners' data placed again at ``now`` (a live run's allocation at the

@@ -77,3 +77,31 @@ def test_the_same_jump_twice_is_the_learners_speed() -> None:
     est.update(Measurement(1, 1e6, 1.0), 2)
     assert "times off" in est.update(Measurement(1, 500.0, 1000.0), 3)
     assert est.seconds[1] == pytest.approx(1e-3)
+
+
+def test_a_start_is_split_into_its_fixed_cost_and_a_rate_by_hand() -> None:
+    """start_cost by least squares on compute = start + rate x work, worked by hand."""
+    from mel_opt.live.estimates import start_cost
+
+    # work 100, 200, 300 for 0.2, 0.35, 0.45 s: mean work 200, mean compute 1/3; the
+    # deviations' products (-100)(-2/15) + 0 + (100)(7/60) over their squares 20,000 give
+    # 0.00125 s per sample-pass and 1/3 - 0.25 = 1/12 s a start
+    c = start_cost([(0.2, 100), (0.35, 200), (0.45, 300)])
+    assert c is not None
+    assert c.start_s == pytest.approx(1 / 12) and c.seconds == pytest.approx(0.00125)
+    # a negative fixed part is noise: none, and the rate keeps the total, 1.0 / 600
+    c = start_cost([(0.15, 100), (0.35, 200), (0.5, 300)])
+    assert c is not None and c.start_s == 0.0 and c.seconds == pytest.approx(1.0 / 600)
+    # one that leaves the shortest start's work almost no time is cut to 0.9 of it: the
+    # line 0.099 + 1e-5 w is cut to 0.09, the rate (0.303 - 3 x 0.09) / 600 = 5.5e-5
+    c = start_cost([(0.1, 100), (0.101, 200), (0.102, 300)])
+    assert c is not None and c.start_s == pytest.approx(0.09)
+    assert c.seconds == pytest.approx(5.5e-5)
+    # the probe's doubling steps on an exact line
+    c = start_cost([(0.2 + 1e-4 * w, w) for w in (256, 512, 1024)])
+    assert c is not None and (c.start_s, c.seconds) == pytest.approx((0.2, 1e-4))
+    # what cannot be told apart: one start, starts of about the same work, a broken time
+    assert start_cost([(0.3, 100)]) is None
+    assert start_cost([(0.3, 100), (0.31, 105)]) is None
+    assert start_cost([(0.3, 100), (math.nan, 200)]) is None
+    assert start_cost([(0.3, 100), (0.0, 200)]) is None

@@ -223,3 +223,41 @@ def test_messaging_beyond_compute_is_measured_and_learned(digits: Any) -> None:
     assert rows[0]["comm_measured_s"] == pytest.approx(0.6)
     assert rows[1]["comm_measured_s"] == pytest.approx(0.8)
     assert run.summary()["estimates_comm_s"] == pytest.approx([0.7, 0.8, 0.8])
+
+
+def test_a_probes_start_split_is_kept_unless_it_claims_more_than_the_probe_took(
+        digits: Any) -> None:
+    """The fleet keeps each probe's start cost and rate; a split whose rate exceeds the
+    probe's own seconds per sample-pass (or whose start cost exceeds its compute) is refused
+    with a warning and the learner's speed stays the probe's."""
+    run = LiveRun(LiveSettings(instance=mel_async_doc(), method="exact", seed=1,
+                               model="softmax"), digits)
+    # 0.5 s for 2,000 sample-passes: 2.5e-4 overall, split as 3 starts of 0.1 s + 1e-4
+    run.accept_probe(100, ProbeReport(0, 100, 0.5, 2000.0, start_s=0.1, rate_s=1e-4).encode())
+    run.accept_probe(101, ProbeReport(1, 100, 0.5, 2000.0, start_s=0.1, rate_s=3e-4).encode())
+    run.accept_probe(102, ProbeReport(2, 100, 0.5, 2000.0, start_s=0.6, rate_s=1e-4).encode())
+    assert run.fleet.start_s.tolist() == [0.1, 0.0, 0.0]
+    assert run.fleet.rate_s[0] == 1e-4 and np.isnan(run.fleet.rate_s[1:]).all()
+    assert run.fleet.seconds.tolist() == pytest.approx([2.5e-4] * 3)  # the probes' ratios
+    assert len(run.warnings) == 2 and all("start cost ignored" in w for w in run.warnings)
+
+
+def test_a_learners_probe_splits_its_doubling_starts_into_a_start_cost_and_a_rate(
+        digits: Any) -> None:
+    """A real probe (the learner's own code, timed on this machine): its steps of 1, 2, 4...
+    passes give a split whose starts and rate add up to the probe's compute."""
+    from mel_opt.live import learner as L
+    from mel_opt.problems.messages import DataSpec, ProbeOrder
+
+    local = L.LocalData(digits, np.arange(200))
+    order = ProbeOrder("mel-async", "softmax", 16, 1, 0.5, 0.3,
+                       DataSpec("digits", "iid", 1, 1))
+    report = L.answer_probe(order, 0, local, L.Memory({}))
+    assert report.compute_s is not None and report.work is not None
+    assert report.work >= 3 * 200  # at least two starts: 1 pass, then 2
+    assert report.start_s is not None and report.rate_s is not None
+    assert 0.0 <= report.start_s and 0.0 < report.rate_s <= report.compute_s / report.work
+    # the fit keeps the total: compute = starts x start_s + rate x work, starts >= 2
+    if report.start_s > 0:
+        starts = (report.compute_s - report.rate_s * report.work) / report.start_s
+        assert starts == pytest.approx(round(starts), abs=1e-6) and round(starts) >= 2

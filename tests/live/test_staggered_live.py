@@ -76,13 +76,15 @@ def test_staggered_in_process_plans_each_start_to_its_slot_and_gives_up_a_lost_l
     assert run.rounds[-1]["accuracy"] > run.rounds[0]["accuracy"] + 0.3
 
 
-def _staggered(digits: Any, compute_s: Any = None, **kw: Any) -> LiveRun:
+def _staggered(digits: Any, compute_s: Any = None, probe_start_s: float = 0.0,
+               **kw: Any) -> LiveRun:
     doc = generate("mohammad2020", learners=4, seed=5, params={"cycle_time_s": "15"})
-    kw = {"rounds": 8, **kw}
+    kw = {"rounds": 8, "period": 1.0, **kw}
     run = LiveRun(LiveSettings(instance=json.loads(json.dumps(doc)), scheme="staggered",
-                               groups=2, period=1.0, model="softmax", **kw), digits)
+                               groups=2, model="softmax", **kw), digits)
     clock = Clock(compute_s=compute_s or (lambda r, k, work: SLOW * work),
-                  overhead_s=lambda r: 0.0, probe_s_per_sample=SLOW)
+                  overhead_s=lambda r: 0.0, probe_s_per_sample=SLOW,
+                  probe_start_s=probe_start_s)
     return run_in_process(run, np.array_split(np.arange(digits.y_train.size), 4), clock)
 
 
@@ -130,6 +132,44 @@ def test_a_learners_speed_is_judged_over_a_budget_of_its_compute_before_its_data
     # the speeds it was placed at are the new reference: the same speed again moves nothing
     work.observe(1, 1.0, 5000)
     assert not work.replace(5, 5.0) and len(told) == 1
+
+
+def test_a_replys_work_is_its_compute_beyond_the_start_cost_by_hand() -> None:
+    """PlannedWork with learner 0's start cost 0.1 s (its probe's): a reply's work took its
+    compute less 0.1 s; a reply more than half start cost is left out; the plan is told the
+    speed per start and the start cost."""
+    from mel_opt.live.fedbuff import PlannedWork
+
+    told: list[tuple[int, float, float]] = []
+
+    class Plan:
+        def measured(self, node: int, per_pass_s: float, start_s: float = 0.0) -> None:
+            told.append((node, per_pass_s, start_s))
+
+        def passes(self, node: int, now: float) -> float:
+            return 2.0
+
+    work = PlannedWork(Plan(), np.array([200, 100]), 32,  # type: ignore[arg-type]
+                       np.array([1e-4, np.nan]), 1.0, start_s=np.array([0.1, 0.0]),
+                       alpha=0.5)
+    # before any reply: the speed its data was placed at, 1e-4 x 200 samples a pass
+    assert work.at(0, 0.0, 5e-4) == (200, 2)
+    assert told[-1] == (0, pytest.approx(0.02), 0.1)
+    # learner 1 was placed at no speed: the one given
+    work.at(1, 0.0, 3e-4)
+    assert told[-1] == (1, pytest.approx(0.03), 0.0)
+    # 0.5 s for 2,000 sample-passes: 0.4 s of work, 2e-4; the average moves half way,
+    # to 1.5e-4
+    work.observe(0, 0.5, 2000)
+    work.at(0, 1.0)
+    assert told[-1] == (0, pytest.approx(1.5e-4 * 200), 0.1)
+    # 0.15 s for 100: two thirds start cost, left out
+    work.observe(0, 0.15, 100)
+    work.at(0, 2.0)
+    assert told[-1] == (0, pytest.approx(1.5e-4 * 200), 0.1)
+    # the window closes at 1 s of work's compute: 0.4 + 0.7 s over 2,000 + 3,500
+    work.observe(0, 0.8, 3500)
+    assert work._speed[0] == pytest.approx(1.1 / 5500)
 
 
 def test_staggered_live_a_liar_is_clipped_by_the_default_rule_and_ruins_the_mean(
@@ -350,3 +390,71 @@ def test_a_probe_reply_with_constants_is_kept_and_its_messaging_is_what_is_left(
     assert 1 not in run.constants and run.fleet.overhead[1] == pytest.approx(0.5)
     assert any(f"its gradient has {size - 1} values, the model {size}" in w
                for w in run.warnings)
+
+
+def test_a_start_cost_measured_by_the_probe_is_planned_for_and_leaves_the_data_in_place(
+        digits: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every start costs 0.2 s beyond its work (the clock's 0.2 + SLOW x work), at a
+    sixteenth of the budget (slots 0.47 s apart). Probed in three starts of different work,
+    the split is exact: each start's work leaves room for the fixed cost, every update is on
+    plan and the data stays where it was placed, as no speed changed. Probed in one start
+    (no split), the same clock reads learners as slower than they are, the more so the
+    shorter their starts: the data is placed again though no speed changed."""
+    from mel_opt.live import fedbuff
+
+    made: list[Any] = []
+    planned_work = fedbuff.planned_work
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        made.append(planned_work(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(fedbuff, "planned_work", spy)
+    start = 0.2
+
+    def compute_s(r: int, k: int, work: float) -> float:
+        return start + SLOW * work
+
+    run = _staggered(digits, compute_s, probe_start_s=start, period=0.0625, rounds=90)
+    assert run.stopped is None and not run.warnings
+    assert run.fleet.start_s.tolist() == pytest.approx([start] * 4)
+    assert run.fleet.rate_s.tolist() == pytest.approx([SLOW] * 4)
+    planned = made[-1]
+    assert planned.placements == []
+    assert planned._speed.tolist() == pytest.approx([SLOW] * 4)  # every window closed
+    # each learner's first start at 0 s aims at its group's first slot (j + (g + 1) / G) P,
+    # P = 15 / 16 s, with room for its transfers, the start's 0.2 s and one minibatch; its
+    # work fills the room left, at SLOW x samples a pass (with room for less than a pass,
+    # that fraction of its samples)
+    cycle = get_problem("mel-async").learning
+    assert cycle is not None
+    comm = equal_work(cycle, run.inst, run.N).comm_s
+    samples, group, P = planned.samples, planned.plan.group, 15.0 / 16
+    first: dict[int, dict[str, Any]] = {}
+    for r in run.rows:
+        first.setdefault(r["learner"], r)
+    rooms = {}
+    for k, r in first.items():
+        per_pass = SLOW * samples[k]
+        need = comm[k] + start + per_pass * min(1.0, planned.batch / samples[k])
+        phase = (group[k] + 1) / 2
+        slot = (max(0, math.ceil(need / P - phase)) + phase) * P
+        rooms[k] = room = slot - comm[k] - start
+        if room >= per_pass:
+            assert (r["samples"], r["passes"]) == (samples[k], math.floor(room / per_pass))
+        else:
+            assert (r["samples"], r["passes"]) == (int(room / per_pass * samples[k]), 1)
+    # learner 0 (group 0, 0.945 s of transfers): its slot at 0.469 s leaves no room, the
+    # next, 1.406 s, leaves 0.261 s: 2,612 of its 14,940 samples
+    assert group[0] == 0 and comm[0] == pytest.approx(0.94496, abs=1e-5)
+    assert rooms[0] == pytest.approx(1.40625 - 0.94496 - 0.2, abs=1e-5)
+    assert (first[0]["samples"], samples[0]) == (2612, 14940)
+    ok = [r for r in run.rows if r["status"] == "ok"]
+    assert all(r["compute_measured_s"] == pytest.approx(start + SLOW * r["samples"] * r["passes"])
+               and 0 <= r["staleness"] <= 2 for r in ok)
+
+    unsplit = _staggered(digits, compute_s, period=0.0625, rounds=90)
+    assert unsplit.stopped is None
+    moved = made[-1].placements
+    assert moved, "without the split the data did not move"
+    assert max(moved[0]["seconds"]) > 1.25 * SLOW  # read as over a quarter slower

@@ -3,6 +3,7 @@ of the wrong shape is refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Any
@@ -40,6 +41,20 @@ def test_a_probe_report_with_and_without_a_speed() -> None:
     private = ProbeReport(3, 120)  # a learner that plans its own work keeps its speed
     assert set(private.encode().config) == {"learner", "samples_held"}
     assert ProbeReport.decode(private.encode()) == private
+
+
+def test_a_probe_report_with_its_start_split_and_what_is_refused() -> None:
+    split = ProbeReport(3, 120, 0.5, 2000.0, start_s=0.1, rate_s=2e-4)
+    assert ProbeReport.decode(split.encode()) == split
+    with_constants = dataclasses.replace(split, rho=0.5, beta=1.0, gradient=[np.ones(2)])
+    back = ProbeReport.decode(with_constants.encode())
+    assert (back.start_s, back.rate_s, back.rho) == (0.1, 2e-4, 0.5)
+    config = split.encode().config
+    with pytest.raises(ReplyError, match="start_s and rate_s come together"):
+        ProbeReport.decode(Records({k: v for k, v in config.items() if k != "rate_s"}))
+    for key, value in (("start_s", -0.1), ("rate_s", 0.0)):
+        with pytest.raises(ReplyError, match="start_s must be at least 0 and rate_s"):
+            ProbeReport.decode(Records({**config, key: value}))
 
 
 def test_a_probe_asking_for_the_bounds_constants_and_the_answer() -> None:

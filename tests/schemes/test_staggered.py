@@ -53,6 +53,22 @@ def test_slots_and_each_starts_work_by_hand() -> None:
     assert plan.passes(3, 24.0) == pytest.approx(18.0)
 
 
+def test_a_measured_start_cost_is_room_every_start_leaves() -> None:
+    plan = _plan([100, 50, 0, 25], 2, 10.0, [2, 1, 1, 0.5], [1, 1, 1, 2])
+    # learner 0 measured live: a pass 2.5 s, each start 0.5 s beyond its transfers: at 0 s,
+    # (5 - 1 - 0.5) / 2.5 = 1.4 passes
+    plan.measured(0, 2.5, 0.5)
+    assert plan.passes(0, 0.0) == pytest.approx(1.4)
+    # learner 3 measured a 2.9 s start: at 0 s it needs 2 + 2.9 + a minibatch (10 of 25
+    # samples: 0.2 s) = 5.1 s > 5 s, so it aims at 15 s: (15 - 2 - 2.9) / 0.5 = 20.2 passes
+    plan.measured(3, 0.5, 2.9)
+    assert plan.passes(3, 0.0) == pytest.approx(20.2)
+    # a start cost that is not a number leaves the last one: at 15 s, 25 s,
+    # (25 - 15 - 2 - 2.9) / 0.5 = 10.2 passes
+    plan.measured(3, 0.5, math.nan)
+    assert plan.passes(3, 15.0) == pytest.approx(10.2)
+
+
 def test_a_period_chosen_again_starts_its_grid_where_the_current_period_ends() -> None:
     # G = 2, P = 10 s, the period chosen again every 12 s (the chooser says 4 s)
     plan = _plan([100, 50, 0, 25], 2, 10.0, [2, 1, 1, 0.5], [1, 1, 1, 2])
