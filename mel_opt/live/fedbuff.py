@@ -121,8 +121,9 @@ class PlannedWork:
     start_s : ndarray or None
         Each learner's fixed cost of a start [s], measured by its probe
         (:attr:`~mel_opt.live.fleet.Fleet.start_s`; None: none). A reply's compute beyond it
-        is what its work took, and the plan gives every start room for it; a reply of which
-        it is more than half times too little work to judge a speed by (:meth:`observe`).
+        is what its work took, and the plan gives every start room for it; a reply more
+        than half of which is that fixed cost is too short to judge a speed by
+        (:meth:`observe`).
     alpha : float
         Weight of a reply's speed in the learner's speed per start (:meth:`at`).
     """
