@@ -158,6 +158,8 @@ def one(args: argparse.Namespace, engine: str, scheme: str, seed: int,
             "short": budget is not None and bool(whole) and whole[-1][0] < budget,
             "total": time.perf_counter() - start,
             "staleness": [s for r in steps for s in r.get("staleness", [])],
+            # the times the data was placed again at new speeds (staggered; the whole run)
+            "placed": sum("placed" in r for r in summary["rounds"]),
             "period": next((r["control"]["period_s"] / args.clock for _, r in done(summary)
                             if "period_s" in (r.get("control") or {})), None),
             "stopped": summary.get("stopped")}
@@ -220,7 +222,8 @@ def main() -> None:
                         f"{args.dataset}, {args.model}, {args.seeds} seeds, {alike}; wall "
                         "seconds from the first round to target, mean (seeds that reached it)")
     for col in ("engine", "scheme", *(f"to {t:g}" for t in TARGETS), "final accuracy",
-                "updates", "wall s", "short of W", "median staleness", "period [T]"):
+                "updates", "wall s", "short of W", "median staleness", "period [T]",
+                "placed again"):
         table.add_column(col, justify="right")
     for (engine, scheme), rs in results.items():
         cells = [engine, scheme]
@@ -236,6 +239,8 @@ def main() -> None:
                   f"{statistics.median(stale):g}" if stale else "-"]
         periods = [r["period"] for r in rs if r["period"] is not None]
         cells.append(f"{statistics.mean(periods):.3g}" if periods else "-")
+        placed = [r["placed"] for r in rs]
+        cells.append(f"{min(placed)} to {max(placed)}" if any(placed) else "0")
         table.add_row(*cells)
     console.print(table)
     stopped = [(k, r["stopped"]) for k, rs in results.items() for r in rs if r["stopped"]]

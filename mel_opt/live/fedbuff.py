@@ -146,6 +146,9 @@ class PlannedWork:
         self._compute = np.zeros(K)  # each learner's measured compute in its window [s]
         self._work = np.zeros(K)  # and the sample-passes it did in it
         self._speed = np.full(K, np.nan)  # its last full window's seconds per sample-pass
+        self._before = np.full(K, np.nan)  # and the one before it's
+        self._both = np.full(K, np.nan)  # those two windows' compute over their work
+        self._last = np.zeros((K, 2))  # the last full window's compute and work
         # its seconds per sample-pass beyond a start's fixed cost: the one its data was
         # placed at (the probe's), then followed reply by reply
         self._rate = self.placed_at.copy()
@@ -171,21 +174,38 @@ class PlannedWork:
         self._compute[k] += net
         self._work[k] += work
         if self._compute[k] >= self.window_s:
-            self._speed[k] = self._compute[k] / self._work[k]
+            c, w = self._compute[k], self._work[k]
+            last = self._last[k]
+            self._before[k], self._speed[k] = self._speed[k], c / w
+            if last[1] > 0:
+                self._both[k] = (c + last[0]) / (w + last[1])
+            self._last[k] = (c, w)
             self._compute[k] = self._work[k] = 0.0
 
     def replace(self, step: int, now: float) -> bool:
         """After server ``step`` at ``now`` [s on the server's clock]: where a learner
-        that takes part has a speed (its last full window's) more than
-        :data:`~mel_opt.schemes.base.SPEED_MOVE` away from the one its data was placed at,
-        place the data again at every learner's last speed and tell the plan
-        (:meth:`~mel_opt.schemes.base.WorkPlan.placed`). True if the plan was told."""
-        speed, was = self._speed, self.placed_at
-        ok = (self.samples > 0) & np.isfinite(speed) & np.isfinite(was) & (was > 0)
+        that takes part has a speed more than :data:`~mel_opt.schemes.base.SPEED_MOVE` away
+        from the one its data was placed at, on the same side, over each of its last two
+        full windows, place the data again at every learner's latest speed (over its last
+        two windows where it has two) and tell the plan
+        (:meth:`~mel_opt.schemes.base.WorkPlan.placed`). True if the plan was told.
+
+        Two windows, not one: on a machine whose cores the learners share, a learner's speed
+        over one budget of its compute moves by more than a quarter with what the others run
+        beside it (on the loopback deployment of four throttled learners on two cores, its
+        windows moved by up to twice), and the data then followed that back and forth; a
+        device that really slowed down or sped up stays moved."""
+        last, before, was = self._speed, self._before, self.placed_at
+        ok = (self.samples > 0) & np.isfinite(last) & np.isfinite(before) & \
+            np.isfinite(was) & (was > 0)
         moved = np.zeros(ok.shape, dtype=bool)
-        moved[ok] = np.abs(speed[ok] / was[ok] - 1.0) > SPEED_MOVE
+        up = last[ok] / was[ok] - 1.0 > SPEED_MOVE
+        down = 1.0 - last[ok] / was[ok] > SPEED_MOVE
+        moved[ok] = (up & (before[ok] / was[ok] - 1.0 > SPEED_MOVE)) | \
+            (down & (1.0 - before[ok] / was[ok] > SPEED_MOVE))
         if not moved.any():
             return False
+        speed = np.where(np.isfinite(self._both), self._both, last)
         seconds = np.where(np.isfinite(speed), speed, was)
         self.placed_at = seconds.copy()
         new = None if self.place is None else self.place(seconds)

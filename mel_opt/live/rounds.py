@@ -545,6 +545,9 @@ class LiveRun:
                             for o in self.scheme.options_for("live")}},
             "plotted": dict(self.cycle.plotted),
             "estimates_s_per_sample": _listed(self.fleet.estimates.seconds),
+            # each probe's split of a start into a fixed cost and a rate (0 and None: none)
+            "probe_start_s": _listed(self.fleet.start_s),
+            "probe_rate_s_per_sample": _listed(self.fleet.rate_s),
             "estimates_comm_s": _listed(self.fleet.overhead),
             "estimates_rate_Bps": _listed(self.fleet.transfers.rate_Bps),
             "prediction_error": _median_errors(measured),

@@ -57,7 +57,9 @@ GRID_BATCH = (16, 32, 64)
 #: Live, a plan decides again (staggered: its data placed again by the allocation, its
 #: bound's period chosen again) once a learner's seconds per sample-pass, measured over a
 #: budget's worth of its compute (all its replies' compute over all their sample-passes), is
-#: more than this fraction above or below the one it was placed at. One short start's
+#: more than this fraction above or below the one it was placed at, in two windows in a row
+#: (one is not enough where learners share cores: :meth:`mel_opt.live.fedbuff.PlannedWork.
+#: replace`). One short start's
 #: measurement is far noisier than that on a throttled learner (its duty cycle's tenth of a
 #: second is a large part of a fifth of a second's work); a budget's worth averages it out,
 #: while a device that slowed down or sped up still moves it.

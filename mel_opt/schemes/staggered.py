@@ -50,10 +50,10 @@ stepped`), each new period's slots starting where the current period ends. Live,
 ``period_rule`` bound, it is chosen after the probe from the constants each learner
 measured there in its own process (:func:`mel_opt.live.learner.probe_constants`), over the
 run's ``horizon``, each round trip also costing its learner's measured messaging. When a
-learner's speed, measured over a budget of its work, moves by more than
-:data:`~mel_opt.schemes.base.SPEED_MOVE`, the live run places the data again (the allocation
-at the new speeds), deals the groups again from the new data, and the period is chosen again
-from the same constants
+learner's speed, measured over a budget of its work, has moved by more than
+:data:`~mel_opt.schemes.base.SPEED_MOVE` in two such windows in a row, the live run places
+the data again (the allocation at the new speeds), deals the groups again from the new data,
+and the period is chosen again from the same constants
 (:meth:`StaggeredPlan.placed`: the speeds and data the bound weighs are then no longer those
 it chose for).
 

@@ -92,8 +92,10 @@ def test_a_learners_speed_is_judged_over_a_budget_of_its_compute_before_its_data
 ) -> None:
     """PlannedWork's trigger, by hand: single replies three times apart (a throttled
     learner's short starts) do not move the data while their ratio over a window of the
-    budget's compute stays within a quarter of the speed it was placed at; a learner that
-    slowed down does, at every learner's last measured speed, and the plan hears of it."""
+    budget's compute stays within a quarter of the speed it was placed at; nor does one
+    window beyond it, or two on opposite sides; a learner whose last two windows are both
+    slower by more than a quarter does, at every learner's latest speed (over its last two
+    windows), and the plan hears of it."""
     from mel_opt.live.fedbuff import PlannedWork
 
     told: list[tuple[list[int], list[float], float]] = []
@@ -117,18 +119,27 @@ def test_a_learners_speed_is_judged_over_a_budget_of_its_compute_before_its_data
     assert not work.replace(1, 1.0)  # no full window yet
     work.observe(0, 0.62, 6000)
     assert not work.replace(2, 2.0) and asked == [] and told == []
-    # learner 1 twice as slow: 0.5 s + 0.5 s for 2,500 sample-passes each, 2e-4
+    # learner 1 twice as slow over a window: 0.5 s + 0.5 s for 2,500 sample-passes each,
+    # 2e-4; then half as slow, 0.5e-4 (1 s for 20,000): on opposite sides, nothing moves
     work.observe(1, 0.5, 2500)
     assert not work.replace(3, 3.0)
     work.observe(1, 0.5, 2500)
-    assert work.replace(4, 4.5)
-    # every learner's last full window's speed (learner 2 has none: NaN)
+    assert not work.replace(4, 4.0)
+    work.observe(1, 1.0, 20000)
+    assert not work.replace(5, 4.2)
+    # two windows in a row twice as slow (1 s for 5,000 each): the data moves, at learner
+    # 1's last two windows, 2 s over 10,000, 2e-4, and learner 0's one window, 1.02e-4
+    work.observe(1, 1.0, 5000)
+    assert not work.replace(6, 4.3)  # 0.5e-4 then 2e-4: not both on one side
+    work.observe(1, 1.0, 5000)
+    assert work.replace(7, 4.5)
+    # every learner's latest speed (learner 2 has none: NaN)
     assert len(asked) == 1 and asked[0][:2] == pytest.approx([1.02e-4, 2e-4])
     assert math.isnan(asked[0][2])
     assert work.samples.tolist() == [300, 100, 0]  # the one that took no part still none
     assert told[0][0] == [300, 100, 0] and told[0][2] == 4.5
     assert told[0][1][:2] == asked[0][:2]
-    assert [(p["step"], p["samples"]) for p in work.placements] == [(4, [300, 100, 0])]
+    assert [(p["step"], p["samples"]) for p in work.placements] == [(7, [300, 100, 0])]
     # the speeds it was placed at are the new reference: the same speed again moves nothing
     work.observe(1, 1.0, 5000)
     assert not work.replace(5, 5.0) and len(told) == 1
@@ -260,8 +271,8 @@ def test_staggered_live_chooses_its_period_by_the_bound_from_the_learners_probes
 
 def test_the_bounds_period_is_chosen_again_live_when_a_learner_slows_down(
         digits: Any) -> None:
-    """A learner that becomes four times slower after its first start: once the server's
-    estimate of its speed has moved by more than a quarter, the next step chooses the
+    """A learner that becomes four times slower after its first start: once its speed over
+    two windows in a row has moved by more than a quarter, the next step chooses the
     bound's period again from the probe's constants; a fixed period stays as it is."""
     starts: dict[int, int] = {}
 
@@ -272,7 +283,7 @@ def test_the_bounds_period_is_chosen_again_live_when_a_learner_slows_down(
     steady = _staggered(digits, period_rule="bound", horizon=0.5)
     first = steady.rounds[1]["control"]["period_s"]
     assert {r["control"]["period_s"] for r in steady.rounds[1:]} == {first}
-    run = _staggered(digits, compute_s, period_rule="bound", horizon=0.5, rounds=48)
+    run = _staggered(digits, compute_s, period_rule="bound", horizon=0.5, rounds=96)
     assert run.stopped is None
     periods = [r["control"]["period_s"] for r in run.rounds[1:]]
     assert periods[0] == pytest.approx(first)  # the probe's speeds: the steady run's period
@@ -291,8 +302,8 @@ def test_the_bounds_period_is_chosen_again_live_when_a_learner_slows_down(
 
 def test_the_data_is_placed_again_at_the_measured_speeds_when_a_learner_slows_down(
         digits: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Learner 1 four times slower after its first start: once the server's estimate of its
-    speed has moved by more than a quarter, the allocation is solved again at the measured
+    """Learner 1 four times slower after its first start: once its speed over two windows in
+    a row has moved by more than a quarter, the allocation is solved again at the measured
     speeds and its data goes to the others; its later starts are sized from its new data.
     The speeds of a steady run never move that far: its data stays where it was placed."""
     from mel_opt.live import fedbuff
@@ -419,6 +430,9 @@ def test_a_start_cost_measured_by_the_probe_is_planned_for_and_leaves_the_data_i
     assert run.stopped is None and not run.warnings
     assert run.fleet.start_s.tolist() == pytest.approx([start] * 4)
     assert run.fleet.rate_s.tolist() == pytest.approx([SLOW] * 4)
+    summary = run.summary()
+    assert summary["probe_start_s"] == pytest.approx([start] * 4)
+    assert summary["probe_rate_s_per_sample"] == pytest.approx([SLOW] * 4)
     planned = made[-1]
     assert planned.placements == []
     assert planned._speed.tolist() == pytest.approx([SLOW] * 4)  # every window closed
