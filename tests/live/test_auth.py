@@ -135,10 +135,16 @@ def test_only_registered_supernodes_join_and_everything_ends(tmp_path: Path,
             assert "melopt node: stopped" in device_log.read_text(errors="replace")
             assert not port_open("127.0.0.1", device_port)
         finally:
+            # SIGTERM first: `melopt node` ends the SuperNode it started in a session of its
+            # own (a SIGKILL of its group alone would leave that running when a check failed)
             for proc in (rogue, device):
                 if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                    proc.send_signal(signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
             held.close()
         processes = fed.processes()
     assert fed.home is None and not home.exists()
