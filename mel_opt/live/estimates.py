@@ -30,8 +30,8 @@ import numpy as np
 
 from mel_opt.live.settings import LiveSettings
 
-__all__ = ["AGREE", "Estimates", "Measurement", "StartCost", "Transfers", "read_measurement",
-           "start_cost"]
+__all__ = ["AGREE", "Estimates", "Measurement", "StartCost", "Transfers", "fold",
+           "read_measurement", "start_cost"]
 
 #: Weight of the newest measurement in the average (the run's ``alpha`` setting's default).
 ALPHA: float = LiveSettings.setting("alpha").default
@@ -39,6 +39,16 @@ MIN_SECONDS = 1e-9  # seconds per sample-pass: faster than any CPU does a TwoNN 
 MAX_SECONDS = 60.0  # slower than a minute per sample is a stalled or broken learner
 MAX_JUMP = 100.0  # a measurement this many times off the estimate is not believed...
 AGREE = 2.0  # ... unless the one refused before it was as far off, within this factor
+
+
+def fold(now: float, x: float, alpha: float) -> float:
+    """``x`` folded into the average ``now`` with weight ``alpha`` (``x`` itself where ``now``
+    is not a number yet: the first measurement).
+
+    >>> fold(float("nan"), 2.0, 0.5), fold(1.0, 2.0, 0.5)
+    (2.0, 1.5)
+    """
+    return x if not math.isfinite(now) else (1.0 - alpha) * now + alpha * x
 
 
 @dataclass(frozen=True)
@@ -200,9 +210,7 @@ class Estimates:
             return ""
         if why:
             return why
-        now = float(self.seconds[m.learner])
-        self.seconds[m.learner] = x if not math.isfinite(now) else (
-            (1.0 - self.alpha) * now + self.alpha * x)
+        self.seconds[m.learner] = fold(float(self.seconds[m.learner]), x, self.alpha)
         return ""
 
 
@@ -235,8 +243,7 @@ class Transfers:
         return cls(np.full(K, np.nan), np.full(K, np.nan), alpha)
 
     def _fold(self, values: np.ndarray, k: int, x: float) -> None:
-        now = float(values[k])
-        values[k] = x if not math.isfinite(now) else (1.0 - self.alpha) * now + self.alpha * x
+        values[k] = fold(float(values[k]), x, self.alpha)
 
     def update(self, k: int, comm_s: float | None, shipped_bytes: int | None,
                model_bytes: int) -> None:

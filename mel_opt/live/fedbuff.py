@@ -24,7 +24,7 @@ import numpy as np
 
 from mel_opt import api
 from mel_opt.errors import UsageError
-from mel_opt.live.estimates import ALPHA, Measurement
+from mel_opt.live.estimates import ALPHA, Measurement, fold
 from mel_opt.live.exchange import Exchange
 from mel_opt.live.log import LearnerRow, RoundRecord
 from mel_opt.live.rounds import LiveRun, beyond_compute
@@ -145,10 +145,8 @@ class PlannedWork:
             np.asarray(self.start_s, dtype=float).copy()
         self._compute = np.zeros(K)  # each learner's measured compute in its window [s]
         self._work = np.zeros(K)  # and the sample-passes it did in it
-        self._speed = np.full(K, np.nan)  # its last full window's seconds per sample-pass
-        self._before = np.full(K, np.nan)  # and the one before it's
-        self._both = np.full(K, np.nan)  # those two windows' compute over their work
-        self._last = np.zeros((K, 2))  # the last full window's compute and work
+        # its last two full windows, the older first: (compute [s], sample-passes) each
+        self._windows = np.full((K, 2, 2), np.nan)
         # its seconds per sample-pass beyond a start's fixed cost: the one its data was
         # placed at (the probe's), then followed reply by reply
         self._rate = self.placed_at.copy()
@@ -168,19 +166,17 @@ class PlannedWork:
         net = compute_s - float(self.start_s[k])
         if net < 0.5 * compute_s:
             return
-        rate, now = net / work, float(self._rate[k])
-        self._rate[k] = rate if not math.isfinite(now) else (
-            (1.0 - self.alpha) * now + self.alpha * rate)
+        self._rate[k] = fold(float(self._rate[k]), net / work, self.alpha)
         self._compute[k] += net
         self._work[k] += work
         if self._compute[k] >= self.window_s:
-            c, w = self._compute[k], self._work[k]
-            last = self._last[k]
-            self._before[k], self._speed[k] = self._speed[k], c / w
-            if last[1] > 0:
-                self._both[k] = (c + last[0]) / (w + last[1])
-            self._last[k] = (c, w)
+            self._windows[k] = (self._windows[k, 1], (self._compute[k], self._work[k]))
             self._compute[k] = self._work[k] = 0.0
+
+    @property
+    def _speed(self) -> np.ndarray:
+        """Each learner's seconds per sample-pass over its last full window (NaN: none)."""
+        return self._windows[:, 1, 0] / self._windows[:, 1, 1]
 
     def replace(self, step: int, now: float) -> bool:
         """After server ``step`` at ``now`` [s on the server's clock]: where a learner
@@ -195,7 +191,8 @@ class PlannedWork:
         beside it (on the loopback deployment of four throttled learners on two cores, its
         windows moved by up to twice), and the data then followed that back and forth; a
         device that really slowed down or sped up stays moved."""
-        last, before, was = self._speed, self._before, self.placed_at
+        last, was = self._speed, self.placed_at
+        before = self._windows[:, 0, 0] / self._windows[:, 0, 1]
         ok = (self.samples > 0) & np.isfinite(last) & np.isfinite(before) & \
             np.isfinite(was) & (was > 0)
         moved = np.zeros(ok.shape, dtype=bool)
@@ -205,7 +202,8 @@ class PlannedWork:
             (down & (1.0 - before[ok] / was[ok] > SPEED_MOVE))
         if not moved.any():
             return False
-        speed = np.where(np.isfinite(self._both), self._both, last)
+        both = self._windows.sum(axis=1)  # NaN where a learner has fewer than two
+        speed = np.where(np.isfinite(both[:, 0]), both[:, 0] / both[:, 1], last)
         seconds = np.where(np.isfinite(speed), speed, was)
         self.placed_at = seconds.copy()
         new = None if self.place is None else self.place(seconds)

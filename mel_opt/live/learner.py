@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from mel_opt.blas import blas_threads
-from mel_opt.live.estimates import StartCost, start_cost
+from mel_opt.live.estimates import StartCost, fold, start_cost
 from mel_opt.problems import get_problem
 from mel_opt.problems.learning import LearnerSide
 from mel_opt.problems.messages import DataSpec, ProbeOrder, ProbeReport, TrainOrder, TrainReport
@@ -291,9 +291,7 @@ def round_seed(seed: int, round_: int, learner: int) -> int:
 
 def _remember(memory: Memory, seconds: float, alpha: float) -> None:
     """Fold a measurement into the learner's own estimate of its seconds per sample-pass."""
-    before = memory.number(SPEED)
-    memory.keep_number(SPEED, seconds if not math.isfinite(before)
-                       else (1 - alpha) * before + alpha * seconds)
+    memory.keep_number(SPEED, fold(memory.number(SPEED), seconds, alpha))
 
 
 def learner_side(problem: str) -> LearnerSide:

@@ -245,12 +245,13 @@ def test_a_probes_start_split_is_kept_unless_it_claims_more_than_the_probe_took(
 def test_a_learners_probe_splits_its_doubling_starts_into_a_start_cost_and_a_rate(
         digits: Any) -> None:
     """A real probe (the learner's own code, timed on this machine): its steps of 1, 2, 4...
-    passes give a split whose starts and rate add up to the probe's compute."""
+    passes give a split whose starts and rate add up to the probe's compute. It times for a
+    second, so that even a learner descheduled for a while makes more than one start."""
     from mel_opt.live import learner as L
     from mel_opt.problems.messages import DataSpec, ProbeOrder
 
     local = L.LocalData(digits, np.arange(200))
-    order = ProbeOrder("mel-async", "softmax", 16, 1, 0.5, 0.3,
+    order = ProbeOrder("mel-async", "softmax", 16, 1, 0.5, 1.0,
                        DataSpec("digits", "iid", 1, 1))
     report = L.answer_probe(order, 0, local, L.Memory({}))
     assert report.compute_s is not None and report.work is not None
