@@ -53,7 +53,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -63,6 +62,7 @@ from rich.table import Table
 
 from mel_opt import api
 from mel_opt.live.run import LiveOptions, check, live, load_settings
+from mel_opt.processes import Sampler, tree_rss
 from mel_opt.training import TrainSettings, load_dataset, train
 
 console = Console(width=160)
@@ -85,47 +85,13 @@ def instance(K: int, clock: float, path: Path) -> Path:
     return path
 
 
-class PeakMemory:
+class PeakMemory(Sampler):
     """Peak summed RSS of this process and its descendants (sampled in a thread)."""
 
-    def __init__(self) -> None:
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    peak = 0
 
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, tree_rss(os.getpid()))
-            time.sleep(0.2)
-
-
-def tree_rss(root: int) -> int:
-    parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_text()
-            fields = stat.rsplit(")", 1)[1].split()
-            parents[int(p.name)] = int(fields[1])
-            rss[int(p.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo.extend(c for c, par in parents.items() if par == pid)
-    return total
+    def sample(self) -> None:
+        self.peak = max(self.peak, tree_rss(os.getpid()))
 
 
 def emulator_round(K: int, clock: float, rounds: int, tmp: Path,

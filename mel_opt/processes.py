@@ -26,15 +26,16 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import psutil
 
-__all__ = ["ProcInfo", "command_line", "descendants", "end_process_group", "is_alive",
+__all__ = ["ProcInfo", "Sampler", "command_line", "descendants", "end_process_group", "is_alive",
            "listening_sockets", "parent_map", "pool_worker_init", "process_table", "send",
-           "start_time"]
+           "start_time", "tree_rss"]
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,50 @@ def command_line(pid: int) -> list[str] | None:
         return [str(part) for part in psutil.Process(pid).cmdline()]
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
+
+
+def tree_rss(root: int) -> int:
+    """The resident memory of the tree under ``root`` (root included), in bytes: the sum of
+    each live process's RSS (pages shared between them counted once a process, so an upper
+    bound of what the tree holds)."""
+    total = 0
+    for pid in descendants([root]):
+        try:
+            total += int(psutil.Process(pid).memory_info().rss)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue  # ended since the table was read, or not ours to read
+    return total
+
+
+class Sampler:
+    """Calls :meth:`sample` every ``every`` seconds in a daemon thread while its ``with``
+    block runs: a watch on the process table (a peak, what was ever seen) kept beside the
+    work it watches. A subclass provides :meth:`sample`; the first call comes at once and the
+    thread is joined when the block ends (an exception in it included)."""
+
+    every = 0.2  # seconds between two samples
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        """Look once (what a subclass watches)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(self.every):
+                return
 
 
 def is_alive(pid: int, start: float | None = None) -> bool:

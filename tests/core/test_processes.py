@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
+import psutil
 import pytest
 
 from mel_opt import processes
@@ -24,6 +25,7 @@ from mel_opt.processes import (
     process_table,
     send,
     start_time,
+    tree_rss,
 )
 
 SLEEP = "import time; time.sleep(60)"
@@ -114,6 +116,47 @@ def test_descendants_find_a_grandchild_and_only_the_tree(spawn):
     assert descendants([child.pid], table) == {child.pid, grandchild}
     assert other.pid not in table
     assert descendants([child.pid, other.pid]) == {child.pid, grandchild, other.pid}
+
+
+def test_a_trees_rss_is_its_processes_rss_summed(spawn):
+    # a grandchild that holds 64 MiB of touched memory, under a child that holds little
+    big = ("import subprocess, sys\n"
+           "code = 'b = bytearray(64 << 20); print(1, flush=True); import time; time.sleep(60)'\n"
+           "g = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE)\n"
+           "g.stdout.readline()\n"
+           "print(g.pid, flush=True)\n"
+           "g.wait()\n")
+    child = spawn(big)
+    assert child.stdout is not None
+    grandchild = int(child.stdout.readline())
+    alone = {pid: psutil.Process(pid).memory_info().rss for pid in (child.pid, grandchild)}
+    assert alone[grandchild] > 64 << 20
+    # the same sum, read again (a few pages may come and go between the reads)
+    assert tree_rss(child.pid) == pytest.approx(sum(alone.values()), rel=0.05)
+    assert tree_rss(grandchild) == pytest.approx(alone[grandchild], rel=0.05)
+    assert tree_rss(os.getpid()) > tree_rss(child.pid)  # this process is in its own tree
+    assert tree_rss(2**22 + 12345) == 0  # no such process (above Linux's pid limit)
+
+
+def test_a_sampler_samples_at_once_while_its_block_runs_and_never_after():
+    class Count(processes.Sampler):
+        every = 0.01
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = 0
+
+        def sample(self) -> None:
+            self.n += 1
+
+    with Count() as count:
+        assert _until(lambda: count.n >= 3)
+    ended = count.n
+    time.sleep(0.1)
+    assert count.n == ended  # the thread was joined at the end of the block
+    with pytest.raises(KeyError), Count() as failing:
+        raise KeyError("the watched work failed")
+    assert not failing._thread.is_alive() and failing.n >= 1  # the first sample came at once
 
 
 def test_a_stopped_process_is_seen_stopped_and_then_running(spawn):

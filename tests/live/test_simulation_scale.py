@@ -9,8 +9,6 @@ core and that every learner answers every round. No wall-clock time is asserted.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pytest
 from mel_opt.live.fleet import MIN_PROBE_S, PROBE_WAVES
 from mel_opt.live.rounds import LiveRun, LiveSettings
 from mel_opt.problems.messages import ProbeReport
+from mel_opt.processes import Sampler
 from mel_opt.training import load_dataset
 
 SIGMA = 1e-5  # seconds per sample-pass of every made-up learner
@@ -85,28 +84,19 @@ def test_a_pool_probes_many_learners_briefly_and_few_fully(digits: Any) -> None:
     assert many.probe_wait_s(400) > 400 * short / 2
 
 
-class ActorCount:
+class ActorCount(Sampler):
     """Samples the Ray actors (worker processes named ``ray::ClientAppActor``) this test
     started, in a thread; ``peak`` is the most seen at once."""
 
+    every = 0.3
+
     def __init__(self, started: Any) -> None:
+        super().__init__()
         self.actors = type(started)(("ray::ClientAppActor",))  # conftest's Started
         self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> ActorCount:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, len(self.actors.alive()))
-            time.sleep(0.3)
+    def sample(self) -> None:
+        self.peak = max(self.peak, len(self.actors.alive()))
 
 
 @pytest.mark.slow

@@ -11,7 +11,6 @@ machine's load changes as much as the throttle does), never a time.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from mel_opt.errors import SettingError
 from mel_opt.live import learner as L
 from mel_opt.live.run import LiveOptions, instance_speeds, load_settings
 from mel_opt.live.throttle import ThrottledChildError, run_at_speed
-from mel_opt.processes import process_table
+from mel_opt.processes import Sampler, process_table
 
 ROOT = Path(__file__).resolve().parents[2]
 unix_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a child")
@@ -121,28 +120,20 @@ def test_the_child_returns_what_the_learner_keeps_and_its_errors() -> None:
 
 
 # -- a simulation run -----------------------------------------------------------------------------
-class StoppedSeen:
+class StoppedSeen(Sampler):
     """Samples this process's descendants in a thread; ``seen`` holds those found stopped
     (SIGSTOP: a throttled learner's child between its slices of a core)."""
 
+    every = 0.03
+
     def __init__(self) -> None:
+        super().__init__()
         self.seen: set[int] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> StoppedSeen:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
+    def sample(self) -> None:
         me = os.getpid()
-        while not self._stop.wait(0.03):
-            self.seen |= {pid for pid, info in process_table([me]).items()
-                          if pid != me and info.stopped}
+        self.seen |= {pid for pid, info in process_table([me]).items()
+                      if pid != me and info.stopped}
 
 
 @unix_only
