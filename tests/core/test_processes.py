@@ -119,9 +119,11 @@ def test_descendants_find_a_grandchild_and_only_the_tree(spawn):
 
 
 def test_a_trees_rss_is_its_processes_rss_summed(spawn):
-    # a grandchild that holds 64 MiB of touched memory, under a child that holds little
+    # a grandchild that holds 64 MiB of memory it wrote (every byte, so every page is
+    # resident; a zeroed allocation may be mapped lazily), under a child that holds little
     big = ("import subprocess, sys\n"
-           "code = 'b = bytearray(64 << 20); print(1, flush=True); import time; time.sleep(60)'\n"
+           "code = 'b = bytes(range(256)) * (1 << 18); print(1, flush=True); "
+           "import time; time.sleep(60)'\n"
            "g = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE)\n"
            "g.stdout.readline()\n"
            "print(g.pid, flush=True)\n"
