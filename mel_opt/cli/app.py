@@ -445,4 +445,13 @@ def run_with_progress(runner: Any, label: str, **kw: Any) -> Any:
                     f"{row['status']} {row['error']}".rstrip(), markup=True, highlight=False)
             progress.update(task, advance=1, failed=failed)
 
-        return runner(on_plan=on_plan, on_result=on_result, **kw)
+        try:
+            return runner(on_plan=on_plan, on_result=on_result, **kw)
+        except BaseException as stop:
+            # Ctrl-C may land inside on_result, after the runner counted a row and before the
+            # bar did: a stop that carries its report (BatchInterrupted, BatchStopped) sets the
+            # bar's last frame to the results it kept
+            report = getattr(stop, "report", None)
+            if report is not None:
+                progress.update(task, completed=len(report.rows))
+            raise
